@@ -1,0 +1,190 @@
+"""Paginated, bounded, deduplicated, validated catalogs (tools, resources, prompts).
+
+One paginator follows ``nextCursor`` with hard bounds: at most ``max_pages`` pages and ``max_items``
+items; a repeated cursor stops the walk; a failing later page keeps every item validated so far. In
+each of those cases the catalog is kept, marked incomplete, and a diagnostic says why. Items are
+deduplicated by their key (tool name, resource URI, prompt name): the first wins, and a duplicate
+that differs from it is a diagnostic. Each page passes through ``kxen_catalog_page`` so plugins can
+reject items one by one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Sequence
+
+import attrs
+
+MAX_PAGES = 100
+MAX_ITEMS = 10_000
+MAX_CURSOR_CHARS = 4096
+MAX_DIAGNOSTICS = 200
+
+#: the list method, result field and identity key of each catalog kind
+KINDS: dict[str, tuple[str, str, str]] = {
+    "tools": ("tools/list", "tools", "name"),
+    "resources": ("resources/list", "resources", "uri"),
+    "prompts": ("prompts/list", "prompts", "name"),
+}
+
+
+@attrs.frozen(kw_only=True)
+class CatalogPage:
+    """One fetched page, as plugins see it (read-only)."""
+
+    kind: str
+    number: int  # 1-based
+    items: tuple[dict[str, Any], ...]
+
+
+@attrs.frozen(kw_only=True)
+class Verdict:
+    """A plugin's judgement on one item of a page; build it with :meth:`reject` or :meth:`annotate`."""
+
+    index: int
+    action: str
+    reason: str = ""
+    key: str = ""
+    value: Any = None
+
+    @classmethod
+    def reject(cls, index: int, reason: str) -> Verdict:
+        return cls(index=index, action="reject", reason=reason)
+
+    @classmethod
+    def annotate(cls, index: int, key: str, value: Any) -> Verdict:
+        return cls(index=index, action="annotate", key=key, value=value)
+
+
+@attrs.define(kw_only=True)
+class Catalog:
+    kind: str
+    items: list[dict[str, Any]] = attrs.field(factory=list)
+    notes: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    diagnostics: list[str] = attrs.field(factory=list)
+    complete: bool = True
+    pages: int = 0
+
+    def diag(self, message: str) -> None:
+        if len(self.diagnostics) < MAX_DIAGNOSTICS:
+            self.diagnostics.append(message)
+        elif len(self.diagnostics) == MAX_DIAGNOSTICS:
+            self.diagnostics.append("(further diagnostics dropped)")
+
+
+Fetch = Callable[[str | None], Awaitable[dict[str, Any]]]
+Judge = Callable[[CatalogPage], Awaitable[Sequence[tuple[str, Verdict]]]]
+
+
+def _base_problem(kind: str, item: Any, key_field: str) -> str | None:
+    """The core's own item rules (transport-independent); plugins add stricter ones."""
+    if type(item) is not dict:
+        return "not an object"
+    key = item.get(key_field)
+    if type(key) is not str or not key:
+        return f"'{key_field}' must be a non-empty string"
+    if len(key) > 2048:
+        return f"'{key_field}' is longer than 2048 characters"
+    if kind == "tools":
+        schema = item.get("inputSchema")
+        if schema is not None and type(schema) is not dict:
+            return "'inputSchema' must be an object"
+    desc = item.get("description")
+    if desc is not None and type(desc) is not str:
+        return "'description' must be a string"
+    return None
+
+
+def _label(item: Any, key_field: str, page: int, index: int) -> str:
+    key = item.get(key_field) if type(item) is dict else None
+    name = repr(key[:80]) if type(key) is str else f"#{index}"
+    return f"page {page} item {name}"
+
+
+async def fetch_catalog(
+    kind: str,
+    fetch: Fetch,
+    *,
+    judge: Judge | None = None,
+    max_pages: int = MAX_PAGES,
+    max_items: int = MAX_ITEMS,
+) -> Catalog:
+    """Walk every page of ``kind`` through ``fetch(cursor)``; never raises for a later page."""
+    _, field, key_field = KINDS[kind]
+    catalog = Catalog(kind=kind)
+    index: dict[str, dict[str, Any]] = {}
+    seen_cursors: set[str] = set()
+    cursor: str | None = None
+    for number in range(1, max_pages + 1):
+        try:
+            result = await fetch(cursor)
+        except Exception as exc:
+            if number == 1:
+                raise
+            catalog.complete = False
+            catalog.diag(f"page {number} failed ({type(exc).__name__}: {str(exc)[:200]}); kept {len(index)} items")
+            return catalog
+        catalog.pages = number
+        raw = result.get(field)
+        if type(raw) is not list:
+            catalog.complete = False
+            catalog.diag(f"page {number}: '{field}' is missing or not a list; kept {len(index)} items")
+            return catalog
+        # core rules first, then the plugins' verdicts on what survived
+        valid: list[dict[str, Any]] = []
+        for i, item in enumerate(raw):
+            problem = _base_problem(kind, item, key_field)
+            if problem:
+                catalog.diag(f"{_label(item, key_field, number, i)} skipped: {problem}")
+            else:
+                valid.append(item)
+        rejected: set[int] = set()
+        if judge is not None and valid:
+            page = CatalogPage(kind=kind, number=number, items=tuple(valid))
+            try:
+                verdicts = await judge(page)
+            except Exception as exc:
+                catalog.diag(f"page {number} rejected whole: {exc}")
+                verdicts = [("", Verdict.reject(i, "page rejected")) for i in range(len(valid))]
+            for plugin, v in verdicts:
+                if not (0 <= v.index < len(valid)):
+                    continue
+                if v.action == "reject":
+                    if v.index not in rejected:
+                        rejected.add(v.index)
+                        who = f" by {plugin}" if plugin else ""
+                        catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected{who}: {v.reason}")
+                elif v.action == "annotate":
+                    catalog.notes.setdefault(valid[v.index][key_field], {})[v.key] = v.value
+        for i, item in enumerate(valid):
+            if i in rejected:
+                continue
+            key = item[key_field]
+            first = index.get(key)
+            if first is not None:
+                if first != item:
+                    catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
+                continue
+            if len(index) >= max_items:
+                catalog.complete = False
+                catalog.diag(f"more than {max_items} {kind}; the rest is dropped")
+                catalog.items = list(index.values())
+                return catalog
+            index[key] = item
+        nxt = result.get("nextCursor")
+        if nxt is None:
+            break
+        if type(nxt) is not str or len(nxt) > MAX_CURSOR_CHARS:
+            catalog.complete = False
+            catalog.diag(f"page {number}: invalid nextCursor; stopped with {len(index)} items")
+            break
+        if nxt in seen_cursors:
+            catalog.complete = False
+            catalog.diag(f"page {number}: cursor repeated; stopped with {len(index)} items")
+            break
+        seen_cursors.add(nxt)
+        cursor = nxt
+    else:
+        catalog.complete = False
+        catalog.diag(f"more than {max_pages} pages; stopped with {len(index)} items")
+    catalog.items = list(index.values())
+    return catalog

@@ -1,0 +1,6 @@
+"""Config: attrs models, the fail-closed loader and (later) scope merging."""
+
+from .loader import Config, default_home, load_config
+from .models import OAuthConfig, ServerConfig, Settings, Timeouts, check_server_key
+
+__all__ = ["Config", "OAuthConfig", "ServerConfig", "Settings", "Timeouts", "check_server_key", "default_home", "load_config"]

@@ -1,0 +1,170 @@
+"""Fail-closed loading of config files.
+
+A file that cannot be read, does not parse, or holds an invalid definition makes the whole load fail
+with one :class:`ConfigError` listing every problem as ``file: key path: rule``. A broken file is
+never read as an empty config, and an illegal policy never falls back to anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, IterableValidationError
+from cattrs.v import transform_error
+
+from ..converter import make_converter
+from ..errors import ConfigError
+from .models import McpFile, ServerConfig, Settings, check_server_key, check_server_shape
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config file larger than this is refused, not read
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """Everything loaded from the config files of one home and one workspace."""
+
+    home: Path
+    workspace: Path
+    settings: Settings
+    servers: dict[str, ServerConfig]
+    files: tuple[str, ...]
+
+
+def default_home() -> Path:
+    env = os.environ.get("KXEN_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".kxen"
+
+
+def _format_exception(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, ValueError) and str(exc):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return "required key missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown key(s): {', '.join(sorted(exc.extra_fields))}"
+    if isinstance(exc, TypeError) and type_ is not None:
+        return f"wrong type, expected {getattr(type_, '__name__', type_)}"
+    from typing import get_args, get_origin, Literal
+
+    if get_origin(type_) is Literal:
+        return "must be one of " + ", ".join(map(str, get_args(type_)))
+    return f"invalid value ({type(exc).__name__})"
+
+
+def _render(file: str, raw: str) -> str:
+    """'msg @ $.a.b' -> 'file: a.b: msg'."""
+    msg, _, path = raw.rpartition(" @ ")
+    if not _:
+        msg, path = raw, "$"
+    path = path.removeprefix("$").removeprefix(".") or "(top level)"
+    return f"{file}: {path}: {msg}"
+
+
+def _read(path: Path, problems: list[str], parse: Callable[[bytes], Any]) -> Any | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        problems.append(f"{path}: (file): cannot be read: {exc.strerror or exc}")
+        return None
+    if st.st_size > MAX_CONFIG_BYTES:
+        problems.append(f"{path}: (file): larger than {MAX_CONFIG_BYTES} bytes")
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        problems.append(f"{path}: (file): cannot be read: {exc.strerror or exc}")
+        return None
+    try:
+        return parse(data)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        problems.append(f"{path}: (file): not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}")
+        return None
+
+
+def _structure(conv: cattrs.Converter, data: Any, cls: type, file: str, path: str, problems: list[str]) -> Any:
+    try:
+        return conv.structure(data, cls)
+    except (ClassValidationError, IterableValidationError) as exc:
+        for raw in transform_error(exc, path=path, format_exception=_format_exception):
+            problems.append(_render(file, raw))
+    except (ValueError, TypeError) as exc:
+        problems.append(_render(file, f"{_format_exception(exc, cls)} @ {path}"))
+    return None
+
+
+def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None = None) -> Settings:
+    conv = conv or make_converter()
+    path = home / "config.toml"
+    data = _read(path, problems, lambda b: tomllib.loads(b.decode("utf-8")))
+    if data is None:
+        return Settings()
+    return _structure(conv, data, Settings, str(path), "$", problems) or Settings()
+
+
+def load_servers(
+    path: Path, scope: str, problems: list[str], conv: cattrs.Converter | None = None
+) -> dict[str, ServerConfig]:
+    """Read one ``mcp.json``; every problem goes to ``problems``, valid entries are returned."""
+    conv = conv or make_converter()
+    file = str(path)
+    data = _read(path, problems, lambda b: json.loads(b.decode("utf-8")))
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        problems.append(f"{file}: (top level): must be a JSON object with 'mcpServers'")
+        return {}
+    top = _structure(conv, data, McpFile, file, "$", problems)
+    if top is None:
+        return {}
+    servers: dict[str, ServerConfig] = {}
+    for key, entry in top.mcpServers.items():
+        where = f"$.mcpServers.{key}"
+        rule = check_server_key(key)
+        if rule:
+            problems.append(_render(file, f"{rule} (got {key!r}) @ {where}"))
+            continue
+        if not isinstance(entry, dict):
+            problems.append(_render(file, f"a server definition must be an object @ {where}"))
+            continue
+        server = _structure(conv, entry, ServerConfig, file, where, problems)
+        if server is None:
+            continue
+        shape = check_server_shape(server)
+        for suffix, rule in shape:
+            problems.append(_render(file, f"{rule} @ {where}.{suffix}"))
+        if not shape:
+            servers[key] = attrs.evolve(server, name=key, scope=scope, source=file)
+    return servers
+
+
+def load_config(home: Path | None = None, workspace: Path | None = None) -> Config:
+    """Load user settings and user servers; raise :class:`ConfigError` listing every problem."""
+    home = Path(home) if home is not None else default_home()
+    workspace = Path(workspace or Path.cwd()).resolve()
+    conv = make_converter()
+    problems: list[str] = []
+    settings = load_settings(home, problems, conv)
+    user_file = home / "mcp.json"
+    servers = load_servers(user_file, "user", problems, conv)
+    if problems:
+        raise ConfigError(problems)
+    return Config(
+        home=home,
+        workspace=workspace,
+        settings=settings,
+        servers=servers,
+        files=(str(home / "config.toml"), str(user_file)),
+    )

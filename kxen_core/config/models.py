@@ -1,0 +1,130 @@
+"""Config models: attrs classes whose attribute names are the file's keys (so error paths match).
+
+``mcp.json`` uses camelCase keys, as common MCP config files do; ``config.toml`` uses snake_case.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import attrs
+
+Policy = Literal["allow", "ask", "deny"]
+Scope = Literal["user", "project"]
+
+SERVER_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+BUILTIN_REMOTE_KINDS = ("http", "sse")
+
+
+def check_server_key(key: str) -> str | None:
+    """Return the rule a server key breaks, or ``None`` when it is fine."""
+    if not SERVER_KEY_RE.match(key):
+        return "server names are 1-32 characters of A-Z a-z 0-9 _ -"
+    if "__" in key:
+        return "server names must not contain '__' (it separates server and tool in model-visible names)"
+    return None
+
+
+def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not value > 0 or value > 86400:
+        raise ValueError(f"{attribute.name} must be a number of seconds > 0 and <= 86400 (got {value!r})")
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    requestSeconds: float = attrs.field(default=30.0, validator=_positive)
+    initializeSeconds: float = attrs.field(default=60.0, validator=_positive)
+
+
+@attrs.frozen(kw_only=True)
+class OAuthConfig:
+    clientId: str | None = None
+    scopes: list[str] = attrs.field(factory=list)
+    authorizationServerMetadataUrl: str | None = None
+    clientSecret: str | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """One MCP server definition.
+
+    ``name`` and ``scope`` are not read from the file: the loader sets them from the entry's key and
+    the file it came from.
+    """
+
+    name: str = ""
+    scope: Scope = "user"
+    source: str = ""  # the file this entry came from (for messages)
+
+    # stdio
+    command: str | None = None
+    args: list[str] = attrs.field(factory=list)
+    env: dict[str, str] = attrs.field(factory=dict, repr=False)
+    cwd: str | None = None
+    # remote
+    url: str | None = None
+    transport: str | None = None
+    headers: dict[str, str] = attrs.field(factory=dict, repr=False)
+    oauth: OAuthConfig | None = None
+    # plugin-owned transport kinds keep their own options here; the plugin validates them
+    options: dict[str, Any] = attrs.field(factory=dict)
+    # policy and runtime
+    toolPolicies: dict[str, Policy] = attrs.field(factory=dict)
+    defaultToolPolicy: Policy = "ask"
+    enabled: bool = True
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
+
+    @property
+    def kind(self) -> str:
+        """The transport kind: the explicit ``transport``, else ``stdio`` for a command, ``http`` for a url."""
+        if self.transport:
+            return self.transport
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def is_remote(self) -> bool:
+        return self.kind in BUILTIN_REMOTE_KINDS
+
+
+def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
+    """Cross-field rules; returns ``(key path suffix, rule)`` pairs."""
+    problems: list[tuple[str, str]] = []
+    kind = server.kind
+    if kind == "stdio":
+        if server.command is None:
+            problems.append(("command", "a stdio server needs 'command' (or a 'url' for a remote server)"))
+        elif not server.command.strip():
+            problems.append(("command", "must not be empty"))
+        if server.url is not None:
+            problems.append(("url", "a stdio server takes 'command', not 'url'"))
+    elif kind in BUILTIN_REMOTE_KINDS:
+        if server.url is None:
+            problems.append(("url", f"a {kind} server needs 'url'"))
+        if server.command is not None:
+            problems.append(("command", f"a {kind} server takes 'url', not 'command'"))
+    for tool in server.toolPolicies:
+        if not tool:
+            problems.append(("toolPolicies", "tool names must not be empty"))
+    for key in server.env:
+        if not key or "=" in key or "\0" in key:
+            problems.append((f"env.{key}", "env names must be non-empty and contain no '=' or NUL"))
+    return problems
+
+
+@attrs.frozen(kw_only=True)
+class McpFile:
+    mcpServers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class McpSettings:
+    remote_enabled: bool = False
+    allow_loopback_http: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """User settings, ``$KXEN_HOME/config.toml``."""
+
+    mcp: McpSettings = attrs.field(factory=McpSettings)

@@ -1,0 +1,67 @@
+"""The one cattrs converter: validates instead of coercing, forbids unknown keys.
+
+cattrs' default hooks coerce (``"false"`` becomes ``True``, ``1.9`` becomes ``1``); config must never
+be read that way, so the scalar hooks here only *check*. Plugins receive this converter from the host
+(``make_converter()``) and never build their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args, get_origin
+
+import cattrs
+from cattrs.gen import make_dict_structure_fn, override
+import attrs
+
+
+def _exact(kind: type, label: str):
+    def hook(value: Any, _type: Any) -> Any:
+        # bool is an int subclass in Python; it is never a valid int/float here
+        if isinstance(value, bool) and kind is not bool:
+            raise ValueError(f"expected {label}, got a boolean")
+        if kind is float and isinstance(value, int):
+            return float(value)
+        if not isinstance(value, kind):
+            raise ValueError(f"expected {label}, got {type(value).__name__} {_short(value)}")
+        return value
+
+    return hook
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_NOT_FROM_FILE = ("name", "scope", "source")
+
+
+def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
+    c.register_structure_hook(str, _exact(str, "a string"))
+    c.register_structure_hook(int, _exact(int, "an integer"))
+    c.register_structure_hook(float, _exact(float, "a number"))
+    c.register_structure_hook(bool, _exact(bool, "true or false"))
+
+    def literal_factory(type_: Any) -> Any:
+        allowed = get_args(type_)
+
+        def hook(value: Any, _type: Any) -> Any:
+            if isinstance(value, bool) or value not in allowed:
+                raise ValueError(f"must be one of {', '.join(map(str, allowed))} (got {_short(value)})")
+            return value
+
+        return hook
+
+    c.register_structure_hook_factory(lambda t: get_origin(t) is Literal, literal_factory)
+
+    def attrs_factory(cl: type) -> Any:
+        # fields the loader fills in (name, scope, source) must not be accepted from a file
+        omit = {a.name: override(omit=True) for a in attrs.fields(cl) if a.name in _NOT_FROM_FILE}
+        return make_dict_structure_fn(cl, c, _cattrs_forbid_extra_keys=True, **omit)
+
+    c.register_structure_hook_factory(attrs.has, attrs_factory)
+    return c
+
+
+def make_converter() -> cattrs.Converter:
+    return configure_converter(cattrs.Converter(forbid_extra_keys=True, detailed_validation=True))

@@ -1,0 +1,131 @@
+"""The one exception tree of kxen.
+
+::
+
+    KxenError
+    ├── ConfigError                 a config file was rejected; ``.problems`` lists every file + key path + rule
+    ├── PluginError                 carries ``plugin`` and ``hook``
+    │   ├── PluginLoadError         an entry point failed to import (the host keeps running)
+    │   └── PluginHookError         a hook implementation raised
+    ├── TransportError              carries ``server``
+    │   ├── ConnectError            the transport could not be opened (spawn failed, refused, ...)
+    │   ├── ProtocolError           the peer broke the protocol (bad frame, bad reply)
+    │   └── ClosedError             the transport closed or the server died; pending calls fail with it
+    ├── RequestError                a JSON-RPC request did not produce a result
+    │   ├── RequestTimeout          no reply in time; it was cancelled on the wire
+    │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
+    ├── ServerNotReady              the server is not in the ``ready`` state (``state``, ``phase``, ``reason``)
+    ├── UnknownTool                 no such qualified tool name
+    ├── AuthError                   credentials could not be obtained
+    ├── PolicyDenied                a tool call was denied by policy (``votes`` says who and why)
+    └── ApprovalDenied              a human (or the lack of an approval channel) said no
+
+Messages never contain secrets: header values, tokens and env values are never formatted into them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+class KxenError(Exception):
+    """Base of every error kxen raises on purpose."""
+
+
+class ConfigError(KxenError):
+    """A config file (or several) was rejected as a whole.
+
+    ``problems`` holds one line per problem, each naming the file, the key path and the rule.
+    """
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class PluginError(KxenError):
+    def __init__(self, message: str, *, plugin: str | None = None, hook: str | None = None):
+        self.plugin = plugin
+        self.hook = hook
+        super().__init__(message)
+
+
+class PluginLoadError(PluginError):
+    """An entry point of the ``kxen`` group failed to load."""
+
+
+class PluginHookError(PluginError):
+    """A hook implementation raised; ``__cause__`` is the original exception."""
+
+
+class TransportError(KxenError):
+    def __init__(self, message: str, *, server: str | None = None):
+        self.server = server
+        super().__init__(message)
+
+
+class ConnectError(TransportError):
+    """The transport could not be opened."""
+
+
+class ProtocolError(TransportError):
+    """The peer broke the protocol."""
+
+
+class ClosedError(TransportError):
+    """The transport is closed; nothing more can be sent or received."""
+
+
+class RequestError(KxenError):
+    """A request did not produce a result."""
+
+
+class RequestTimeout(RequestError):
+    def __init__(self, method: str, seconds: float, *, server: str | None = None):
+        self.method = method
+        self.seconds = seconds
+        self.server = server
+        where = f" from server {server!r}" if server else ""
+        super().__init__(f"{method}: no reply{where} within {seconds:g} s (request cancelled)")
+
+
+class RemoteError(RequestError):
+    """The server answered with a JSON-RPC error object."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, method: str | None = None):
+        self.code = code
+        self.message = message
+        self.data = data
+        self.method = method
+        prefix = f"{method}: " if method else ""
+        super().__init__(f"{prefix}server error {code}: {message}")
+
+
+class ServerNotReady(KxenError):
+    def __init__(self, server: str, state: str, phase: str | None = None, reason: str | None = None):
+        self.server = server
+        self.state = state
+        self.phase = phase
+        self.reason = reason
+        detail = f" ({phase}: {reason})" if reason else ""
+        super().__init__(f"server {server!r} is {state}{detail}")
+
+
+class UnknownTool(KxenError):
+    """No such server or tool."""
+
+
+class AuthError(KxenError):
+    """Credentials could not be obtained for a remote server."""
+
+
+class PolicyDenied(KxenError):
+    """The policy votes denied a tool call."""
+
+    def __init__(self, message: str, votes: Sequence[Any] = ()):
+        self.votes = list(votes)
+        super().__init__(message)
+
+
+class ApprovalDenied(KxenError):
+    """An approval was refused, or no approval channel could ask."""

@@ -1,0 +1,91 @@
+"""Calling the async-capable hooks.
+
+pluggy is synchronous: a plain ``pm.hook.x(...)`` would hand back bare coroutine objects, and
+``firstresult`` would take a coroutine for an answer. These helpers walk the implementations in
+pluggy's own order (so ``tryfirst``/``trylast`` still hold), await what needs awaiting, *then* test
+for ``None``, and wrap anything an implementation raises as :class:`PluginHookError` naming it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from typing import Any, Callable
+
+import pluggy
+
+from .errors import PluginHookError
+from .hookspecs import ASYNC_HOOKS
+
+log = logging.getLogger("kxen.hooks")
+_TRACE = os.environ.get("KXEN_TRACE_PLUGINS") == "1"
+
+
+def _impls(pm: pluggy.PluginManager, name: str) -> list[Any]:
+    if name not in ASYNC_HOOKS:
+        raise ValueError(f"{name} is not an async-capable hook; call it through pm.hook")
+    # pluggy calls the last registered first; get_hookimpls() is in registration order, tryfirst last.
+    return list(reversed(getattr(pm.hook, name).get_hookimpls()))
+
+
+async def _call_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
+    try:
+        result = impl.function(*[kwargs[a] for a in impl.argnames])
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:
+        raise PluginHookError(
+            f"plugin {impl.plugin_name!r} raised in {name}: {type(exc).__name__}: {exc}",
+            plugin=impl.plugin_name,
+            hook=name,
+        ) from exc
+    if _TRACE:
+        log.debug("%s <- %s: %s", name, impl.plugin_name, type(result).__name__)
+    return result
+
+
+async def acall_first(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
+    """Return the first non-None answer of hook ``name``, or ``None``."""
+    for impl in _impls(pm, name):
+        result = await _call_one(impl, name, kwargs)
+        if result is not None:
+            return result
+    return None
+
+
+async def acall_all(
+    pm: pluggy.PluginManager,
+    name: str,
+    *,
+    on_error: Callable[[PluginHookError], Any] | None = None,
+    **kwargs: Any,
+) -> list[tuple[str, Any]]:
+    """Return ``(plugin_name, answer)`` for every non-None answer of hook ``name``.
+
+    With ``on_error``, an implementation that raises is passed to it and its result (if not
+    ``None``) stands in for the answer; without, the error propagates.
+    """
+    answers: list[tuple[str, Any]] = []
+    for impl in _impls(pm, name):
+        try:
+            result = await _call_one(impl, name, kwargs)
+        except PluginHookError as err:
+            if on_error is None:
+                raise
+            result = on_error(err)
+        if result is not None:
+            answers.append((impl.plugin_name, result))
+    return answers
+
+
+def check_async_impls(pm: pluggy.PluginManager) -> None:
+    """Refuse wrapper impls on async-capable hooks (they cannot wrap an awaited call)."""
+    for name in ASYNC_HOOKS:
+        for impl in getattr(pm.hook, name).get_hookimpls():
+            if impl.wrapper or impl.hookwrapper:
+                raise PluginHookError(
+                    f"plugin {impl.plugin_name!r}: {name} is async-capable and cannot take a wrapper",
+                    plugin=impl.plugin_name,
+                    hook=name,
+                )

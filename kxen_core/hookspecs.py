@@ -1,0 +1,136 @@
+"""The extension contract: every ``kxen_*`` hook, one docstring each.
+
+Result protocols used below:
+
+* **first non-None** -- implementations are asked in pluggy order; the first that returns something
+  other than ``None`` answers and the rest are not asked.
+* **collecting** -- every implementation is asked; the core combines the answers.
+* **veto** -- collecting, where any ``deny`` wins, then ``ask``, then ``allow``.
+* **async-capable** -- an implementation may be ``async def`` (or return an awaitable). These hooks are
+  never called as ``pm.hook.x(...)``: the core calls them through :mod:`kxen_core.hookcall`, which
+  awaits each answer and names the plugin that raised. Hook wrappers are refused on them.
+
+Hooks that are not async-capable must not block: they select or vote, and return objects whose
+methods are async (a transport is an async context manager).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .catalog import CatalogPage, Verdict
+    from .config.models import ServerConfig
+    from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
+    from .transport import CredentialRequest, Transport, TransportContext
+
+_spec = pluggy.HookspecMarker("kxen")
+
+#: Hooks whose implementations may be ``async def``; called only through :mod:`kxen_core.hookcall`.
+ASYNC_HOOKS = frozenset(
+    {"kxen_catalog_page", "kxen_policy_decision", "kxen_credential_lookup", "kxen_approval_prompt"}
+)
+
+
+# --- transports -------------------------------------------------------------------------------
+
+
+@_spec(firstresult=True)
+def kxen_transport_open(server: ServerConfig, context: TransportContext) -> Transport | None:
+    """Return a transport for ``server``, or ``None`` if this plugin does not serve its kind.
+
+    First non-None wins. Look at ``server.kind`` (``"stdio"``, ``"http"``, ``"sse"``, or a plugin's own
+    kind such as ``"memory"``). The result is an async context manager: entering it opens the
+    connection and yields a :class:`kxen_core.transport.MessageStream`; leaving it closes everything
+    the transport started (processes, sockets, tasks), bounded in time, even when cancelled. Do no
+    I/O here: this hook only selects.
+
+    :param server: the validated server definition (name, scope, kind and the kind's fields).
+    :param context: workspace directory, timeouts, a diagnostics sink, the credential seam.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def kxen_transport_closed(server: ServerConfig, reason: str) -> None:
+    """Observe that the transport of ``server`` was closed.
+
+    Collecting; results are ignored. ``reason`` is short and free of secrets (``"stopped"``,
+    ``"reload"``, ``"server exited"``...). Must not block.
+
+    .. versionadded:: 0.1
+    """
+
+
+# --- catalogs ---------------------------------------------------------------------------------
+
+
+@_spec
+def kxen_catalog_page(server: ServerConfig, kind: str, page: CatalogPage) -> list[Verdict] | None:
+    """Judge the items of one fetched catalog page.
+
+    Collecting, async-capable (called via ``acall_all``). ``kind`` is ``"tools"``, ``"resources"`` or
+    ``"prompts"``. Return ``None`` or a list of :class:`kxen_core.catalog.Verdict`: ``reject(index,
+    reason)`` drops that item (with a diagnostic naming the item and the reason), ``annotate(index,
+    key, value)`` attaches a note. Never mutate ``page``; the core applies every verdict. An
+    implementation that raises rejects the whole page, reported with its plugin name.
+
+    .. versionadded:: 0.1
+    """
+
+
+# --- policy and approvals ---------------------------------------------------------------------
+
+
+@_spec
+def kxen_policy_decision(call: ToolCall) -> Vote | None:
+    """Vote on a tool call before it leaves kxen.
+
+    Veto, async-capable (called via ``acall_all``). Return a :class:`kxen_core.policy.Vote`
+    (``allow``, ``ask`` or ``deny`` with a reason) or ``None`` to abstain. ``deny`` beats ``ask`` beats
+    ``allow``; when every plugin abstains the server's ``defaultToolPolicy`` applies. An
+    implementation that raises counts as ``deny`` and is reported with its plugin name.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def kxen_approval_prompt(request: ApprovalRequest) -> ApprovalDecision | None:
+    """Ask a human to decide ``request``; return ``None`` if this channel cannot ask now.
+
+    First non-None wins, async-capable (called via ``acall_first``). A channel that cannot reach a
+    human (no terminal, not configured) returns ``None`` so the next channel is asked. When no
+    channel answers the request is denied: kxen fails closed. A channel must not block the event
+    loop (run blocking input in a worker thread).
+
+    .. versionadded:: 0.1
+    """
+
+
+# --- credentials ------------------------------------------------------------------------------
+
+
+@_spec
+def kxen_credential_lookup(server: ServerConfig, request: CredentialRequest) -> dict[str, str] | None:
+    """Return headers to add to a remote request for ``server``, or ``None`` to pass.
+
+    First non-None wins, async-capable (called via ``acall_first``). The returned header values are
+    secrets: kxen never logs or prints them.
+
+    .. versionadded:: 0.1
+    """
+
+
+def _all_hook_names() -> list[str]:
+    return sorted(name for name, value in globals().items() if name.startswith("kxen_") and callable(value))
+
+
+HOOK_NAMES: tuple[str, ...] = tuple(_all_hook_names())
+
+__all__ = ["ASYNC_HOOKS", "HOOK_NAMES"] + list(HOOK_NAMES)
+
+

@@ -1,0 +1,172 @@
+"""The plugin manager factory and isolated entry-point loading.
+
+Loading happens in two phases (as flake8 does): first every entry point of the ``kxen`` group is
+discovered without importing anything, then each is imported on its own inside ``try``. A plugin
+that fails to import is recorded as a :class:`LoadFailure` and reported; the host keeps running.
+
+``KXEN_LOAD_PLUGINS`` (comma-separated entry-point or distribution names) is an allowlist: when set,
+only those are loaded (set it empty to load none). ``KXEN_DISABLE_PLUGINS`` is a blocklist.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Sequence
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from .hookcall import check_async_impls
+
+import importlib_metadata  # the one metadata seam; tests monkeypatch it
+
+GROUP = "kxen"
+hookimpl = pluggy.HookimplMarker("kxen")
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    name: str
+    dist: str | None
+    version: str | None
+    entry_point: str | None
+    source: str  # "entry point" | "default" | "registered"
+    hooks: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class LoadFailure:
+    dist: str | None
+    entry_point: str
+    error: str
+    skipped: bool = False  # True when blocked or not allowlisted: not an error, just not loaded
+
+    def display(self) -> str:
+        return f"{self.dist or '?'}[{self.entry_point}]"
+
+
+@attrs.define
+class _Discovered:
+    dist: str | None
+    version: str | None
+    ep: Any
+
+
+def _split_env(name: str) -> set[str] | None:
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    return {p.strip() for p in raw.split(",") if p.strip()}
+
+
+def discover() -> list[_Discovered]:
+    """Every entry point in the ``kxen`` group, sorted, nothing imported."""
+    found = []
+    for ep in importlib_metadata.entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        found.append(
+            _Discovered(
+                dist=dist.metadata["Name"] if dist is not None else None,
+                version=dist.version if dist is not None else None,
+                ep=ep,
+            )
+        )
+    found.sort(key=lambda d: (d.ep.name, d.dist or ""))
+    return found
+
+
+class KxenPluginManager(pluggy.PluginManager):
+    """A pluggy manager that also remembers where each plugin came from and what failed."""
+
+    def __init__(self) -> None:
+        super().__init__("kxen")
+        self.add_hookspecs(hookspecs)
+        self.origins: dict[str, tuple[str, str | None, str | None, str | None]] = {}
+        self.failures: list[LoadFailure] = []
+
+    def register_from(
+        self,
+        plugin: Any,
+        name: str,
+        *,
+        source: str,
+        dist: str | None = None,
+        version: str | None = None,
+        entry_point: str | None = None,
+    ) -> None:
+        self.register(plugin, name=name)
+        self.origins[name] = (source, dist, version, entry_point)
+
+    def infos(self) -> list[PluginInfo]:
+        out = []
+        for name, plugin in self.list_name_plugin():
+            if plugin is None:
+                continue
+            source, dist, version, ep = self.origins.get(name, ("registered", None, None, None))
+            hooks = tuple(sorted(h.name for h in self.get_hookcallers(plugin) or ()))
+            out.append(
+                PluginInfo(name=name, dist=dist, version=version, entry_point=ep, source=source, hooks=hooks)
+            )
+        out.sort(key=lambda p: (p.source != "entry point", p.name))
+        return out
+
+    def failure_for_kind(self, kind: str) -> LoadFailure | None:
+        """The load failure of a plugin whose entry point is named like ``kind``, if any."""
+        for f in self.failures:
+            if f.entry_point == kind and not f.skipped:
+                return f
+        return None
+
+
+def make_plugin_manager(
+    *,
+    load_entrypoints: bool = True,
+    allow: Iterable[str] | None = None,
+    block: Sequence[str] = (),
+    extra: Sequence[Any] = (),
+) -> KxenPluginManager:
+    """Return a fresh, configured plugin manager.
+
+    Defaults are registered first (they are ``trylast`` and pluggy calls LIFO, so they run last),
+    then entry points one at a time, then ``extra`` plugins (tests, embedding hosts).
+    """
+    from . import defaults  # the core's own fail-closed default implementations
+
+    pm = KxenPluginManager()
+    pm.register_from(defaults, "kxen.defaults", source="default")
+
+    if load_entrypoints:
+        env_allow = _split_env("KXEN_LOAD_PLUGINS")
+        allow_set = set(allow) if allow is not None else env_allow
+        block_set = set(block) | (_split_env("KXEN_DISABLE_PLUGINS") or set())
+        for d in discover():
+            names = {d.ep.name, d.dist or ""}
+            if (allow_set is not None and not names & allow_set) or names & block_set:
+                pm.failures.append(
+                    LoadFailure(dist=d.dist, entry_point=d.ep.name, error="not loaded (allowlist/blocklist)", skipped=True)
+                )
+                continue
+            if pm.has_plugin(d.ep.name):
+                pm.failures.append(
+                    LoadFailure(
+                        dist=d.dist,
+                        entry_point=d.ep.name,
+                        error=f"entry point name {d.ep.name!r} is already taken by another plugin",
+                    )
+                )
+                continue
+            try:
+                plugin = d.ep.load()
+                pm.register_from(
+                    plugin, d.ep.name, source="entry point", dist=d.dist, version=d.version, entry_point=d.ep.name
+                )
+            except Exception as exc:  # a broken plugin must never take the host down
+                pm.failures.append(
+                    LoadFailure(dist=d.dist, entry_point=d.ep.name, error=f"{type(exc).__name__}: {exc}")
+                )
+    for i, plugin in enumerate(extra):
+        pm.register_from(plugin, getattr(plugin, "__name__", None) or f"extra-{i}", source="registered")
+    pm.check_pending()
+    check_async_impls(pm)
+    return pm

@@ -1,0 +1,332 @@
+"""JSON-RPC over a :class:`~kxen_core.transport.MessageStream`, transport-agnostic.
+
+One reader task per session dispatches every incoming message: responses complete their pending
+request (a dict lookup and an event set, nothing more on the hot path), server requests are answered
+in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
+handler. Every request has a timeout; on timeout, on the caller's cancellation and on ``aclose`` the
+request is dropped from the pending map and ``notifications/cancelled`` is sent best-effort (never for
+``initialize``). When the stream ends, every pending request fails at once with ``ClosedError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable, Mapping
+
+import anyio
+import attrs
+
+from .errors import ClosedError, ProtocolError, RemoteError, RequestTimeout
+from .transport import Message, MessageStream
+
+log = logging.getLogger("kxen.session")
+
+LATEST_PROTOCOL_VERSION = "2025-11-25"
+SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+CLIENT_INFO = {"name": "kxen", "version": "0.1.0"}
+
+#: at most this many server->client requests are served at once; more get an error reply
+MAX_SERVER_REQUESTS_IN_FLIGHT = 32
+#: a best-effort cancellation notification gets this long to go out
+CANCEL_SEND_SECONDS = 1.0
+
+RequestHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
+NotificationHandler = Callable[[str, Any], None]
+
+
+class _Pending:
+    __slots__ = ("event", "response", "method")
+
+    def __init__(self, method: str) -> None:
+        self.event = anyio.Event()
+        self.response: Message | BaseException | None = None
+        self.method = method
+
+
+@attrs.frozen(kw_only=True)
+class InitializeResult:
+    protocol_version: str
+    capabilities: dict[str, Any]
+    server_info: dict[str, Any]
+    instructions: str | None
+
+
+class Session:
+    """A JSON-RPC client session. Use as ``async with Session(stream, ...) as s``."""
+
+    def __init__(
+        self,
+        stream: MessageStream,
+        *,
+        server: str = "",
+        request_timeout: float = 30.0,
+        initialize_timeout: float = 60.0,
+        capabilities: Mapping[str, Any] | None = None,
+        on_notification: NotificationHandler | None = None,
+        on_diagnostic: Callable[[str], None] | None = None,
+        request_handlers: Mapping[str, RequestHandler] | None = None,
+    ) -> None:
+        self._stream = stream
+        self.server = server
+        self.request_timeout = request_timeout
+        self.initialize_timeout = initialize_timeout
+        self._capabilities = dict(capabilities or {})
+        self._on_notification = on_notification
+        self._diag = on_diagnostic or (lambda m: None)
+        self._handlers = dict(request_handlers or {})
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self._closed: BaseException | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._server_requests = 0
+        self.initialized: InitializeResult | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Session:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._reader, name=f"kxen-reader-{self.server}")
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        await self.aclose("session closed")
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(*exc)
+
+    async def aclose(self, reason: str = "session stopped") -> None:
+        """Stop: cancel every pending request on the wire and fail it with ``ClosedError``."""
+        if self._closed is None:
+            pending = [(rid, p) for rid, p in self._pending.items() if p.method != "initialize"]
+            for rid, _ in pending:
+                await self._send_cancelled(rid, reason)
+            self._fail_all(ClosedError(f"{reason}", server=self.server))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    # --- outgoing -----------------------------------------------------------------------------
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        if self._closed is not None:
+            raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
+        message: Message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._stream.send(message)
+
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send a request and return its ``result``; raise on error, timeout or close."""
+        if self._closed is not None:
+            raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
+        if timeout is None:
+            timeout = self.initialize_timeout if method == "initialize" else self.request_timeout
+        self._next_id += 1
+        rid = self._next_id
+        pending = _Pending(method)
+        self._pending[rid] = pending
+        message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
+        completed = sent = False
+        try:
+            await self._stream.send(message)
+            sent = True
+            with anyio.move_on_after(timeout):
+                await pending.event.wait()
+            response = pending.response
+            completed = response is not None
+        finally:
+            self._pending.pop(rid, None)
+            if sent and not completed and method != "initialize" and self._closed is None:
+                # timeout, or the caller was cancelled / abandoned the wait: tell the server
+                await self._send_cancelled(rid, "request timed out" if not _cancelled_now() else "cancelled by caller")
+        if response is None:
+            raise RequestTimeout(method, timeout, server=self.server)
+        if isinstance(response, BaseException):
+            raise response
+        if "error" in response:
+            err = response["error"]
+            if not isinstance(err, dict):
+                raise ProtocolError(f"{method}: malformed error object from server", server=self.server)
+            code = err.get("code")
+            raise RemoteError(
+                code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+                str(err.get("message", ""))[:2000],
+                err.get("data"),
+                method=method,
+            )
+        result = response.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolError(f"{method}: result must be an object", server=self.server)
+        return result
+
+    async def initialize(self) -> InitializeResult:
+        """Negotiate the protocol version, then send ``notifications/initialized``."""
+        params = {
+            "protocolVersion": LATEST_PROTOCOL_VERSION,
+            "capabilities": self._capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
+        try:
+            result = await self.request("initialize", params)
+        except RemoteError as err:
+            # a server may reject the version with -32602 and data.supported; retry once with a mutual one
+            supported = err.data.get("supported") if isinstance(err.data, dict) else None
+            mutual = [v for v in SUPPORTED_PROTOCOL_VERSIONS if isinstance(supported, list) and v in supported]
+            if err.code != -32602 or not mutual:
+                raise
+            result = await self.request("initialize", {**params, "protocolVersion": mutual[0]})
+        version = result.get("protocolVersion")
+        if version not in SUPPORTED_PROTOCOL_VERSIONS:
+            raise ProtocolError(
+                f"server answered protocol version {str(version)[:40]!r}; kxen supports "
+                + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
+                server=self.server,
+            )
+        caps = result.get("capabilities")
+        info = result.get("serverInfo")
+        instructions = result.get("instructions")
+        self.initialized = InitializeResult(
+            protocol_version=version,
+            capabilities=caps if isinstance(caps, dict) else {},
+            server_info=info if isinstance(info, dict) else {},
+            instructions=instructions if isinstance(instructions, str) else None,
+        )
+        await self.notify("notifications/initialized")
+        return self.initialized
+
+    async def _send_cancelled(self, rid: int, reason: str) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_SECONDS):
+            try:
+                await self._stream.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": rid, "reason": reason},
+                    }
+                )
+            except Exception as exc:  # best effort: the connection may already be gone
+                log.debug("could not send notifications/cancelled to %s: %s", self.server, exc)
+
+    # --- incoming -----------------------------------------------------------------------------
+
+    def _fail_all(self, error: BaseException) -> None:
+        if self._closed is None:
+            self._closed = error
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.response = error
+            p.event.set()
+
+    async def _reader(self) -> None:
+        stream = self._stream
+        pending = self._pending
+        try:
+            while True:
+                message = await stream.receive()
+                # hot path: a response to one of our requests
+                rid = message.get("id") if type(message) is dict else None
+                if rid is not None and "method" not in message:
+                    p = pending.get(rid) if type(rid) is int else None
+                    if p is None:
+                        # a late reply to a cancelled or timed-out request is expected; anything else is noise
+                        self._diag(f"reply for unknown request id {str(rid)[:40]!r} ignored")
+                        continue
+                    if "result" not in message and "error" not in message:
+                        p.response = ProtocolError(
+                            f"{p.method}: reply has neither result nor error", server=self.server
+                        )
+                    else:
+                        p.response = message
+                    p.event.set()
+                    continue
+                self._dispatch_other(message)
+        except ClosedError as exc:
+            self._fail_all(exc)
+        except Exception as exc:  # a transport that raises anything else is closed too
+            self._fail_all(ClosedError(f"transport failed: {type(exc).__name__}: {exc}", server=self.server))
+        finally:
+            if self._closed is None:
+                self._fail_all(ClosedError("session closed", server=self.server))
+
+    def _dispatch_other(self, message: Any) -> None:
+        if type(message) is not dict:
+            self._diag(f"ignored a {type(message).__name__} message (batches are not used)")
+            return
+        method = message.get("method")
+        if not isinstance(method, str):
+            self._diag("ignored a message with neither a known id nor a method")
+            return
+        if "id" in message:
+            rid = message["id"]
+            if rid is None or isinstance(rid, bool) or not isinstance(rid, (int, str)):
+                self._diag(f"ignored server request {method[:60]!r} with an invalid id")
+                return
+            if self._server_requests >= MAX_SERVER_REQUESTS_IN_FLIGHT:
+                self._tg.start_soon(self._reply_error, rid, -32603, "client busy")  # type: ignore[union-attr]
+                return
+            self._server_requests += 1
+            self._tg.start_soon(self._serve_request, rid, method, message.get("params"))  # type: ignore[union-attr]
+            return
+        if self._on_notification is not None:
+            try:
+                self._on_notification(method, message.get("params"))
+            except Exception as exc:
+                self._diag(f"notification handler failed on {method[:60]!r}: {exc}")
+
+    async def _serve_request(self, rid: Any, method: str, params: Any) -> None:
+        try:
+            if method == "ping":
+                await self._reply(rid, {})
+                return
+            handler = self._handlers.get(method)
+            if handler is None:
+                await self._reply_error(rid, -32601, f"Method not found: {method[:100]}")
+                return
+            try:
+                with anyio.fail_after(self.request_timeout):
+                    result = await handler(params if isinstance(params, dict) else {})
+            except Exception as exc:
+                await self._reply_error(rid, -32603, f"client error: {type(exc).__name__}")
+                self._diag(f"handler for {method!r} failed: {exc}")
+                return
+            await self._reply(rid, result)
+        finally:
+            self._server_requests -= 1
+
+    async def _reply(self, rid: Any, result: Any) -> None:
+        try:
+            await self._stream.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        except ClosedError:
+            pass
+
+    async def _reply_error(self, rid: Any, code: int, message: str) -> None:
+        try:
+            await self._stream.send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+        except ClosedError:
+            pass
+
+
+def _cancelled_now() -> bool:
+    """True when the current task is being cancelled (as opposed to a timeout)."""
+    try:
+        import asyncio
+
+        task = asyncio.current_task()
+        return bool(task is not None and task.cancelling())
+    except (RuntimeError, AttributeError):
+        return False
+
+
+__all__ = [
+    "CLIENT_INFO",
+    "InitializeResult",
+    "LATEST_PROTOCOL_VERSION",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    "Session",
+]
