@@ -161,7 +161,11 @@ def make_plugin_manager(
                 pm.register_from(
                     plugin, d.ep.name, source="entry point", dist=d.dist, version=d.version, entry_point=d.ep.name
                 )
+                _validate(pm, plugin)
             except Exception as exc:  # a broken plugin must never take the host down
+                if pm.has_plugin(d.ep.name):
+                    pm.unregister(name=d.ep.name)
+                    pm.origins.pop(d.ep.name, None)
                 pm.failures.append(
                     LoadFailure(dist=d.dist, entry_point=d.ep.name, error=f"{type(exc).__name__}: {exc}")
                 )
@@ -170,3 +174,16 @@ def make_plugin_manager(
     pm.check_pending()
     check_async_impls(pm)
     return pm
+
+
+def _validate(pm: KxenPluginManager, plugin: Any) -> None:
+    """What ``check_pending`` and ``check_async_impls`` would say, for one plugin only."""
+    for caller in pm.get_hookcallers(plugin) or ():
+        if not caller.has_spec():
+            raise pluggy.PluginValidationError(plugin, f"unknown hook {caller.name!r} (misspelled?)")
+        if caller.name in hookspecs.ASYNC_HOOKS:
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin and (impl.wrapper or impl.hookwrapper):
+                    raise pluggy.PluginValidationError(
+                        plugin, f"{caller.name} is async-capable and cannot take a wrapper"
+                    )

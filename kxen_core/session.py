@@ -80,6 +80,8 @@ class Session:
         self._tg: anyio.abc.TaskGroup | None = None
         self._server_requests = 0
         self.initialized: InitializeResult | None = None
+        #: set once the session can no longer be used (stream ended, server died, aclose)
+        self.closed_event = anyio.Event()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -90,10 +92,13 @@ class Session:
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
-        await self.aclose("session closed")
+        with anyio.CancelScope(shield=True):
+            await self.aclose("session closed")
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(*exc)
+        # child tasks never raise, so the body's own exception propagates unwrapped
+        await self._tg.__aexit__(None, None, None)
+        return None
 
     async def aclose(self, reason: str = "session stopped") -> None:
         """Stop: cancel every pending request on the wire and fail it with ``ClosedError``."""
@@ -106,6 +111,10 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._closed is not None
+
+    @property
+    def close_reason(self) -> str | None:
+        return None if self._closed is None else str(self._closed)
 
     # --- outgoing -----------------------------------------------------------------------------
 
@@ -218,6 +227,7 @@ class Session:
     def _fail_all(self, error: BaseException) -> None:
         if self._closed is None:
             self._closed = error
+            self.closed_event.set()
         pending, self._pending = self._pending, {}
         for p in pending.values():
             p.response = error

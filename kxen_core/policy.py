@@ -1,0 +1,81 @@
+"""Tool-call policy: votes, their combination, and approval requests.
+
+Votes come from ``kxen_policy_decision`` implementations (the config's ``toolPolicies`` is itself a
+default plugin). The combination is a veto: any ``deny`` wins, else any ``ask``, else any ``allow``,
+else the server's ``defaultToolPolicy``. An implementation that raises counts as ``deny``. ``ask``
+goes to ``kxen_approval_prompt``; when no channel answers, the answer is no.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+import attrs
+
+Decision = Literal["allow", "ask", "deny"]
+_RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """A tool call on its way out, as policy plugins see it."""
+
+    server: Any  # ServerConfig
+    tool: str
+    arguments: dict[str, Any]
+    role: str | None = None
+    tool_info: dict[str, Any] = attrs.field(factory=dict)  # the catalog entry (annotations are hints only)
+
+
+@attrs.frozen(kw_only=True)
+class Vote:
+    decision: Decision
+    reason: str = ""
+    plugin: str = ""
+
+    @classmethod
+    def allow(cls, reason: str = "") -> Vote:
+        return cls(decision="allow", reason=reason)
+
+    @classmethod
+    def ask(cls, reason: str = "") -> Vote:
+        return cls(decision="ask", reason=reason)
+
+    @classmethod
+    def deny(cls, reason: str = "") -> Vote:
+        return cls(decision="deny", reason=reason)
+
+
+def combine(votes: list[Vote], default: Decision) -> tuple[Decision, list[Vote]]:
+    """Veto combination; returns the decision and the votes that made it."""
+    if not votes:
+        return default, [Vote(decision=default, reason="defaultToolPolicy", plugin="config")]
+    worst = max(_RANK[v.decision] for v in votes)
+    decision: Decision = ("allow", "ask", "deny")[worst]  # type: ignore[assignment]
+    return decision, [v for v in votes if v.decision == decision]
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRequest:
+    """Something a human must say yes to. ``details`` never holds secret values."""
+
+    kind: Literal["tool_call", "stdio_launch", "remote_enable"]
+    server: str
+    summary: str
+    details: dict[str, Any] = attrs.field(factory=dict)
+    fingerprint: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalDecision:
+    approved: bool
+    reason: str = ""
+    channel: str = ""
+
+
+def fingerprint(payload: Any) -> str:
+    """A stable SHA-256 over canonical JSON."""
+    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,400 @@
+"""The Runtime: one workspace's servers, their states, and the calls the agent makes.
+
+::
+
+    async with Runtime(home=..., workspace=...) as rt:
+        await rt.wait_ready()
+        print(rt.status())
+        result = await rt.call_tool("demo__echo", {"text": "hi"})
+
+Each server runs in its own task inside the runtime's task group, holding its transport open until
+it is stopped. States: ``disabled``, ``connecting``, ``initializing``, ``listing``, ``ready``,
+``failed`` (with ``phase`` in transport | auth | initialize | catalog | call and a reason), ``stopped``.
+A process that runs is not a server that is ready: ``ready`` means initialized and listed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from pathlib import Path
+from typing import Any, Mapping
+
+import anyio
+import attrs
+
+from . import agent_tools
+from .catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
+from .config import Config, ServerConfig, load_config
+from .errors import (
+    ApprovalDenied,
+    ClosedError,
+    ConfigError,
+    KxenError,
+    PolicyDenied,
+    RemoteError,
+    RequestError,
+    ServerNotReady,
+    UnknownTool,
+)
+from .hookcall import acall_all, acall_first
+from .plugins import KxenPluginManager, make_plugin_manager
+from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine
+from .session import Session
+from .transport import TransportContext
+
+log = logging.getLogger("kxen.runtime")
+
+SETTLED = frozenset({"disabled", "awaiting_trust", "awaiting_approval", "needs_login", "ready", "failed", "stopped"})
+MAX_DIAGNOSTICS = 200
+LIST_CHANGED_DEBOUNCE = 0.05
+
+
+@attrs.define(eq=False)
+class ServerState:
+    config: ServerConfig
+    state: str = "connecting"
+    phase: str | None = None
+    error: str | None = None
+    session: Session | None = None
+    catalogs: dict[str, Catalog] = attrs.field(factory=dict)
+    diagnostics: deque = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
+    settled: anyio.Event = attrs.field(factory=anyio.Event)
+    scope: anyio.CancelScope | None = None
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    stopping: bool = False
+    refreshing: set = attrs.field(factory=set)
+    tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    tg: Any = None  # the server's own task group while it runs (list_changed refreshes)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def set(self, state: str, phase: str | None = None, error: str | None = None) -> None:
+        self.state, self.phase, self.error = state, phase, error
+        if state in SETTLED:
+            self.settled.set()
+
+    def diag(self, message: str) -> None:
+        self.diagnostics.append(message)
+
+    def count(self, kind: str) -> int:
+        cat = self.catalogs.get(kind)
+        return len(cat.items) if cat else 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "scope": self.config.scope,
+            "transport": self.config.kind,
+            "state": self.state,
+            "phase": self.phase,
+            "error": self.error,
+            "tools": self.count("tools"),
+            "resources": self.count("resources"),
+            "prompts": self.count("prompts"),
+            "diagnostics": list(self.diagnostics)[-20:],
+        }
+
+
+class Runtime:
+    """Servers of one workspace. An async context manager; nothing starts before entering it."""
+
+    def __init__(
+        self,
+        *,
+        home: Path | str | None = None,
+        workspace: Path | str | None = None,
+        pm: KxenPluginManager | None = None,
+        role: str | None = None,
+    ) -> None:
+        self.home = Path(home) if home is not None else None
+        self.workspace = Path(workspace).resolve() if workspace is not None else Path.cwd().resolve()
+        self.pm = pm if pm is not None else make_plugin_manager()
+        self.role = role
+        self.config: Config | None = None
+        self.servers: dict[str, ServerState] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Runtime:
+        config = self._load()  # raises ConfigError before anything starts
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._apply(config)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        with anyio.CancelScope(shield=True):
+            for st in list(self.servers.values()):
+                await self._stop(st, "stopped")
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+        return None
+
+    def _load(self) -> Config:
+        return load_config(self.home, self.workspace)
+
+    async def reload(self) -> None:
+        """Load the config again. On a bad config raise ``ConfigError`` and change nothing."""
+        config = self._load()
+        await self._replace(config)
+
+    async def _replace(self, config: Config) -> None:
+        old = self.servers
+        keep = {n: st for n, st in old.items() if n in config.servers and config.servers[n] == st.config}
+        for name, st in old.items():
+            if name not in keep:
+                await self._stop(st, "reload")
+        self.servers = dict(keep)
+        self._apply(config, skip=set(keep))
+
+    def _apply(self, config: Config, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        self.config = config
+        for name, server in config.servers.items():
+            if name in skip:
+                continue
+            st = ServerState(config=server)
+            self.servers[name] = st
+            if not server.enabled:
+                st.set("disabled")
+                continue
+            assert self._tg is not None
+            self._tg.start_soon(self._run, st, name=f"kxen-server-{name}")
+
+    async def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every server has settled (ready, failed, disabled, ...); False on timeout."""
+        with anyio.move_on_after(timeout) as scope:
+            for st in list(self.servers.values()):
+                await st.settled.wait()
+        return not scope.cancelled_caught
+
+    async def stop_server(self, name: str) -> None:
+        await self._stop(self._state(name), "stopped")
+
+    async def _stop(self, st: ServerState, reason: str) -> None:
+        st.stopping = True
+        if st.session is not None:
+            await st.session.aclose(f"server {st.name!r} {reason}")
+        if st.scope is not None:
+            st.scope.cancel()
+        if st.scope is not None or st.session is not None:
+            with anyio.move_on_after(10):
+                await st.done.wait()
+        if st.state not in ("disabled",):
+            st.set("stopped")
+
+    # --- one server ---------------------------------------------------------------------------
+
+    async def _run(self, st: ServerState) -> None:
+        server = st.config
+        phase = "transport"
+        try:
+            with anyio.CancelScope() as scope:
+                st.scope = scope
+                transport = self.pm.hook.kxen_transport_open(server=server, context=self._context(st))
+                if transport is None:
+                    st.set("failed", "transport", self._missing_transport(server.kind))
+                    return
+                st.set("connecting")
+                async with transport as stream:
+                    phase = "initialize"
+                    st.set("initializing")
+                    async with Session(
+                        stream,
+                        server=server.name,
+                        request_timeout=server.timeouts.requestSeconds,
+                        initialize_timeout=server.timeouts.initializeSeconds,
+                        capabilities=self._client_capabilities(server),
+                        on_notification=lambda m, p: self._on_notification(st, m, p),
+                        on_diagnostic=st.diag,
+                        request_handlers=self._request_handlers(server),
+                    ) as session:
+                        st.session = session
+                        init = await session.initialize()
+                        phase = "catalog"
+                        st.set("listing")
+                        async with anyio.create_task_group() as tg:
+                            for kind in KINDS:
+                                if kind in init.capabilities:
+                                    await self._list(st, kind, required=(kind == "tools"))
+                            st.tg = tg
+                            st.set("ready")
+                            await session.closed_event.wait()
+                            st.tg = None
+                            tg.cancel_scope.cancel()
+                        if not st.stopping:
+                            st.set("failed", "transport", session.close_reason or "connection closed")
+        except KxenError as exc:
+            if not st.stopping:
+                st.set("failed", phase, str(exc))
+        except Exception as exc:  # a plugin bug must not take the runtime down
+            if not st.stopping:
+                st.set("failed", phase, f"{type(exc).__name__}: {exc}")
+            log.debug("server %s failed", server.name, exc_info=True)
+        finally:
+            st.session = None
+            if st.stopping:
+                st.set("stopped")
+            elif st.state not in SETTLED:
+                st.set("failed", phase, "stopped unexpectedly")
+            st.done.set()
+            self.pm.hook.kxen_transport_closed(server=server, reason=st.error or st.state)
+
+    def _context(self, st: ServerState) -> TransportContext:
+        return TransportContext(
+            workspace=self.workspace,
+            diagnostic=st.diag,
+            pm=self.pm,
+            settings=self.config.settings if self.config else None,
+        )
+
+    def _missing_transport(self, kind: str) -> str:
+        failure = self.pm.failure_for_kind(kind)
+        if failure is not None:
+            return f"the plugin for transport {kind!r} ({failure.display()}) failed to load: {failure.error}"
+        return f"no installed plugin provides transport {kind!r} (install the matching kxen extra)"
+
+    def _client_capabilities(self, server: ServerConfig) -> dict[str, Any]:
+        # local servers may see the workspace as a root; remote ones get nothing by default
+        return {} if server.is_remote else {"roots": {"listChanged": False}}
+
+    def _request_handlers(self, server: ServerConfig) -> dict[str, Any]:
+        workspace = self.workspace
+
+        async def roots_list(params: Mapping[str, Any]) -> dict[str, Any]:
+            if server.is_remote:
+                return {"roots": []}
+            return {"roots": [{"uri": workspace.as_uri(), "name": workspace.name}]}
+
+        return {"roots/list": roots_list}
+
+    async def _list(self, st: ServerState, kind: str, *, required: bool) -> None:
+        method = KINDS[kind][0]
+        session = st.session
+        assert session is not None
+
+        async def fetch(cursor: str | None) -> dict[str, Any]:
+            return await session.request(method, {"cursor": cursor} if cursor is not None else None)
+
+        async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
+            answers = await acall_all(self.pm, "kxen_catalog_page", server=st.config, kind=kind, page=page)
+            return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
+
+        try:
+            catalog = await fetch_catalog(kind, fetch, judge=judge)
+        except (RequestError, ClosedError) as exc:
+            if required:
+                raise
+            st.diag(f"{method} failed: {exc}")
+            return
+        for message in catalog.diagnostics:
+            st.diag(f"{kind}: {message}")
+        st.catalogs[kind] = catalog
+        if kind == "tools":
+            st.tools_by_name = {t["name"]: t for t in catalog.items}
+
+    def _on_notification(self, st: ServerState, method: str, params: Any) -> None:
+        if method.endswith("/list_changed"):
+            kind = method.split("/")[1]
+            if kind in KINDS and st.tg is not None and kind not in st.refreshing:
+                st.refreshing.add(kind)
+                st.tg.start_soon(self._refresh, st, kind)
+
+    async def _refresh(self, st: ServerState, kind: str) -> None:
+        await anyio.sleep(LIST_CHANGED_DEBOUNCE)  # a burst of list_changed becomes one refetch
+        st.refreshing.discard(kind)
+        try:
+            await self._list(st, kind, required=False)
+        except KxenError as exc:
+            st.diag(f"refreshing {kind} failed: {exc}")
+
+    # --- what the agent sees and calls --------------------------------------------------------
+
+    def status(self) -> list[dict[str, Any]]:
+        return [st.snapshot() for st in self.servers.values()]
+
+    def tools(self, server: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for st in self.servers.values():
+            if server is not None and st.name != server:
+                continue
+            if st.state != "ready":
+                continue
+            for tool in st.tools_by_name.values():
+                out.append(
+                    {
+                        "server": st.name,
+                        "name": tool["name"],
+                        "qualifiedName": agent_tools.qualified_name(st.name, tool["name"]),
+                        "description": tool.get("description"),
+                        "inputSchema": tool.get("inputSchema") or {"type": "object"},
+                    }
+                )
+        return out
+
+    def _state(self, name: str) -> ServerState:
+        st = self.servers.get(name)
+        if st is None:
+            raise UnknownTool(f"no server named {name[:40]!r}")
+        return st
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Call a tool by qualified name (``server__tool``), or by ``server=`` and the tool's own name.
+
+        Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
+        """
+        if server is None:
+            try:
+                server, tool = agent_tools.split_qualified(name)
+            except ValueError as exc:
+                raise UnknownTool(str(exc)) from None
+        else:
+            tool = name
+        st = self._state(server)
+        if st.state != "ready" or st.session is None:
+            raise ServerNotReady(st.name, st.state, st.phase, st.error)
+        info = st.tools_by_name.get(tool)
+        if info is None:
+            raise UnknownTool(f"server {server!r} has no tool {tool[:80]!r}")
+        args = dict(arguments or {})
+        call = ToolCall(server=st.config, tool=tool, arguments=args, role=self.role, tool_info=info)
+        await self._authorize(call)
+        return await st.session.request("tools/call", {"name": tool, "arguments": args}, timeout=timeout)
+
+    async def _authorize(self, call: ToolCall) -> None:
+        def as_deny(err: KxenError) -> Vote:
+            return Vote.deny(f"policy plugin failed: {err}")
+
+        answers = await acall_all(self.pm, "kxen_policy_decision", call=call, on_error=as_deny)
+        votes = [attrs.evolve(v, plugin=plugin) for plugin, v in answers]
+        decision, why = combine(votes, call.server.defaultToolPolicy)
+        label = agent_tools.qualified_name(call.server.name, call.tool)
+        if decision == "deny":
+            reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
+            raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
+        if decision == "ask":
+            request = ApprovalRequest(
+                kind="tool_call",
+                server=call.server.name,
+                summary=f"call tool {label}",
+                details={"tool": call.tool, "arguments": call.arguments},
+            )
+            answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
+            if not isinstance(answer, ApprovalDecision):
+                raise ApprovalDenied(f"{label} needs approval and no approval channel is available")
+            if not answer.approved:
+                raise ApprovalDenied(f"{label} was not approved{': ' + answer.reason if answer.reason else ''}")
+
+
+__all__ = ["Runtime", "ServerState", "ConfigError", "RemoteError"]

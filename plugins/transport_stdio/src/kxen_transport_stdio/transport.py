@@ -1,0 +1,281 @@
+"""The stdio transport: one child process per server, in its own process group.
+
+Launch: no shell; the command is resolved to an absolute path against the child's PATH; cwd is the
+server's ``cwd`` (relative to the workspace) or the workspace; the environment is cleared and gets
+only :data:`ENV_PASSTHROUGH` from the host, then the server's configured ``env`` on top.
+
+Framing: one JSON message per line on stdout. A line that is not JSON, or longer than the line
+bound, is a diagnostic and is skipped (memory stays bounded: an oversized line is discarded as it
+streams in). stderr is drained into a bounded tail shown in diagnostics and status.
+
+Close: close stdin, give the child a moment to exit on EOF, SIGTERM the whole process group, SIGKILL
+the group if anything in it is still alive after :data:`TERM_GRACE_SECONDS`, then reap the child. The
+close is shielded from cancellation and bounded in time, so no grandchild survives a stop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+from kxen_core.errors import ClosedError, ConnectError
+
+#: host variables a child may inherit; everything else is cleared
+ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER")
+MAX_LINE_BYTES = 32 * 1024 * 1024
+STDERR_TAIL_BYTES = 16 * 1024
+READ_CHUNK = 256 * 1024
+EOF_GRACE_SECONDS = 0.1
+TERM_GRACE_SECONDS = 0.8
+KILL_WAIT_SECONDS = 2.0
+
+
+def child_env(configured: dict[str, str], host: dict[str, str] | None = None) -> dict[str, str]:
+    host = os.environ if host is None else host
+    env = {k: host[k] for k in ENV_PASSTHROUGH if k in host}
+    env.update(configured)
+    return env
+
+
+def resolve_launch(server: Any, workspace: Path) -> tuple[str, list[str], Path, dict[str, str]]:
+    """Return (absolute command, args, cwd, env) exactly as the process will be started."""
+    env = child_env(dict(server.env))
+    cwd = Path(workspace)
+    if server.cwd:
+        cwd = (cwd / os.path.expanduser(server.cwd)).resolve()
+    command = os.path.expanduser(server.command)
+    if os.sep in command:
+        path = (cwd / command).resolve()
+        resolved = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    else:
+        resolved = shutil.which(command, path=env.get("PATH", os.defpath))
+        resolved = str(Path(resolved).resolve()) if resolved else None
+    if resolved is None:
+        raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
+    return resolved, list(server.args), cwd, env
+
+
+class _Stream:
+    """The MessageStream of one running child."""
+
+    def __init__(self, transport: StdioTransport, proc: Process) -> None:
+        self._t = transport
+        self._proc = proc
+        self._stdin = proc.stdin
+        self._stdout = proc.stdout
+        self._ready: deque[Any] = deque()
+        self._buf = b""
+        self._skipping = False  # inside an oversized line, discarding until its newline
+        self._eof = False
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._loads = json.loads
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = (self._dumps(message) + "\n").encode()
+        try:
+            await self._stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise ClosedError(f"cannot write to server: {self._t.exit_reason()}", server=self._t.name) from exc
+
+    async def receive(self) -> Any:
+        ready = self._ready
+        while not ready:
+            if self._eof:
+                raise ClosedError(self._t.exit_reason(), server=self._t.name)
+            try:
+                chunk = await self._stdout.receive(READ_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._eof = True
+                if self._buf.strip() and not self._skipping:
+                    self._parse(self._buf)
+                self._buf = b""
+                continue
+            self._feed(chunk)
+        return ready.popleft()
+
+    def _feed(self, chunk: bytes) -> None:
+        if self._skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return
+            self._skipping = False
+            chunk = chunk[nl + 1 :]
+        data = self._buf + chunk if self._buf else chunk
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            if nl > start:
+                self._parse(data[start:nl])
+            start = nl + 1
+        rest = data[start:]
+        if len(rest) > self._t.max_line_bytes:
+            self._t.diag(f"stdout line longer than {self._t.max_line_bytes} bytes skipped")
+            self._skipping = True
+            rest = b""
+        self._buf = rest
+
+    def _parse(self, line: bytes) -> None:
+        if len(line) > self._t.max_line_bytes:
+            self._t.diag(f"stdout line longer than {self._t.max_line_bytes} bytes skipped")
+            return
+        try:
+            self._ready.append(self._loads(line))
+        except ValueError:
+            text = line.strip()
+            if text:
+                shown = text[:200].decode("utf-8", "replace")
+                self._t.diag(f"non-JSON stdout line skipped ({len(line)} bytes): {shown!r}")
+
+    def describe(self) -> dict[str, Any]:
+        return self._t.describe()
+
+
+class StdioTransport:
+    """Async context manager: start the server process, yield its stream, stop its whole group."""
+
+    def __init__(self, server: Any, context: Any) -> None:
+        self.server = server
+        self.name = server.name
+        self.context = context
+        opts = getattr(server, "options", None) or {}
+        self.max_line_bytes = int(opts.get("maxLineBytes", MAX_LINE_BYTES))
+        self._proc: Process | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self.pid: int | None = None
+
+    def diag(self, message: str) -> None:
+        self.context.diagnostic(message)
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        text = b"".join(self._stderr)[-limit:].decode("utf-8", "replace")
+        return text
+
+    def exit_reason(self) -> str:
+        proc = self._proc
+        code = proc.returncode if proc is not None else None
+        reason = "server closed its stdout" if code is None else f"server exited with code {code}"
+        tail = self.stderr_tail(500).strip()
+        return f"{reason}; stderr: {tail}" if tail else reason
+
+    def describe(self) -> dict[str, Any]:
+        return {"pid": self.pid, "stderr": self.stderr_tail()}
+
+    async def __aenter__(self) -> _Stream:
+        command, args, cwd, env = resolve_launch(self.server, Path(self.context.workspace))
+        if not cwd.is_dir():
+            raise ConnectError(f"working directory does not exist: {cwd}", server=self.name)
+        try:
+            self._proc = await anyio.open_process(
+                [command, *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=str(cwd),
+                env=env,
+                start_new_session=True,  # its own session and process group: we stop the whole group
+            )
+        except OSError as exc:
+            raise ConnectError(f"cannot start {command!r}: {exc.strerror or exc}", server=self.name) from exc
+        self.pid = self._proc.pid
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._drain_stderr)
+        return _Stream(self, self._proc)
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        try:
+            async for chunk in self._proc.stderr:
+                self._stderr.append(chunk)
+                self._stderr_size += len(chunk)
+                while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr) > 1:
+                    self._stderr_size -= len(self._stderr.popleft())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        with anyio.CancelScope(shield=True):
+            await self._stop()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+        return None
+
+    async def _stop(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the child leads its own group
+        try:
+            await proc.stdin.aclose()  # type: ignore[union-attr]
+        except Exception:
+            pass
+        with anyio.move_on_after(EOF_GRACE_SECONDS):
+            await proc.wait()
+        # the group may hold grandchildren even when the child itself has exited
+        _killpg(pgid, signal.SIGTERM)
+        with anyio.move_on_after(TERM_GRACE_SECONDS):
+            while True:
+                if proc.returncode is None:
+                    with anyio.move_on_after(0.02):
+                        await proc.wait()
+                if proc.returncode is not None and not _group_alive(pgid):
+                    break
+                await anyio.sleep(0.01)
+        if proc.returncode is None or _group_alive(pgid):
+            _killpg(pgid, signal.SIGKILL)
+        with anyio.move_on_after(KILL_WAIT_SECONDS):
+            await proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            try:
+                await stream.aclose()  # type: ignore[union-attr]
+            except Exception:
+                pass
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Is any process of the group alive (zombies do not count)?"""
+    if sys.platform.startswith("linux"):
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            entries = []
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            # pid (comm) state ppid pgrp ... ; comm may contain spaces and parens
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+                return True
+        return False
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
