@@ -108,11 +108,13 @@ class Runtime:
         workspace: Path | str | None = None,
         pm: KxenPluginManager | None = None,
         role: str | None = None,
+        only: set[str] | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else None
         self.workspace = Path(workspace).resolve() if workspace is not None else Path.cwd().resolve()
         self.pm = pm if pm is not None else make_plugin_manager()
         self.role = role
+        self.only = only  # start only these servers (e.g. for one call); None = all
         self.config: Config | None = None
         self.servers: dict[str, ServerState] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -155,7 +157,7 @@ class Runtime:
     def _apply(self, config: Config, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         self.config = config
         for name, server in config.servers.items():
-            if name in skip:
+            if name in skip or (self.only is not None and name not in self.only):
                 continue
             st = ServerState(config=server)
             self.servers[name] = st

@@ -1,0 +1,1 @@
+pytest_plugins = ["kxen_testing.pytest_plugin"]
