@@ -25,12 +25,22 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kxen", description="kxen: a strict, fast MCP host runtime.")
     p.add_argument("--home", type=Path, help="settings and user servers (default $KXEN_HOME or ~/.kxen)")
     p.add_argument("--workspace", type=Path, help="the workspace (default: the current directory)")
+    p.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="FINGERPRINT",
+        help="approve exactly this project server launch or tool call for this process (repeatable)",
+    )
+    p.add_argument("--role", help="the acting role (its permissions come from user settings)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     mcp = sub.add_parser("mcp", help="MCP servers: status, tools, calls").add_subparsers(
         dest="mcp_command", required=True, metavar="SUBCOMMAND"
     )
     status = mcp.add_parser("status", help="connect every server and show its state")
+    approvals = mcp.add_parser("approvals", help="project server launches that need approval (starts nothing)")
+    approvals.add_argument("--json", action="store_true")
     tools = mcp.add_parser("tools", help="list the tools the model sees")
     tools.add_argument("server", nargs="?", help="only this server")
     call = mcp.add_parser("call", help="call one tool and print its result")
@@ -42,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--wait", type=float, default=DEFAULT_WAIT, help="seconds to wait for servers to settle")
 
+    for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
+        tp = sub.add_parser(verb, help=text)
+        tp.add_argument("path", nargs="?", type=Path, help="the workspace (default: --workspace or the current directory)")
     plugins = sub.add_parser("plugins", help="loaded plugins and load failures")
     plugins.add_argument("--json", action="store_true")
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="config_command", required=True)
@@ -59,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _plugins(args)
         if args.command == "config":
             return _config_check(args)
+        if args.command in ("trust", "untrust"):
+            return _trust(args)
+        if args.command == "mcp" and args.mcp_command == "approvals":
+            return _approvals(args)
         return anyio.run(_mcp, args)
     except ConfigError as exc:
         if getattr(args, "json", False):
@@ -90,11 +107,66 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    config = load_config(None, args.workspace)  # raises ConfigError with every problem
+    config = load_config(None, args.workspace)  # raises ConfigError with every user-config problem
+    problems = list(config.project_problems)
     if args.json:
-        _print_json({"ok": True, "problems": [], "files": list(config.files), "servers": sorted(config.servers)})
+        _print_json(
+            {"ok": not problems, "problems": problems, "files": list(config.files), "servers": sorted(config.servers)}
+        )
+    elif problems:
+        print("kxen: the project config was rejected (none of its servers will start):", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
     else:
         print(f"OK: {len(config.servers)} server(s) in {', '.join(config.files)}")
+    return EXIT_USAGE if problems else EXIT_OK
+
+
+def _trust(args: argparse.Namespace) -> int:
+    from .config.loader import default_home
+    from .config.trust import trust, untrust
+
+    path = (args.path or args.workspace or Path.cwd()).resolve()
+    changed = (trust if args.command == "trust" else untrust)(default_home(), path)
+    verb = "trusted" if args.command == "trust" else "not trusted"
+    print(f"{path}: {verb}" + ("" if changed else " (unchanged)"))
+    return EXIT_OK
+
+
+def _approvals(args: argparse.Namespace) -> int:
+    from .runtime import Runtime
+
+    rt = Runtime(workspace=args.workspace, approve=args.approve)
+    rt.config = load_config(None, rt.workspace)
+    rows = []
+    for server, launch, error in rt.pending_launches():
+        rows.append(
+            {
+                "server": server.name,
+                "kind": "stdio_launch",
+                "source": server.source,
+                "trusted": rt.config.trusted,
+                "approved": bool(launch and launch.fingerprint in rt.approved),
+                "fingerprint": launch.fingerprint if launch else None,
+                "launch": launch.display() if launch else None,
+                "error": error,
+            }
+        )
+    if args.json:
+        _print_json({"approvals": rows})
+    else:
+        if not rows:
+            print("no project stdio servers in this workspace")
+        for r in rows:
+            state = "approved" if r["approved"] else "needs approval"
+            if not r["trusted"]:
+                state += " (workspace not trusted: kxen trust)"
+            print(f"{r['server']}: {state}")
+            if r["error"]:
+                print(f"  error: {r['error']}")
+            else:
+                print(f"  fingerprint: {r['fingerprint']}")
+                print("  launch: " + json.dumps(r["launch"], indent=2).replace("\n", "\n  "))
     return EXIT_OK
 
 
@@ -141,7 +213,7 @@ async def _mcp(args: argparse.Namespace) -> int:
             print("kxen: error: --args must be a JSON object", file=sys.stderr)
             return EXIT_USAGE
 
-    async with Runtime(workspace=args.workspace, only=only) as rt:
+    async with Runtime(workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:
         if only and not set(only) <= set(rt.servers):
             print(f"kxen: error: no server named {args.server!r} is configured", file=sys.stderr)
             return EXIT_USAGE
@@ -160,13 +232,18 @@ def _status(rt: Any, args: argparse.Namespace) -> int:
     else:
         _table(
             "MCP servers",
-            ["name", "scope", "transport", "state", "tools", "resources", "prompts", "error"],
+            ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
             [
-                [s["name"], s["scope"], s["transport"], s["state"], s["tools"], s["resources"], s["prompts"],
-                 f"{s['phase']}: {s['error']}" if s["error"] else ""]
+                [s["name"], s["scope"], s["transport"], s["state"], s["tools"], s["resources"], s["prompts"]]
                 for s in servers
             ],
         )
+        for s in servers:
+            if s["error"]:
+                where = f" ({s['phase']})" if s["phase"] else ""
+                print(f"{s['name']}{where}: {s['error']}")
+            if s["note"]:
+                print(f"{s['name']}: {s['note']}")
     return EXIT_FAILED if any(s["state"] == "failed" for s in servers) else EXIT_OK
 
 

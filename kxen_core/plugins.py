@@ -134,7 +134,8 @@ def make_plugin_manager(
     from . import defaults  # the core's own fail-closed default implementations
 
     pm = KxenPluginManager()
-    pm.register_from(defaults, "kxen.defaults", source="default")
+    for name, plugin in defaults.DEFAULT_PLUGINS.items():
+        pm.register_from(plugin, name, source="default")
 
     if load_entrypoints:
         env_allow = _split_env("KXEN_LOAD_PLUGINS")

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -27,6 +30,11 @@ class ToolCall:
     arguments: dict[str, Any]
     role: str | None = None
     tool_info: dict[str, Any] = attrs.field(factory=dict)  # the catalog entry (annotations are hints only)
+    settings: Any = None  # the user's Settings (roles live there)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.server.name}__{self.tool}"
 
 
 @attrs.frozen(kw_only=True)
@@ -79,3 +87,66 @@ def fingerprint(payload: Any) -> str:
     """A stable SHA-256 over canonical JSON."""
     data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return hashlib.sha256(data).hexdigest()
+
+
+# --- project stdio launches -------------------------------------------------------------------
+
+#: env-key fragments (case-insensitive) whose values are shown only as a SHA-256 digest
+SENSITIVE_ENV_WORDS = ("token", "secret", "key", "password", "passwd", "pwd", "credential", "auth", "cookie", "session", "private", "pat")
+
+
+def sensitive_key(key: str) -> bool:
+    lower = key.lower()
+    return any(word in lower for word in SENSITIVE_ENV_WORDS)
+
+
+def digest(value: str) -> str:
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+
+
+@attrs.frozen(kw_only=True)
+class StdioLaunch:
+    """The exact, canonical configuration a stdio server would be started with."""
+
+    command: str  # absolute, symlinks resolved
+    args: tuple[str, ...]
+    cwd: str  # absolute
+    env: dict[str, str] = attrs.field(repr=False)  # the configured env (the host part is fixed)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint({"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": self.env})
+
+    def display(self) -> dict[str, Any]:
+        """What an approval request shows: env values in clear, except sensitive keys (digest only)."""
+        return {
+            "command": self.command,
+            "args": list(self.args),
+            "cwd": self.cwd,
+            "env": {k: (digest(v) if sensitive_key(k) else v) for k, v in sorted(self.env.items())},
+        }
+
+
+def resolve_stdio_launch(server: Any, workspace: Path) -> StdioLaunch:
+    """Resolve a stdio server's command, cwd and env as they will be used.
+
+    The command is looked up on the PATH the child will get (the configured one, else the host's);
+    a command with a path separator is taken relative to the cwd. Raises ``ConnectError`` when the
+    command cannot be found.
+    """
+    from .errors import ConnectError
+
+    cwd = Path(workspace)
+    if server.cwd:
+        cwd = cwd / os.path.expanduser(server.cwd)
+    cwd = cwd.resolve()
+    command = os.path.expanduser(server.command)
+    if os.sep in command:
+        path = (cwd / command).resolve()
+        resolved = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(command, path=server.env.get("PATH", os.environ.get("PATH", os.defpath)))
+        resolved = str(Path(found).resolve()) if found else None
+    if resolved is None:
+        raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
+    return StdioLaunch(command=resolved, args=tuple(server.args), cwd=str(cwd), env=dict(server.env))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import anyio
 import attrs
@@ -30,6 +30,7 @@ from .errors import (
     ApprovalDenied,
     ClosedError,
     ConfigError,
+    ConnectError,
     KxenError,
     PolicyDenied,
     RemoteError,
@@ -39,7 +40,16 @@ from .errors import (
 )
 from .hookcall import acall_all, acall_first
 from .plugins import KxenPluginManager, make_plugin_manager
-from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine
+from .policy import (
+    ApprovalDecision,
+    ApprovalRequest,
+    StdioLaunch,
+    ToolCall,
+    Vote,
+    combine,
+    fingerprint,
+    resolve_stdio_launch,
+)
 from .session import Session
 from .transport import TransportContext
 
@@ -66,6 +76,8 @@ class ServerState:
     refreshing: set = attrs.field(factory=set)
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tg: Any = None  # the server's own task group while it runs (list_changed refreshes)
+    note: str | None = None  # e.g. why a user entry stands in for a project entry
+    fingerprint: str | None = None  # of a project stdio launch awaiting approval
 
     @property
     def name(self) -> str:
@@ -94,6 +106,8 @@ class ServerState:
             "tools": self.count("tools"),
             "resources": self.count("resources"),
             "prompts": self.count("prompts"),
+            "note": self.note,
+            "fingerprint": self.fingerprint,
             "diagnostics": list(self.diagnostics)[-20:],
         }
 
@@ -109,12 +123,16 @@ class Runtime:
         pm: KxenPluginManager | None = None,
         role: str | None = None,
         only: set[str] | None = None,
+        approve: Iterable[str] = (),
     ) -> None:
         self.home = Path(home) if home is not None else None
         self.workspace = Path(workspace).resolve() if workspace is not None else Path.cwd().resolve()
         self.pm = pm if pm is not None else make_plugin_manager()
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
+        #: fingerprints approved for this process (stdio launches, tool calls); never persisted
+        self.approved: set[str] = set(approve)
+        self._ask_lock = anyio.Lock()
         self.config: Config | None = None
         self.servers: dict[str, ServerState] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -161,7 +179,14 @@ class Runtime:
                 continue
             st = ServerState(config=server)
             self.servers[name] = st
-            if not server.enabled:
+            if server.scope == "project" and not config.trusted:
+                fallback = config.user_servers.get(name)
+                if fallback is None:
+                    st.set("awaiting_trust", None, "the workspace is not trusted (kxen trust)")
+                    continue
+                st.config = fallback
+                st.note = "the project entry awaits workspace trust; using the user entry"
+            if not st.config.enabled:
                 st.set("disabled")
                 continue
             assert self._tg is not None
@@ -197,6 +222,11 @@ class Runtime:
         try:
             with anyio.CancelScope() as scope:
                 st.scope = scope
+                if server.scope == "project" and server.kind == "stdio":
+                    approved = await self._approve_launch(st)
+                    if approved is None:
+                        return
+                    server = approved
                 transport = self.pm.hook.kxen_transport_open(server=server, context=self._context(st))
                 if transport is None:
                     st.set("failed", "transport", self._missing_transport(server.kind))
@@ -245,6 +275,69 @@ class Runtime:
                 st.set("failed", phase, "stopped unexpectedly")
             st.done.set()
             self.pm.hook.kxen_transport_closed(server=server, reason=st.error or st.state)
+
+    async def _approve_launch(self, st: ServerState) -> ServerConfig | None:
+        """Gate a project stdio server on the approval of its exact launch; None = do not start it.
+
+        A user entry of the same name stands in when the project entry is not approved.
+        """
+        server = st.config
+        launch = resolve_stdio_launch(server, self.workspace)  # ConnectError -> failed(transport)
+        st.fingerprint = launch.fingerprint
+        st.state = "awaiting_approval"  # not settled while a channel is asking
+        request = ApprovalRequest(
+            kind="stdio_launch",
+            server=server.name,
+            summary=f"start project MCP server {server.name!r} from {server.source}",
+            details=launch.display(),
+            fingerprint=launch.fingerprint,
+        )
+        decision = await self.ask(request)
+        if decision.approved:
+            # start exactly what was approved: the resolved command and cwd, not a second lookup
+            st.fingerprint = None
+            return attrs.evolve(server, command=launch.command, cwd=launch.cwd)
+        fallback = self.config.user_servers.get(server.name) if self.config else None
+        if fallback is not None and fallback.enabled:
+            st.config = fallback
+            st.note = f"the project entry was not approved ({decision.reason}); using the user entry"
+            return fallback
+        st.set(
+            "awaiting_approval",
+            None,
+            f"not approved ({decision.reason}); approve this exact launch with --approve {launch.fingerprint}",
+        )
+        return None
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Get a decision on ``request``: a fingerprint approved in this process, else a channel, else no."""
+        if request.fingerprint and request.fingerprint in self.approved:
+            return ApprovalDecision(approved=True, reason="approved earlier in this process", channel="process")
+        async with self._ask_lock:  # one prompt at a time
+            try:
+                answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
+            except KxenError as exc:
+                log.warning("approval channel failed: %s", exc)
+                return ApprovalDecision(approved=False, reason=f"approval channel failed: {exc}")
+        if not isinstance(answer, ApprovalDecision):
+            return ApprovalDecision(approved=False, reason="no approval channel is available")
+        if answer.approved and request.fingerprint:
+            self.approved.add(request.fingerprint)
+        if not answer.approved and not answer.reason:
+            answer = attrs.evolve(answer, reason="declined")
+        return answer
+
+    def pending_launches(self) -> list[tuple[ServerConfig, StdioLaunch | None, str | None]]:
+        """Project stdio servers and their launches, approved or not, without starting anything."""
+        out = []
+        for server in (self.config.servers.values() if self.config else ()):
+            if server.scope != "project" or server.kind != "stdio":
+                continue
+            try:
+                out.append((server, resolve_stdio_launch(server, self.workspace), None))
+            except ConnectError as exc:
+                out.append((server, None, str(exc)))
+        return out
 
     def _context(self, st: ServerState) -> TransportContext:
         return TransportContext(
@@ -370,7 +463,14 @@ class Runtime:
         if info is None:
             raise UnknownTool(f"server {server!r} has no tool {tool[:80]!r}")
         args = dict(arguments or {})
-        call = ToolCall(server=st.config, tool=tool, arguments=args, role=self.role, tool_info=info)
+        call = ToolCall(
+            server=st.config,
+            tool=tool,
+            arguments=args,
+            role=self.role,
+            tool_info=info,
+            settings=self.config.settings if self.config else None,
+        )
         await self._authorize(call)
         return await st.session.request("tools/call", {"name": tool, "arguments": args}, timeout=timeout)
 
@@ -386,17 +486,17 @@ class Runtime:
             reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
             raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
         if decision == "ask":
+            fp = fingerprint({"server": call.server.name, "tool": call.tool, "arguments": call.arguments})
             request = ApprovalRequest(
                 kind="tool_call",
                 server=call.server.name,
                 summary=f"call tool {label}",
-                details={"tool": call.tool, "arguments": call.arguments},
+                details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why]},
+                fingerprint=fp,
             )
-            answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
-            if not isinstance(answer, ApprovalDecision):
-                raise ApprovalDenied(f"{label} needs approval and no approval channel is available")
+            answer = await self.ask(request)
             if not answer.approved:
-                raise ApprovalDenied(f"{label} was not approved{': ' + answer.reason if answer.reason else ''}")
+                raise ApprovalDenied(f"{label} needs approval: {answer.reason} (fingerprint {fp})")
 
 
 __all__ = ["Runtime", "ServerState", "ConfigError", "RemoteError"]

@@ -21,6 +21,7 @@ from cattrs.v import transform_error
 from ..converter import make_converter
 from ..errors import ConfigError
 from .models import McpFile, ServerConfig, Settings, check_server_key, check_server_shape
+from .project import project_problems
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,13 +33,22 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config file larger than this is refused,
 
 @attrs.frozen(kw_only=True)
 class Config:
-    """Everything loaded from the config files of one home and one workspace."""
+    """Everything loaded from the config files of one home and one workspace.
+
+    ``servers`` is the merged view: a project entry replaces the user entry of the same name as a
+    whole (never field by field). ``user_servers`` keeps the user entries for fallback when a project
+    entry may not start. A project file with any problem is rejected whole: ``project_problems``
+    lists why, and none of its servers is in ``servers``.
+    """
 
     home: Path
     workspace: Path
     settings: Settings
     servers: dict[str, ServerConfig]
-    files: tuple[str, ...]
+    user_servers: dict[str, ServerConfig] = attrs.field(factory=dict)
+    project_problems: tuple[str, ...] = ()
+    trusted: bool = False
+    files: tuple[str, ...] = ()
 
 
 def default_home() -> Path:
@@ -150,21 +160,49 @@ def load_servers(
     return servers
 
 
+def project_file(workspace: Path) -> Path:
+    return workspace / ".kxen" / "mcp.json"
+
+
+def canonical(path: Path | str) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
 def load_config(home: Path | None = None, workspace: Path | None = None) -> Config:
-    """Load user settings and user servers; raise :class:`ConfigError` listing every problem."""
+    """Load settings, user servers and project servers.
+
+    A problem in user settings or user servers raises :class:`ConfigError` listing every problem:
+    nothing is half-loaded. A problem in the project file rejects that file whole (its servers are
+    left out and the problems are returned in ``project_problems``); the user's servers still load.
+    """
     home = Path(home) if home is not None else default_home()
     workspace = Path(workspace or Path.cwd()).resolve()
     conv = make_converter()
     problems: list[str] = []
     settings = load_settings(home, problems, conv)
     user_file = home / "mcp.json"
-    servers = load_servers(user_file, "user", problems, conv)
+    user = load_servers(user_file, "user", problems, conv)
     if problems:
         raise ConfigError(problems)
+
+    pfile = project_file(workspace)
+    pproblems: list[str] = []
+    project = load_servers(pfile, "project", pproblems, conv)
+    for name, server in project.items():
+        for suffix, rule in project_problems(server):
+            pproblems.append(_render(str(pfile), f"{rule} @ $.mcpServers.{name}.{suffix}"))
+    if pproblems:
+        project = {}
+    merged = dict(user)
+    merged.update(project)  # whole-entry replacement
+    trusted = str(workspace) in {canonical(p) for p in settings.trusted_workspaces}
     return Config(
         home=home,
         workspace=workspace,
         settings=settings,
-        servers=servers,
-        files=(str(home / "config.toml"), str(user_file)),
+        servers=merged,
+        user_servers=user,
+        project_problems=tuple(pproblems),
+        trusted=trusted,
+        files=(str(home / "config.toml"), str(user_file), str(pfile)),
     )

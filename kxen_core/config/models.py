@@ -123,8 +123,28 @@ class McpSettings:
     allow_loopback_http: bool = False
 
 
+def _globs(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    for pattern in value:
+        if not pattern or len(pattern) > 200:
+            raise ValueError(f"{attribute.name}: patterns are 1-200 characters (got {pattern[:40]!r})")
+
+
+@attrs.frozen(kw_only=True)
+class Role:
+    """What one acting role may do: glob patterns over qualified tool names (``server__tool``).
+
+    ``deny`` beats ``ask`` beats ``allow``; a tool that no pattern matches is denied to the role.
+    """
+
+    allow: list[str] = attrs.field(factory=list, validator=_globs)
+    ask: list[str] = attrs.field(factory=list, validator=_globs)
+    deny: list[str] = attrs.field(factory=list, validator=_globs)
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
-    """User settings, ``$KXEN_HOME/config.toml``."""
+    """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
 
     mcp: McpSettings = attrs.field(factory=McpSettings)
+    trusted_workspaces: list[str] = attrs.field(factory=list)
+    roles: dict[str, Role] = attrs.field(factory=dict)
