@@ -1,0 +1,489 @@
+"""Streamable HTTP (MCP 2025-03-26 .. 2025-11-25) as a :class:`kxen_core.transport.MessageStream`.
+
+Every outgoing message is one POST to the endpoint. A *request* is POSTed from its own task in the
+transport's task group, so ``send`` returns at once and the session's timeout governs the wait; its
+answer (a JSON body or an SSE stream) is fed into one bounded queue that ``receive`` reads.
+Notifications and responses are POSTed inline and expect ``202``, which keeps them in order.
+
+* ``Mcp-Session-Id`` is taken from the answer to ``initialize`` and sent on every later request;
+  ``MCP-Protocol-Version`` is taken from the initialize result as it passes through and sent after.
+* An SSE answer that drops before the response is resumed with ``GET`` + ``Last-Event-ID`` after the
+  server's ``retry`` delay, at most ``maxReconnectAttempts`` times.
+* An HTTP error (4xx/5xx) for a request becomes a JSON-RPC error for that request id (so the session
+  raises ``RemoteError``), as does an answer that cannot be used (too large, not JSON, lost).
+* ``404`` while a session id is known means the server ended the session: the transport closes with
+  ``ClosedError("session expired ...")`` so the runtime reconnects (new transport, new initialize,
+  no session id). Re-initializing underneath the session is not attempted: it would hide the loss of
+  server-side state (subscriptions, log level) from the runtime.
+* After ``notifications/initialized`` a GET stream carries server-initiated messages; ``400``/``405``
+  mean the server offers none, and it is not retried.
+* Leaving the context cancels every task, sends a best-effort ``DELETE`` for the session (2 s) and
+  closes the HTTP client, shielded and bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import anyio
+import anyio.abc
+import attrs
+import httpx
+
+from kxen_core.config.models import ServerConfig
+from kxen_core.errors import ClosedError, ConnectError, TransportError
+from kxen_core.transport import Message, TransportContext
+
+from .common import (
+    CLOSE_STEP_SECONDS,
+    ERROR_BODY_LIMIT,
+    MAX_SESSION_ID_LENGTH,
+    MessageTooLarge,
+    Options,
+    Redactor,
+    content_type,
+    encode,
+    error_from_http,
+    iter_events,
+    jsonrpc_error,
+    map_http_error,
+    parse_messages,
+    parse_options,
+    read_limited,
+    request_headers,
+    safe_url,
+)
+
+HTTP_OPTIONS = (
+    "maxMessageBytes",
+    "connectTimeoutSeconds",
+    "queueSize",
+    "getStream",
+    "maxReconnectAttempts",
+    "defaultRetryMs",
+)
+ACCEPT_POST = "application/json, text/event-stream"
+SESSION_HEADER = "Mcp-Session-Id"
+VERSION_HEADER = "MCP-Protocol-Version"
+#: a server's ``retry`` is honoured up to this many milliseconds
+MAX_RETRY_MS = 60_000
+#: JSON-RPC code of the errors this transport makes up for a request (HTTP status, lost stream)
+TRANSPORT_ERROR_CODE = -32000
+_VERSION_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+#: tests and embedding hosts may set this to hand every new client an ``httpx.AsyncBaseTransport``
+transport_factory: Callable[[ServerConfig], httpx.AsyncBaseTransport | None] | None = None
+
+
+class _SessionExpired(Exception):
+    pass
+
+
+@attrs.define
+class _Cursor:
+    """Where an SSE stream got to: what a GET needs to resume it."""
+
+    last_id: str | None = None
+    retry_ms: int | None = None
+
+
+def _answers(message: Message, rid: Any) -> bool:
+    return "method" not in message and message.get("id") == rid and ("result" in message or "error" in message)
+
+
+class StreamableHTTPStream:
+    """The :class:`~kxen_core.transport.MessageStream` of one Streamable HTTP connection."""
+
+    def __init__(
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        client: httpx.AsyncClient,
+        tg: anyio.abc.TaskGroup,
+        opts: Options,
+    ) -> None:
+        self._server = server
+        self._name = server.name
+        self._context = context
+        self._client = client
+        self._tg = tg
+        self._opts = opts
+        self._url = server.url or ""
+        self._safe_url = safe_url(self._url)
+        self._redact = Redactor()
+        self._inline_timeout = httpx.Timeout(
+            connect=opts.connectTimeoutSeconds, read=server.timeouts.requestSeconds, write=30.0, pool=30.0
+        )
+        self._feed, self._inbox = anyio.create_memory_object_stream[Message](opts.queueSize)
+        self._session_id: str | None = None
+        self._protocol_version: str | None = None
+        self._init_id: Any = None
+        self._in_flight: dict[Any, anyio.CancelScope] = {}
+        self._failure: TransportError | None = None
+        self._closing = False
+        self._expired = False
+        self._get_state = "off"
+        self._posts = self._received = self._resumes = 0
+
+    # --- MessageStream ------------------------------------------------------------------------
+
+    async def send(self, message: Message) -> None:
+        if self._failure is not None:
+            raise self._closed_error()
+        method = message.get("method")
+        rid = message.get("id")
+        body = encode(message)
+        headers = await self._headers("POST")
+        headers["Accept"] = ACCEPT_POST
+        headers["Content-Type"] = "application/json"
+        self._posts += 1
+        if isinstance(method, str) and rid is not None:
+            if method == "initialize":
+                self._init_id = rid
+            scope = anyio.CancelScope()
+            self._in_flight[rid] = scope
+            self._tg.start_soon(self._request_task, rid, body, headers, scope, name=f"kxen-http-{rid}")
+            return
+        await self._post_inline(method if isinstance(method, str) else "response", body, headers)
+        if method == "notifications/cancelled":
+            # the session gave up on that request: stop reading its answer
+            params = message.get("params")
+            target = params.get("requestId") if isinstance(params, dict) else None
+            scope = self._in_flight.get(target) if isinstance(target, (int, str)) else None
+            if scope is not None:
+                scope.cancel()
+        elif method == "notifications/initialized" and self._opts.getStream and self._get_state == "off":
+            self._get_state = "opening"
+            self._tg.start_soon(self._get_loop, name="kxen-http-get")
+
+    async def receive(self) -> Message:
+        try:
+            return await self._inbox.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise self._closed_error() from None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "http",
+            "url": self._safe_url,
+            "session": self._session_id is not None,
+            "protocolVersion": self._protocol_version,
+            "getStream": self._get_state,
+            "posts": self._posts,
+            "received": self._received,
+            "resumes": self._resumes,
+            "closed": str(self._failure) if self._failure is not None else None,
+        }
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _diag(self, text: str) -> None:
+        if not self._closing:
+            self._context.diagnostic(self._redact(f"{self._name}: {text}", 500))
+
+    def _closed_error(self) -> ClosedError:
+        failure = self._failure or ClosedError("transport closed", server=self._name)
+        error = ClosedError(str(failure), server=self._name)
+        if not isinstance(failure, ClosedError):
+            error.__cause__ = failure
+        return error
+
+    def _fail(self, error: TransportError) -> None:
+        if self._failure is None:
+            self._failure = error
+            self._diag(str(error))
+            self._feed.close()
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._fail(ClosedError(f"session expired (HTTP 404 from {self._safe_url}); reconnect", server=self._name))
+
+    async def _headers(self, method: str) -> httpx.Headers:
+        headers = await request_headers(self._server, self._context, method, self._url, self._redact)
+        if self._session_id is not None:
+            headers[SESSION_HEADER] = self._session_id
+        if self._protocol_version is not None:
+            headers[VERSION_HEADER] = self._protocol_version
+        return headers
+
+    async def _stream_headers(self, cursor: _Cursor) -> httpx.Headers:
+        headers = await self._headers("GET")
+        headers["Accept"] = "text/event-stream"
+        if cursor.last_id is not None:
+            headers["Last-Event-ID"] = cursor.last_id
+        return headers
+
+    async def _deliver(self, message: Message) -> None:
+        if self._init_id is not None and _answers(message, self._init_id):
+            result = message.get("result")
+            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            if isinstance(version, str) and _VERSION_RE.match(version):
+                self._protocol_version = version
+        self._received += 1
+        try:
+            await self._feed.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # closed: nobody reads any more
+
+    async def _deliver_error(self, rid: Any, message: str, data: Any = None) -> None:
+        self._diag(message)
+        await self._deliver(jsonrpc_error(rid, TRANSPORT_ERROR_CODE, message, data))
+
+    def _take_session_id(self, response: httpx.Response) -> None:
+        value = response.headers.get(SESSION_HEADER)
+        if value is None:
+            return
+        if 0 < len(value) <= MAX_SESSION_ID_LENGTH and all(0x21 <= ord(c) <= 0x7E for c in value):
+            self._session_id = value
+        else:
+            self._diag("ignored an Mcp-Session-Id that is not visible ASCII")
+
+    async def _error_body(self, response: httpx.Response) -> bytes:
+        try:
+            return await read_limited(response, ERROR_BODY_LIMIT)
+        except (MessageTooLarge, httpx.HTTPError):
+            return b""
+
+    # --- requests -----------------------------------------------------------------------------
+
+    async def _request_task(self, rid: Any, body: bytes, headers: httpx.Headers, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                cursor = await self._post_request(rid, body, headers)
+                if cursor is not None:
+                    await self._resume(rid, cursor)
+        except _SessionExpired:
+            self._expire()
+        except MessageTooLarge as exc:
+            await self._deliver_error(rid, f"answer too large: {exc} (maxMessageBytes)")
+        except Exception as exc:
+            self._fail(map_http_error(exc, f"POST {self._safe_url}", self._redact, self._name))
+        finally:
+            self._in_flight.pop(rid, None)
+
+    async def _post_request(self, rid: Any, body: bytes, headers: httpx.Headers) -> _Cursor | None:
+        """POST one request and feed its answer; return a cursor when its SSE stream must be resumed."""
+        async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
+            status = response.status_code
+            if status == 404 and self._session_id is not None:
+                raise _SessionExpired
+            if not 200 <= status < 300:
+                error_body = await self._error_body(response)
+                await self._deliver(error_from_http(rid, status, response.reason_phrase, error_body, self._redact))
+                return None
+            if rid == self._init_id:
+                self._take_session_id(response)
+            ctype = content_type(response)
+            if status in (202, 204) or not ctype:
+                self._diag(f"request {rid!r} was accepted without an answer (HTTP {status}); waiting for it elsewhere")
+                return None
+            if ctype == "application/json":
+                raw = await read_limited(response, self._opts.maxMessageBytes)
+                try:
+                    messages = parse_messages(raw)
+                except ValueError as exc:
+                    await self._deliver_error(rid, f"answer is not JSON-RPC: {exc}")
+                    return None
+                found = False
+                for message in messages:
+                    await self._deliver(message)
+                    found = found or _answers(message, rid)
+                if not found:
+                    await self._deliver_error(rid, "the JSON answer did not contain the response")
+                return None
+            if ctype == "text/event-stream":
+                cursor = _Cursor()
+                try:
+                    if await self._consume(response, cursor, rid):
+                        return None
+                except httpx.TransportError as exc:
+                    # a dropped stream is not a cancellation: resume it below
+                    self._diag(f"answer stream for request {rid!r} dropped ({type(exc).__name__})")
+                return cursor
+            await self._deliver_error(
+                rid, f"answer has an unexpected Content-Type {ctype[:60]!r}", {"httpStatus": status}
+            )
+            return None
+
+    async def _resume(self, rid: Any, cursor: _Cursor) -> None:
+        """GET + Last-Event-ID until the response to ``rid`` arrives, a bounded number of times."""
+        attempts = 0
+        while True:
+            if cursor.last_id is None:
+                await self._deliver_error(rid, "the answer stream ended before the response and cannot be resumed")
+                return
+            if attempts >= self._opts.maxReconnectAttempts:
+                await self._deliver_error(rid, f"the answer stream was not resumed after {attempts} attempt(s)")
+                return
+            attempts += 1
+            await anyio.sleep(min(cursor.retry_ms if cursor.retry_ms is not None else self._opts.defaultRetryMs, MAX_RETRY_MS) / 1000)
+            self._resumes += 1
+            try:
+                headers = await self._stream_headers(cursor)
+                async with self._client.stream("GET", self._url, headers=headers) as response:
+                    status = response.status_code
+                    if status == 404 and self._session_id is not None:
+                        raise _SessionExpired
+                    if status in (400, 405):
+                        await self._deliver_error(rid, f"the answer stream cannot be resumed (GET: HTTP {status})")
+                        return
+                    if not 200 <= status < 300 or content_type(response) != "text/event-stream":
+                        self._diag(f"resuming request {rid!r}: GET answered HTTP {status}")
+                        continue
+                    if await self._consume(response, cursor, rid):
+                        return
+            except httpx.TransportError as exc:
+                self._diag(f"resuming request {rid!r}: {type(exc).__name__}")
+
+    async def _consume(self, response: httpx.Response, cursor: _Cursor, want: Any) -> bool:
+        """Feed the messages of an SSE stream; True once the response to ``want`` went by."""
+        async with aclosing(iter_events(response, self._opts.maxMessageBytes)) as events:
+            async for event in events:
+                if event.id:
+                    cursor.last_id = event.id
+                if event.retry is not None:
+                    cursor.retry_ms = max(0, event.retry)
+                if not event.data:
+                    continue  # priming event, or only id/retry
+                try:
+                    messages = parse_messages(event.data)
+                except ValueError as exc:
+                    self._diag(f"ignored an SSE event that is not JSON-RPC: {exc}")
+                    continue
+                found = False
+                for message in messages:
+                    await self._deliver(message)
+                    found = found or (want is not None and _answers(message, want))
+                if found:
+                    return True
+        return False
+
+    # --- notifications and responses ---------------------------------------------------------------
+
+    async def _post_inline(self, label: str, body: bytes, headers: httpx.Headers) -> None:
+        try:
+            async with self._client.stream(
+                "POST", self._url, content=body, headers=headers, timeout=self._inline_timeout
+            ) as response:
+                status = response.status_code
+                if status == 404 and self._session_id is not None:
+                    raise _SessionExpired
+                if 200 <= status < 300:
+                    if status not in (202, 204) and content_type(response):
+                        self._diag(f"{label}: server answered HTTP {status} with a body; ignored")
+                    return
+                error = error_from_http(None, status, response.reason_phrase, await self._error_body(response), self._redact)
+                self._diag(f"{label}: server rejected it: HTTP {status}: {error['error']['message']}")
+        except _SessionExpired:
+            self._expire()
+            raise self._closed_error() from None
+        except Exception as exc:
+            self._fail(map_http_error(exc, f"POST {self._safe_url}", self._redact, self._name))
+            raise self._closed_error() from None
+
+    # --- the GET stream -------------------------------------------------------------------------
+
+    async def _get_loop(self) -> None:
+        cursor = _Cursor()
+        failures = 0
+        while self._failure is None:
+            received = self._received
+            try:
+                headers = await self._stream_headers(cursor)
+                async with self._client.stream("GET", self._url, headers=headers) as response:
+                    status = response.status_code
+                    if status == 404 and self._session_id is not None:
+                        raise _SessionExpired
+                    if status in (400, 405):
+                        self._get_state = f"unsupported (HTTP {status})"
+                        return
+                    if not 200 <= status < 300 or content_type(response) != "text/event-stream":
+                        self._get_state = f"refused (HTTP {status})"
+                        self._diag(f"GET stream refused: HTTP {status}")
+                        return
+                    self._get_state = "open"
+                    await self._consume(response, cursor, None)
+                    reason = "ended"
+            except _SessionExpired:
+                self._expire()
+                return
+            except MessageTooLarge as exc:
+                reason = str(exc)
+            except Exception as exc:
+                reason = str(map_http_error(exc, "GET stream", self._redact, self._name))
+            if self._received > received:
+                failures = 0  # it was useful: start counting again
+            failures += 1
+            if failures > self._opts.maxReconnectAttempts:
+                self._get_state = "closed"
+                self._diag(f"GET stream {reason}; not reopened after {failures - 1} attempt(s)")
+                return
+            self._get_state = "reconnecting"
+            delay = cursor.retry_ms if cursor.retry_ms is not None else self._opts.defaultRetryMs
+            await anyio.sleep(min(delay, MAX_RETRY_MS) / 1000)
+
+    # --- closing ------------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        """Stop feeding, then DELETE the session (best effort, bounded). Call shielded."""
+        self._closing = True
+        if self._failure is None:
+            self._failure = ClosedError("transport closed", server=self._name)
+        self._feed.close()
+        self._inbox.close()
+        if self._session_id is None or self._expired:
+            return
+        with anyio.move_on_after(CLOSE_STEP_SECONDS):
+            try:
+                headers = await self._headers("DELETE")
+                response = await self._client.delete(self._url, headers=headers)
+                if response.status_code not in (200, 202, 204, 404, 405):
+                    self._context.diagnostic(f"{self._name}: session DELETE answered HTTP {response.status_code}")
+            except Exception as exc:
+                self._context.diagnostic(
+                    self._redact(str(map_http_error(exc, f"DELETE {self._safe_url}", self._redact, self._name)))
+                )
+
+
+def open_streamable_http(
+    server: ServerConfig,
+    context: TransportContext,
+    *,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+) -> AbstractAsyncContextManager[StreamableHTTPStream]:
+    """The transport for ``server`` (kind ``http``): ``async with`` it to get the message stream.
+
+    ``http_transport`` (or the module's ``transport_factory``) replaces the network, e.g. with
+    ``httpx.MockTransport``. Invalid ``server.options`` raise ``ConfigError`` on entering.
+    """
+    return _open(server, context, http_transport)
+
+
+@asynccontextmanager
+async def _open(
+    server: ServerConfig, context: TransportContext, http_transport: httpx.AsyncBaseTransport | None
+) -> AsyncIterator[StreamableHTTPStream]:
+    opts = parse_options(server, HTTP_OPTIONS)
+    if not server.url or not server.url.startswith(("http://", "https://")):
+        raise ConnectError("an http server needs an http:// or https:// url", server=server.name)
+    if http_transport is None and transport_factory is not None:
+        http_transport = transport_factory(server)
+    client = httpx.AsyncClient(
+        transport=http_transport,
+        timeout=httpx.Timeout(connect=opts.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
+        follow_redirects=False,  # a redirect must not carry credentials elsewhere
+    )
+    try:
+        async with anyio.create_task_group() as tg:
+            stream = StreamableHTTPStream(server, context, client, tg, opts)
+            try:
+                yield stream
+            finally:
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await stream._shutdown()
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_STEP_SECONDS):
+            await client.aclose()
