@@ -54,12 +54,15 @@ def resolve_launch(server: Any, workspace: Path) -> tuple[str, list[str], Path, 
     if server.cwd:
         cwd = (cwd / os.path.expanduser(server.cwd)).resolve()
     command = os.path.expanduser(server.command)
+    # never resolve symlinks: a venv's bin/python (or a multi-call binary) relies on the path it runs by
     if os.sep in command:
-        path = (cwd / command).resolve()
-        resolved = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        path = os.path.abspath(os.path.join(cwd, command))
+        resolved = path if os.path.isfile(path) and os.access(path, os.X_OK) else None
     else:
-        resolved = shutil.which(command, path=env.get("PATH", os.defpath))
-        resolved = str(Path(resolved).resolve()) if resolved else None
+        # relative PATH entries (and an empty one) name directories under the child's cwd, as exec sees them
+        dirs = os.pathsep.join(os.path.join(cwd, d) for d in env.get("PATH", os.defpath).split(os.pathsep))
+        resolved = shutil.which(command, path=dirs)
+        resolved = os.path.abspath(resolved) if resolved else None
     if resolved is None:
         raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
     return resolved, list(server.args), cwd, env

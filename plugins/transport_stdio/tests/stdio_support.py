@@ -1,0 +1,71 @@
+"""Shared helpers for the stdio transport tests (plain functions; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import anyio
+
+from kxen_core.runtime import Runtime
+
+HERE = Path(__file__).resolve().parent
+HELPER = HERE / "helper_server.py"
+SDK_SERVER = HERE / "sdk_server.py"
+REPO = HERE.parents[2]
+DEMO = REPO / "demo" / "server.py"
+EVERYTHING = REPO / "tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+
+def helper(*args: str, **extra: Any) -> dict[str, Any]:
+    """An mcp.json entry running helper_server.py with this interpreter."""
+    entry: dict[str, Any] = {"command": sys.executable, "args": [str(HELPER), *args], "defaultToolPolicy": "allow"}
+    entry.update(extra)
+    return entry
+
+
+def alive(pid: int) -> bool:
+    """Is ``pid`` a live (non-zombie) process?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+async def wait_gone(pids: list[int], seconds: float = 2.0) -> list[int]:
+    """Poll until none of ``pids`` is alive or ``seconds`` pass; return the survivors."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = [p for p in pids if alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
+        await anyio.sleep(0.01)
+
+
+def server_pid(rt: Runtime, name: str) -> int:
+    st = rt.servers[name]
+    assert st.session is not None, st.snapshot()
+    return st.session._stream.describe()["pid"]
+
+
+@asynccontextmanager
+async def running(home: Any, workspace: Path, servers: dict[str, Any], wait: float = 20.0) -> AsyncIterator[Runtime]:
+    """A Runtime over ``servers`` (written to the kxen_home mcp.json), settled before the body runs."""
+    home.write_servers(servers)
+    async with Runtime(workspace=workspace) as rt:
+        with anyio.fail_after(wait):
+            await rt.wait_ready()
+        yield rt
+
+
+class Timer:
+    def __enter__(self) -> Timer:
+        self.start = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.monotonic() - self.start

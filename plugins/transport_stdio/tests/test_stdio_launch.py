@@ -1,0 +1,168 @@
+"""Launch contract: environment, working directory, command resolution, no shell, own session."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from kxen_core.config import ServerConfig
+from kxen_core.errors import ConnectError
+from kxen_core.session import Session
+from kxen_core.transport import TransportContext
+from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport, resolve_launch
+from stdio_support import HELPER, helper, running
+
+pytestmark = pytest.mark.anyio
+
+
+async def _environ(rt, server: str = "h") -> dict:
+    with anyio.fail_after(10):
+        result = await rt.call_tool("environ", server=server)
+    return result["structuredContent"]
+
+
+async def test_env_is_cleared_to_the_allow_list_plus_configured(kxen_home, workspace, monkeypatch):
+    monkeypatch.setenv("SECRET_X", "must-not-leak")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nope")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("USER", "kxen-test-user")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    configured = {"FOO": "bar", "USER": "configured-wins"}
+    async with running(kxen_home, workspace, {"h": helper(env=configured)}) as rt:
+        info = await _environ(rt)
+    env = info["env"]
+    assert "SECRET_X" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "KXEN_HOME" not in env
+    assert "VIRTUAL_ENV" not in env and "LC_ALL" not in env
+    expected = {k for k in ENV_PASSTHROUGH if k in os.environ} | set(configured)
+    # Python may coerce a C locale by setting LC_CTYPE in its own environment (PEP 538)
+    assert set(env) - {"LC_CTYPE"} == expected - {"LC_CTYPE"}
+    for key in expected - set(configured) - {"LC_CTYPE"}:
+        assert env[key] == os.environ[key]
+    assert env["FOO"] == "bar"
+    assert env["USER"] == "configured-wins"
+
+
+async def test_child_runs_in_its_own_session_and_group(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+        info = await _environ(rt)
+    assert info["pgid"] == info["pid"] == info["sid"] != os.getpgid(0)
+
+
+async def test_cwd_defaults_to_the_workspace(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+        info = await _environ(rt)
+    assert Path(info["cwd"]) == workspace
+
+
+async def test_relative_cwd_is_relative_to_the_workspace(kxen_home, workspace):
+    (workspace / "sub" / "dir").mkdir(parents=True)
+    async with running(kxen_home, workspace, {"h": helper(cwd="sub/dir")}) as rt:
+        info = await _environ(rt)
+    assert Path(info["cwd"]) == workspace / "sub" / "dir"
+
+
+async def test_missing_cwd_fails_in_transport_phase(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper(cwd="nope")}) as rt:
+        st = rt.status()[0]
+    assert (st["state"], st["phase"]) == ("failed", "transport")
+    assert "working directory does not exist" in st["error"]
+
+
+def _launcher(directory: Path, name: str) -> Path:
+    """An executable shell script that execs the helper server (so argv[0] is not python)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / name
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HELPER}" "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+async def test_command_is_resolved_against_the_configured_path(kxen_home, workspace, tmp_path):
+    _launcher(tmp_path / "bin", "kxen-helper-cmd")
+    path = f"{tmp_path / 'bin'}:/usr/bin:/bin"
+    entry = {"command": "kxen-helper-cmd", "env": {"PATH": path}, "defaultToolPolicy": "allow"}
+    async with running(kxen_home, workspace, {"h": entry}) as rt:
+        assert rt.status()[0]["state"] == "ready", rt.status()
+        info = await _environ(rt)
+    assert info["env"]["PATH"] == path
+
+
+async def test_command_with_a_slash_is_relative_to_the_server_cwd(kxen_home, workspace):
+    _launcher(workspace / "srv" / "bin", "run")
+    entry = {"command": "bin/run", "cwd": "srv", "defaultToolPolicy": "allow"}
+    async with running(kxen_home, workspace, {"h": entry}) as rt:
+        assert rt.status()[0]["state"] == "ready", rt.status()
+        info = await _environ(rt)
+    assert Path(info["cwd"]) == workspace / "srv"
+
+
+async def test_missing_command_fails_in_transport_phase_with_a_clear_error(kxen_home, workspace):
+    servers = {
+        "a": {"command": "kxen-no-such-command-xyz", "defaultToolPolicy": "allow"},
+        "b": {"command": "./missing/script.sh", "defaultToolPolicy": "allow"},
+    }
+    async with running(kxen_home, workspace, servers) as rt:
+        status = {s["name"]: s for s in rt.status()}
+    for name, cmd in (("a", "kxen-no-such-command-xyz"), ("b", "./missing/script.sh")):
+        assert (status[name]["state"], status[name]["phase"]) == ("failed", "transport")
+        assert "command not found" in status[name]["error"] and cmd in status[name]["error"]
+
+
+async def test_non_executable_file_is_not_run(kxen_home, workspace):
+    (workspace / "plain.sh").write_text("#!/bin/sh\n")
+    async with running(kxen_home, workspace, {"h": {"command": "./plain.sh"}}) as rt:
+        st = rt.status()[0]
+    assert (st["state"], st["phase"]) == ("failed", "transport")
+
+
+async def test_no_shell_is_involved(kxen_home, workspace):
+    # shell syntax in args reaches the child verbatim
+    entry = helper()
+    entry["args"].append("--stderr=$HOME;echo pwned")
+    async with running(kxen_home, workspace, {"h": entry}) as rt:
+        st = rt.servers["h"]
+        assert st.state == "ready"
+        stderr = st.session._stream.describe()["stderr"]
+    assert stderr == "$HOME;echo pwned"
+
+
+def test_resolve_launch_keeps_a_symlinked_command_path(tmp_path):
+    """A venv's bin/python is a symlink; exec'ing its target would drop the venv (site-packages)."""
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    link = tmp_path / "venv" / "bin" / "python"
+    link.symlink_to(sys.executable)
+    server = ServerConfig(name="s", command="venv/bin/python")
+    command, _, _, _ = resolve_launch(server, tmp_path)
+    assert command == str(link)
+    server = ServerConfig(name="s", command="python", env={"PATH": str(link.parent)})
+    command, _, _, _ = resolve_launch(server, tmp_path)
+    assert command == str(link)
+
+
+async def test_venv_interpreter_keeps_its_venv(tmp_path):
+    """Run this venv's python by its (symlinked) path: the child must see the same sys.prefix."""
+    server = ServerConfig(name="s", command=sys.executable, args=[str(HELPER)])
+    ctx = TransportContext(workspace=tmp_path)
+    with anyio.fail_after(15):
+        async with StdioTransport(server, ctx) as stream, Session(stream, server="s", request_timeout=10) as s:
+            await s.initialize()
+            result = await s.request("tools/call", {"name": "environ", "arguments": {}})
+    assert result["structuredContent"]["prefix"] == sys.prefix
+
+
+def test_relative_path_entries_resolve_against_the_server_cwd(tmp_path):
+    _launcher(tmp_path / "ws" / "tools", "kxen-rel-cmd")
+    server = ServerConfig(name="s", command="kxen-rel-cmd", env={"PATH": "tools:/usr/bin"})
+    command, _, cwd, _ = resolve_launch(server, tmp_path / "ws")
+    assert command == str(tmp_path / "ws" / "tools" / "kxen-rel-cmd")
+
+
+async def test_connect_error_for_a_missing_command_directly(tmp_path):
+    server = ServerConfig(name="s", command="kxen-no-such-command-xyz")
+    with pytest.raises(ConnectError, match="command not found"):
+        async with StdioTransport(server, TransportContext(workspace=tmp_path)):
+            pass  # pragma: no cover
