@@ -1,0 +1,10 @@
+"""Core test configuration: async tests run on anyio's pytest plugin with the asyncio backend."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
