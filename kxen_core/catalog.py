@@ -34,6 +34,7 @@ class CatalogPage:
     kind: str
     number: int  # 1-based
     items: tuple[dict[str, Any], ...]
+    settings: Any = None  # the user's Settings (limits for validation plugins)
 
 
 @attrs.frozen(kw_only=True)

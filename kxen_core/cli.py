@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
         tp = sub.add_parser(verb, help=text)
         tp.add_argument("path", nargs="?", type=Path, help="the workspace (default: --workspace or the current directory)")
+    remote = sub.add_parser("remote", help="turn remote MCP (http, sse servers) on or off in user settings")
+    remote.add_argument("switch", choices=["on", "off"])
     plugins = sub.add_parser("plugins", help="loaded plugins and load failures")
     plugins.add_argument("--json", action="store_true")
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="config_command", required=True)
@@ -74,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _config_check(args)
         if args.command in ("trust", "untrust"):
             return _trust(args)
+        if args.command == "remote":
+            return _remote(args)
         if args.command == "mcp" and args.mcp_command == "approvals":
             return _approvals(args)
         return anyio.run(_mcp, args)
@@ -130,6 +134,16 @@ def _trust(args: argparse.Namespace) -> int:
     changed = (trust if args.command == "trust" else untrust)(default_home(), path)
     verb = "trusted" if args.command == "trust" else "not trusted"
     print(f"{path}: {verb}" + ("" if changed else " (unchanged)"))
+    return EXIT_OK
+
+
+def _remote(args: argparse.Namespace) -> int:
+    # the user typing this is the decision: no further approval is asked
+    from .config.loader import default_home
+    from .config.trust import set_remote_enabled
+
+    set_remote_enabled(default_home(), args.switch == "on")
+    print(f"remote MCP is {args.switch}")
     return EXIT_OK
 
 

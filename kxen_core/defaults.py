@@ -1,16 +1,20 @@
 """The core's own default hook implementations (registered first, marked trylast, so they run last).
 
-Three policy votes: the config's ``toolPolicies``, the acting role's permissions, and a general
-safety check on the arguments. ``kxen_policy_decision`` combines them with every plugin's votes
+Remote tool validation (one verdict per bad item of a remote ``tools/list`` page), and three policy
+votes: the config's ``toolPolicies``, the acting role's permissions, and a general safety check on
+the arguments. ``kxen_policy_decision`` combines them with every plugin's votes
 (deny beats ask beats allow). No default approval channel exists: without one, ``ask`` is ``deny``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from fnmatch import fnmatchcase
 from typing import Any
 
+from .catalog import CatalogPage, Verdict
+from .config.models import RemoteCatalogLimits
 from .plugins import hookimpl
 from .policy import ToolCall, Vote
 
@@ -78,4 +82,63 @@ def _depth(value: Any, level: int) -> int:
     return level
 
 
-DEFAULT_PLUGINS = {"kxen.config-policy": ConfigPolicy(), "kxen.roles": RolePolicy(), "kxen.safety": SafetyCheck()}
+class RemoteToolCatalog:
+    """Each item of a remote server's ``tools/list`` is validated on its own; bad items are rejected
+    with the rule they break, the rest of the page is kept. Bounds come from ``[mcp.remote_catalog]``."""
+
+    @hookimpl(trylast=True)
+    def kxen_catalog_page(self, server: Any, kind: str, page: CatalogPage) -> list[Verdict] | None:
+        if kind != "tools" or not server.is_remote:
+            return None
+        limits = page.settings.mcp.remote_catalog if page.settings is not None else RemoteCatalogLimits()
+        verdicts = []
+        for i, item in enumerate(page.items):
+            problem = remote_tool_problem(item, limits)
+            if problem:
+                verdicts.append(Verdict.reject(i, problem))
+        return verdicts
+
+
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def remote_tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | None:
+    name = item.get("name")
+    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        return "tool names must match ^[A-Za-z0-9_-]{1,64}$"
+    desc = item.get("description")
+    if isinstance(desc, str) and len(desc) > limits.max_description_chars:
+        return f"description is longer than {limits.max_description_chars} characters"
+    schema = item.get("inputSchema")
+    if not isinstance(schema, dict):
+        return "inputSchema must be an object"
+    if schema.get("type") != "object":
+        return 'inputSchema must be an object schema ("type": "object")'
+    try:
+        size = len(json.dumps(schema, separators=(",", ":")).encode())
+    except (TypeError, ValueError):
+        return "inputSchema is not JSON"
+    if size > limits.max_schema_bytes:
+        return f"inputSchema is larger than {limits.max_schema_bytes} bytes"
+    # iterative walk: bounded depth, no $ref that leaves the document
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limits.max_schema_depth:
+            return f"inputSchema nests deeper than {limits.max_schema_depth}"
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("$ref", "$dynamicRef") and not (isinstance(value, str) and value.startswith("#")):
+                    return f"inputSchema has a non-local {key} (only '#...' references are allowed)"
+                stack.append((value, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return None
+
+
+DEFAULT_PLUGINS = {
+    "kxen.config-policy": ConfigPolicy(),
+    "kxen.roles": RolePolicy(),
+    "kxen.safety": SafetyCheck(),
+    "kxen.remote-catalog": RemoteToolCatalog(),
+}

@@ -77,6 +77,8 @@ class ServerState:
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tg: Any = None  # the server's own task group while it runs (list_changed refreshes)
     note: str | None = None  # e.g. why a user entry stands in for a project entry
+    entry: Any = None  # the merged config entry this state was made from (for reload)
+    plan: Any = None  # the admission decision for it (for reload)
     fingerprint: str | None = None  # of a project stdio launch awaiting approval
 
     @property
@@ -110,6 +112,30 @@ class ServerState:
             "fingerprint": self.fingerprint,
             "diagnostics": list(self.diagnostics)[-20:],
         }
+
+
+def _admit(config: Config, server: ServerConfig) -> tuple[str, str | None, str | None] | None:
+    """Why ``server`` may not start now, as (state, error, note); None when it may."""
+    if server.scope == "project" and not config.trusted:
+        return ("awaiting_trust", "the workspace is not trusted (kxen trust)", None)
+    if server.is_remote and not config.settings.mcp.remote_enabled:
+        return ("disabled", None, "remote MCP is off ([mcp] remote_enabled = true in user settings)")
+    if not server.enabled:
+        return ("disabled", None, None)
+    return None
+
+
+def _plan(config: Config, entry: ServerConfig) -> tuple[ServerConfig | None, str, str | None, str | None]:
+    """(config to run or None, state if not running, error, note). A project entry that may not
+    start gives way to the user entry of the same name, if that one may."""
+    gate = _admit(config, entry)
+    if gate is None:
+        return (entry, "connecting", None, None)
+    fallback = config.user_servers.get(entry.name) if entry.scope == "project" else None
+    if fallback is not None and _admit(config, fallback) is None:
+        why = gate[1] or gate[2] or gate[0]
+        return (fallback, "connecting", None, f"the project entry is not used ({why}); using the user entry")
+    return (None, *gate)
 
 
 class Runtime:
@@ -164,8 +190,14 @@ class Runtime:
         await self._replace(config)
 
     async def _replace(self, config: Config) -> None:
+        """Apply a new config: servers whose entry and admission are unchanged keep running; the
+        rest are stopped (their pending calls fail at once) and started again from the new config."""
         old = self.servers
-        keep = {n: st for n, st in old.items() if n in config.servers and config.servers[n] == st.config}
+        keep = {
+            n: st
+            for n, st in old.items()
+            if n in config.servers and config.servers[n] == st.entry and _plan(config, st.entry) == st.plan
+        }
         for name, st in old.items():
             if name not in keep:
                 await self._stop(st, "reload")
@@ -174,23 +206,43 @@ class Runtime:
 
     def _apply(self, config: Config, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         self.config = config
-        for name, server in config.servers.items():
+        for name, entry in config.servers.items():
             if name in skip or (self.only is not None and name not in self.only):
                 continue
-            st = ServerState(config=server)
+            plan = _plan(config, entry)
+            run, state, error, note = plan
+            st = ServerState(config=run or entry, entry=entry, plan=plan, note=note)
             self.servers[name] = st
-            if server.scope == "project" and not config.trusted:
-                fallback = config.user_servers.get(name)
-                if fallback is None:
-                    st.set("awaiting_trust", None, "the workspace is not trusted (kxen trust)")
-                    continue
-                st.config = fallback
-                st.note = "the project entry awaits workspace trust; using the user entry"
-            if not st.config.enabled:
-                st.set("disabled")
+            if run is None:
+                st.set(state, None, error)
                 continue
             assert self._tg is not None
             self._tg.start_soon(self._run, st, name=f"kxen-server-{name}")
+
+    async def set_remote_enabled(self, enabled: bool) -> bool:
+        """The settings API for the remote switch: write it to user settings and reload at once.
+
+        Turning remote MCP on is an approval request (kind ``remote_enable``): without a channel
+        that says yes it stays off. Turning it off needs no approval; the reload stops every remote
+        server and wakes their pending calls. Returns whether remote MCP is now on.
+        """
+        from .config.loader import default_home
+        from .config.trust import set_remote_enabled
+
+        if enabled:
+            decision = await self.ask(
+                ApprovalRequest(
+                    kind="remote_enable",
+                    server="*",
+                    summary="turn remote MCP on: remote servers will receive tool arguments over the network",
+                    details={"remote servers": sorted(n for n, s in (self.config.servers if self.config else {}).items() if s.is_remote)},
+                )
+            )
+            if not decision.approved:
+                raise ApprovalDenied(f"remote MCP stays off: {decision.reason}")
+        set_remote_enabled(self.home if self.home is not None else default_home(), enabled)
+        await self.reload()
+        return bool(self.config and self.config.settings.mcp.remote_enabled)
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until every server has settled (ready, failed, disabled, ...); False on timeout."""
@@ -375,7 +427,10 @@ class Runtime:
         async def fetch(cursor: str | None) -> dict[str, Any]:
             return await session.request(method, {"cursor": cursor} if cursor is not None else None)
 
+        settings = self.config.settings if self.config else None
+
         async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
+            page = attrs.evolve(page, settings=settings)
             answers = await acall_all(self.pm, "kxen_catalog_page", server=st.config, kind=kind, page=page)
             return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
 

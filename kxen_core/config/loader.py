@@ -20,7 +20,7 @@ from cattrs.v import transform_error
 
 from ..converter import make_converter
 from ..errors import ConfigError
-from .models import McpFile, ServerConfig, Settings, check_server_key, check_server_shape
+from .models import McpFile, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
 
 if sys.version_info >= (3, 11):
@@ -125,7 +125,11 @@ def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None
 
 
 def load_servers(
-    path: Path, scope: str, problems: list[str], conv: cattrs.Converter | None = None
+    path: Path,
+    scope: str,
+    problems: list[str],
+    conv: cattrs.Converter | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, ServerConfig]:
     """Read one ``mcp.json``; every problem goes to ``problems``, valid entries are returned."""
     conv = conv or make_converter()
@@ -152,7 +156,7 @@ def load_servers(
         server = _structure(conv, entry, ServerConfig, file, where, problems)
         if server is None:
             continue
-        shape = check_server_shape(server)
+        shape = check_server_shape(server) + _url_problems(server, settings or Settings())
         for suffix, rule in shape:
             problems.append(_render(file, f"{rule} @ {where}.{suffix}"))
         if not shape:
@@ -168,6 +172,21 @@ def canonical(path: Path | str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+def _url_problems(server: ServerConfig, settings: Settings) -> list[tuple[str, str]]:
+    allow = settings.mcp.allow_loopback_http
+    out = []
+    if server.is_remote and server.url is not None:
+        rule = check_remote_url(server.url, allow_loopback_http=allow)
+        if rule:
+            out.append(("url", rule))
+    meta = server.oauth.authorizationServerMetadataUrl if server.oauth else None
+    if meta is not None:
+        rule = check_remote_url(meta, allow_loopback_http=allow)
+        if rule:
+            out.append(("oauth.authorizationServerMetadataUrl", rule))
+    return out
+
+
 def load_config(home: Path | None = None, workspace: Path | None = None) -> Config:
     """Load settings, user servers and project servers.
 
@@ -181,13 +200,13 @@ def load_config(home: Path | None = None, workspace: Path | None = None) -> Conf
     problems: list[str] = []
     settings = load_settings(home, problems, conv)
     user_file = home / "mcp.json"
-    user = load_servers(user_file, "user", problems, conv)
+    user = load_servers(user_file, "user", problems, conv, settings)
     if problems:
         raise ConfigError(problems)
 
     pfile = project_file(workspace)
     pproblems: list[str] = []
-    project = load_servers(pfile, "project", pproblems, conv)
+    project = load_servers(pfile, "project", pproblems, conv, settings)
     for name, server in project.items():
         for suffix, rule in project_problems(server):
             pproblems.append(_render(str(pfile), f"{rule} @ $.mcpServers.{name}.{suffix}"))

@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -117,10 +119,65 @@ class McpFile:
     mcpServers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
+def _bounded_int(low: int, high: int):
+    def check(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+        if not low <= value <= high:
+            raise ValueError(f"{attribute.name} must be between {low} and {high} (got {value})")
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class RemoteCatalogLimits:
+    """Bounds on each item of a remote server's ``tools/list`` (``[mcp.remote_catalog]``)."""
+
+    max_description_chars: int = attrs.field(default=4096, validator=_bounded_int(0, 1_000_000))
+    max_schema_bytes: int = attrs.field(default=65536, validator=_bounded_int(64, 16 * 1024 * 1024))
+    max_schema_depth: int = attrs.field(default=32, validator=_bounded_int(2, 256))
+
+
 @attrs.frozen(kw_only=True)
 class McpSettings:
+    """``[mcp]`` in config.toml. Only the user's settings can turn remote MCP on."""
+
     remote_enabled: bool = False
     allow_loopback_http: bool = False
+    remote_catalog: RemoteCatalogLimits = attrs.field(factory=RemoteCatalogLimits)
+
+
+def is_loopback_host(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_remote_url(url: str, *, allow_loopback_http: bool) -> str | None:
+    """The rule a remote URL breaks, or None: https only, no credentials in it; plain http only
+    for loopback hosts and only when the user allowed loopback HTTP."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError:
+        return "must be a valid URL"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "must not carry a username or password"
+    if not host:
+        return "must have a host"
+    if parts.scheme == "https":
+        return None
+    if parts.scheme == "http":
+        if not is_loopback_host(host):
+            return "must be https:// (plain http:// only for loopback hosts)"
+        if not allow_loopback_http:
+            return "plain http:// to a loopback host needs [mcp] allow_loopback_http = true in user settings"
+        return None
+    return "must be an https:// URL"
 
 
 def _globs(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:

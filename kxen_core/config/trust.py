@@ -1,7 +1,8 @@
-"""Recording workspace trust in user settings (``config.toml``), keeping the file's comments.
+"""Changing user settings (``config.toml``) from kxen itself, keeping the file's comments.
 
-Only the user grants trust: this is written by ``kxen trust`` / ``kxen untrust`` and read from the
-user's own settings; nothing in a project can grant it.
+Only the user grants trust and turns remote MCP on: these are written by ``kxen trust`` /
+``kxen untrust`` / ``kxen remote on|off`` (or a host's settings API) into the user's own settings,
+and nothing in a project can change them. Writes are atomic (temp file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -9,13 +10,16 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
 from ..errors import ConfigError
 from .loader import canonical
 
 
-def _edit(home: Path, workspace: Path, add: bool) -> bool:
-    import tomlkit  # only the trust commands need it
+def update_settings(home: Path, mutate: Callable[[Any], bool]) -> bool:
+    """Load config.toml as a comment-preserving document, let ``mutate`` change it, write it back
+    if it returned True. Returns what ``mutate`` returned."""
+    import tomlkit  # only the settings-changing commands need it
 
     path = home / "config.toml"
     try:
@@ -23,49 +27,83 @@ def _edit(home: Path, workspace: Path, add: bool) -> bool:
         doc = tomlkit.parse(text)
     except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
         raise ConfigError([f"{path}: (file): cannot be updated: {exc}"]) from None
+    if not mutate(doc):
+        return False
+    home.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=home, prefix=".config.toml.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(tomlkit.dumps(doc))
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def _trust_edit(home: Path, workspace: Path, add: bool) -> bool:
+    import tomlkit
+
     target = canonical(workspace)
-    current = doc.get("trusted_workspaces")
-    if current is None:
-        current = tomlkit.array()
-        current.multiline(True)
-        doc["trusted_workspaces"] = current
-    if not isinstance(current, list):
-        raise ConfigError([f"{path}: trusted_workspaces: must be a list of paths"])
-    present = [canonical(p) for p in current if isinstance(p, str)]
-    changed = False
-    if add and target not in present:
-        current.append(target)
-        changed = True
-    if not add:
+    path = home / "config.toml"
+
+    def mutate(doc: Any) -> bool:
+        current = doc.get("trusted_workspaces")
+        if current is None:
+            if not add:
+                return False
+            current = tomlkit.array()
+            current.multiline(True)
+            doc["trusted_workspaces"] = current
+        if not isinstance(current, list):
+            raise ConfigError([f"{path}: trusted_workspaces: must be a list of paths"])
+        present = [canonical(p) for p in current if isinstance(p, str)]
+        if add:
+            if target in present:
+                return False
+            current.append(target)
+            return True
+        changed = False
         for i in reversed(range(len(current))):
             if isinstance(current[i], str) and canonical(current[i]) == target:
                 del current[i]
                 changed = True
-    if changed:
-        home.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=home, prefix=".config.toml.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(tomlkit.dumps(doc))
-                f.flush()
-                os.fsync(f.fileno())
-            if path.exists():
-                os.chmod(tmp, path.stat().st_mode & 0o777)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    return changed
+        return changed
+
+    return update_settings(home, mutate)
 
 
 def trust(home: Path, workspace: Path) -> bool:
     """Trust ``workspace`` (by canonical path). Returns False if it already was."""
     if not Path(workspace).is_dir():
         raise ConfigError([f"{workspace}: not a directory"])
-    return _edit(home, workspace, add=True)
+    return _trust_edit(home, workspace, add=True)
 
 
 def untrust(home: Path, workspace: Path) -> bool:
     """Stop trusting ``workspace``. Returns False if it was not trusted."""
-    return _edit(home, workspace, add=False)
+    return _trust_edit(home, workspace, add=False)
+
+
+def set_remote_enabled(home: Path, enabled: bool) -> bool:
+    """Write ``[mcp] remote_enabled``. Returns False if it already had that value."""
+    import tomlkit
+
+    def mutate(doc: Any) -> bool:
+        mcp = doc.get("mcp")
+        if mcp is None:
+            mcp = tomlkit.table()
+            doc["mcp"] = mcp
+        if not isinstance(mcp, dict):
+            raise ConfigError([f"{home / 'config.toml'}: mcp: must be a table"])
+        if mcp.get("remote_enabled") is enabled:
+            return False
+        mcp["remote_enabled"] = enabled
+        return True
+
+    return update_settings(home, mutate)
