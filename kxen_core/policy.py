@@ -108,7 +108,7 @@ def digest(value: str) -> str:
 class StdioLaunch:
     """The exact, canonical configuration a stdio server would be started with."""
 
-    command: str  # absolute, symlinks resolved
+    command: str  # absolute (symlinks kept)
     args: tuple[str, ...]
     cwd: str  # absolute
     env: dict[str, str] = attrs.field(repr=False)  # the configured env (the host part is fixed)
@@ -141,12 +141,15 @@ def resolve_stdio_launch(server: Any, workspace: Path) -> StdioLaunch:
         cwd = cwd / os.path.expanduser(server.cwd)
     cwd = cwd.resolve()
     command = os.path.expanduser(server.command)
+    # symlinks are kept: a venv's bin/python (or a multi-call binary) relies on the path it runs by
     if os.sep in command:
-        path = (cwd / command).resolve()
-        resolved = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        path = os.path.abspath(os.path.join(cwd, command))
+        resolved = path if os.path.isfile(path) and os.access(path, os.X_OK) else None
     else:
-        found = shutil.which(command, path=server.env.get("PATH", os.environ.get("PATH", os.defpath)))
-        resolved = str(Path(found).resolve()) if found else None
+        # relative PATH entries (and an empty one) name directories under the child's cwd, as exec sees them
+        search = server.env.get("PATH", os.environ.get("PATH", os.defpath))
+        found = shutil.which(command, path=os.pathsep.join(os.path.join(cwd, d) for d in search.split(os.pathsep)))
+        resolved = os.path.abspath(found) if found else None
     if resolved is None:
         raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
     return StdioLaunch(command=resolved, args=tuple(server.args), cwd=str(cwd), env=dict(server.env))
