@@ -162,7 +162,7 @@ class StreamableHTTPStream:
         try:
             return await self._inbox.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise self._closed_error() from None
+            raise self._closed()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -188,6 +188,12 @@ class StreamableHTTPStream:
         error = ClosedError(str(failure), server=self._name)
         if not isinstance(failure, ClosedError):
             error.__cause__ = failure
+        return error
+
+    def _closed(self) -> ClosedError:
+        """Raise this: the cause (a ConnectError/ProtocolError) is kept, the httpx context is not."""
+        error = self._closed_error()
+        error.__suppress_context__ = True
         return error
 
     def _fail(self, error: TransportError) -> None:
@@ -378,10 +384,10 @@ class StreamableHTTPStream:
                 self._diag(f"{label}: server rejected it: HTTP {status}: {error['error']['message']}")
         except _SessionExpired:
             self._expire()
-            raise self._closed_error() from None
+            raise self._closed()
         except Exception as exc:
             self._fail(map_http_error(exc, f"POST {self._safe_url}", self._redact, self._name))
-            raise self._closed_error() from None
+            raise self._closed()
 
     # --- the GET stream -------------------------------------------------------------------------
 
