@@ -46,6 +46,12 @@ async def wait_gone(pids: list[int], seconds: float = 2.0) -> list[int]:
         await anyio.sleep(0.01)
 
 
+async def wait_state(st: Any, state: str) -> None:
+    """Poll a ServerState until it reaches ``state`` (bound it with the caller's fail_after)."""
+    while st.state != state:
+        await anyio.sleep(0.01)
+
+
 def server_pid(rt: Runtime, name: str) -> int:
     st = rt.servers[name]
     assert st.session is not None, st.snapshot()

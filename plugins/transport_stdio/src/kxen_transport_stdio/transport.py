@@ -36,6 +36,9 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 STDERR_TAIL_BYTES = 16 * 1024
 READ_CHUNK = 256 * 1024
 EOF_GRACE_SECONDS = 0.1
+#: after stdout ends, how long to wait for the exit code and the rest of stderr
+EXIT_SETTLE_SECONDS = 0.5
+STDERR_SETTLE_SECONDS = 0.1
 TERM_GRACE_SECONDS = 0.8
 KILL_WAIT_SECONDS = 2.0
 
@@ -77,17 +80,22 @@ class _Stream:
         self._stdin = proc.stdin
         self._stdout = proc.stdout
         self._ready: deque[Any] = deque()
-        self._buf = b""
+        self._parts: list[bytes] = []  # the pieces of the line being received (no newline yet)
+        self._held = 0  # their total size, never above the line bound
         self._skipping = False  # inside an oversized line, discarding until its newline
         self._eof = False
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         self._loads = json.loads
 
     async def send(self, message: dict[str, Any]) -> None:
-        data = (self._dumps(message) + "\n").encode()
+        try:
+            data = (self._dumps(message) + "\n").encode()
+        except UnicodeEncodeError:  # a lone surrogate: JSON carries it as an escape
+            data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
         try:
             await self._stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            await self._t.settle()
             raise ClosedError(f"cannot write to server: {self._t.exit_reason()}", server=self._t.name) from exc
 
     async def receive(self) -> Any:
@@ -99,35 +107,54 @@ class _Stream:
                 chunk = await self._stdout.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self._eof = True
-                if self._buf.strip() and not self._skipping:
-                    self._parse(self._buf)
-                self._buf = b""
+                if self._parts and not self._skipping:
+                    self._parse(b"".join(self._parts))
+                self._parts = []
+                if not ready:
+                    await self._t.settle()  # so the reason has the exit code and the last of stderr
                 continue
             self._feed(chunk)
         return ready.popleft()
 
     def _feed(self, chunk: bytes) -> None:
+        # linear in the data: only the new chunk is searched, a long line is joined once
+        nl = chunk.find(b"\n")
+        if nl < 0:
+            self._hold(chunk)
+            return
         if self._skipping:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                return
             self._skipping = False
-            chunk = chunk[nl + 1 :]
-        data = self._buf + chunk if self._buf else chunk
-        start = 0
+        elif self._parts:
+            self._parts.append(chunk[:nl])
+            line = b"".join(self._parts)
+            self._parts = []
+            self._held = 0
+            self._parse(line)
+        elif nl:
+            self._parse(chunk[:nl])
+        start = nl + 1
+        find = chunk.find
         while True:
-            nl = data.find(b"\n", start)
+            nl = find(b"\n", start)
             if nl < 0:
                 break
             if nl > start:
-                self._parse(data[start:nl])
+                self._parse(chunk[start:nl])
             start = nl + 1
-        rest = data[start:]
-        if len(rest) > self._t.max_line_bytes:
+        if start < len(chunk):
+            self._hold(chunk[start:])
+
+    def _hold(self, piece: bytes) -> None:
+        if self._skipping:
+            return
+        self._held += len(piece)
+        if self._held > self._t.max_line_bytes:
             self._t.diag(f"stdout line longer than {self._t.max_line_bytes} bytes skipped")
             self._skipping = True
-            rest = b""
-        self._buf = rest
+            self._parts = []
+            self._held = 0
+        else:
+            self._parts.append(piece)
 
     def _parse(self, line: bytes) -> None:
         if len(line) > self._t.max_line_bytes:
@@ -135,7 +162,7 @@ class _Stream:
             return
         try:
             self._ready.append(self._loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to decode
             text = line.strip()
             if text:
                 shown = text[:200].decode("utf-8", "replace")
@@ -158,6 +185,7 @@ class StdioTransport:
         self._tg: anyio.abc.TaskGroup | None = None
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
+        self._stderr_done: anyio.Event | None = None
         self.pid: int | None = None
 
     def diag(self, message: str) -> None:
@@ -177,6 +205,16 @@ class StdioTransport:
     def describe(self) -> dict[str, Any]:
         return {"pid": self.pid, "stderr": self.stderr_tail()}
 
+    async def settle(self) -> None:
+        """stdout ended: give the child a moment to exit and its stderr to drain (bounded)."""
+        proc, done = self._proc, self._stderr_done
+        if proc is None or done is None:
+            return
+        with anyio.move_on_after(EXIT_SETTLE_SECONDS):
+            await proc.wait()
+        with anyio.move_on_after(STDERR_SETTLE_SECONDS):
+            await done.wait()
+
     async def __aenter__(self) -> _Stream:
         command, args, cwd, env = resolve_launch(self.server, Path(self.context.workspace))
         if not cwd.is_dir():
@@ -194,21 +232,27 @@ class StdioTransport:
         except OSError as exc:
             raise ConnectError(f"cannot start {command!r}: {exc.strerror or exc}", server=self.name) from exc
         self.pid = self._proc.pid
+        self._stderr_done = anyio.Event()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._drain_stderr)
         return _Stream(self, self._proc)
 
     async def _drain_stderr(self) -> None:
-        assert self._proc is not None and self._proc.stderr is not None
+        assert self._proc is not None and self._proc.stderr is not None and self._stderr_done is not None
+        tail = self._stderr
         try:
             async for chunk in self._proc.stderr:
-                self._stderr.append(chunk)
+                if len(chunk) > STDERR_TAIL_BYTES:
+                    chunk = chunk[-STDERR_TAIL_BYTES:]
+                tail.append(chunk)
                 self._stderr_size += len(chunk)
-                while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr) > 1:
-                    self._stderr_size -= len(self._stderr.popleft())
+                while self._stderr_size > STDERR_TAIL_BYTES and len(tail) > 1:
+                    self._stderr_size -= len(tail.popleft())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
+        finally:
+            self._stderr_done.set()
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         with anyio.CancelScope(shield=True):
@@ -243,6 +287,8 @@ class StdioTransport:
             _killpg(pgid, signal.SIGKILL)
         with anyio.move_on_after(KILL_WAIT_SECONDS):
             await proc.wait()
+            while _group_alive(pgid):  # SIGKILL is not instant: return once the group is gone
+                await anyio.sleep(0.01)
         for stream in (proc.stdout, proc.stderr):
             try:
                 await stream.aclose()  # type: ignore[union-attr]

@@ -1,0 +1,165 @@
+"""Framing: newline-delimited JSON on stdout; junk and oversized lines are diagnostics; stderr is bounded."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import pytest
+
+from kxen_core.config import ServerConfig
+from kxen_core.errors import ClosedError
+from kxen_core.session import Session
+from kxen_core.transport import TransportContext
+from kxen_transport_stdio import StdioTransport
+from kxen_transport_stdio.transport import STDERR_TAIL_BYTES, _Stream
+from stdio_support import HELPER, helper, running, wait_state
+
+pytestmark = pytest.mark.anyio
+
+
+def test_stdio_config_accepts_options(kxen_home, workspace):
+    from kxen_core.config import load_config
+
+    kxen_home.write_servers({"h": helper(transport="stdio", options={"maxLineBytes": 1024})})
+    server = load_config(None, workspace).servers["h"]
+    assert server.kind == "stdio" and server.options == {"maxLineBytes": 1024}
+    assert StdioTransport(server, TransportContext(workspace=workspace)).max_line_bytes == 1024
+
+
+async def test_junk_and_oversized_lines_are_diagnostics(kxen_home, workspace):
+    entry = helper("--startup-noise", transport="stdio", options={"maxLineBytes": 1024})
+    async with running(kxen_home, workspace, {"h": entry}) as rt:
+        st = rt.servers["h"]
+        assert st.state == "ready", st.snapshot()
+        with anyio.fail_after(10):
+            # 5000 bytes: oversized inside one chunk; 600 KiB: oversized across many chunks
+            for size in (5000, 600 * 1024):
+                result = await rt.call_tool("noise", {"size": size}, server="h")
+                assert result["content"][0]["text"] == "after noise"
+            result = await rt.call_tool("echo", {"text": "still alive"}, server="h")
+        assert result["content"][0]["text"] == "still alive"
+        assert st.state == "ready"
+        diags = list(st.diagnostics)
+    assert any("starting up (not JSON)" in d for d in diags), diags
+    assert any("non-JSON" in d and "print() debugging output" in d for d in diags), diags
+    assert any("{broken json" in d for d in diags), diags
+    assert sum("longer than 1024 bytes" in d for d in diags) == 2, diags
+    assert all(len(d) < 400 for d in diags), diags  # a junk line is shown truncated
+
+
+async def test_too_deeply_nested_line_is_a_diagnostic(tmp_path):
+    diags: list[str] = []
+    server = ServerConfig(name="s", command=sys.executable, args=[str(HELPER)])
+    with anyio.fail_after(15):
+        async with StdioTransport(server, TransportContext(workspace=tmp_path, diagnostic=diags.append)) as stream:
+            async with Session(stream, server="s", request_timeout=10) as s:
+                await s.initialize()
+                result = await s.request("tools/call", {"name": "noise", "arguments": {"size": 10, "deep": True}})
+                assert result["content"][0]["text"] == "after noise"
+                result = await s.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}})
+                assert result["content"][0]["text"] == "ok"
+    assert any("non-JSON" in d for d in diags), diags
+
+
+async def test_large_messages_pass_under_the_default_bound(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+        with anyio.fail_after(20):
+            result = await rt.call_tool("big", {"size": 8 * 1024 * 1024}, server="h")
+            assert len(result["content"][0]["text"]) == 8 * 1024 * 1024
+            text = "z" * 300_000 + "\u00e9\u4e2d\U0001f600"  # a >64 KiB request line, non-ASCII
+            result = await rt.call_tool("echo", {"text": text}, server="h")
+            assert result["content"][0]["text"] == text
+
+
+async def test_lone_surrogate_in_arguments_is_still_sent(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+        with anyio.fail_after(10):
+            result = await rt.call_tool("echo", {"text": "a\ud800b"}, server="h")
+    assert result["content"][0]["text"] == "a\ud800b"
+
+
+class _Fake:
+    """Drives _Stream's line splitter without a process."""
+
+    def __init__(self, max_line_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+        self.diags: list[str] = []
+        self.name = "fake"
+
+    def diag(self, message: str) -> None:
+        self.diags.append(message)
+
+
+class _Proc:
+    stdin = stdout = None
+
+
+def _splitter(max_line: int = 100) -> tuple[_Stream, _Fake]:
+    fake = _Fake(max_line)
+    return _Stream(fake, _Proc()), fake  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 10_000])
+def test_splitter_any_chunking(chunk):
+    msgs = [{"i": i, "t": "x" * (i * 13 % 90)} for i in range(40)]
+    data = b"".join(
+        (b'{"i":%d,"t":"%s"}' % (m["i"], m["t"].encode())) + (b"\r\n" if m["i"] % 3 else b"\n") for m in msgs
+    )
+    data += b"not json\n" + b"{" + b"y" * 200 + b"}\n" + b"\n\n" + b'{"last":true}\n'
+    s, fake = _splitter(100)
+    for i in range(0, len(data), chunk):
+        s._feed(data[i : i + chunk])
+    assert list(s._ready) == msgs + [{"last": True}]
+    assert len(fake.diags) == 2 and "non-JSON" in fake.diags[0] and "longer than 100" in fake.diags[1]
+    assert not s._skipping
+
+
+def test_splitter_memory_stays_bounded_inside_an_oversized_line():
+    s, fake = _splitter(1000)
+    for _ in range(1000):
+        s._feed(b"q" * 4096)
+    assert s._skipping and sum(map(len, s._parts)) <= 1000
+    s._feed(b"tail\n{}\n")
+    assert list(s._ready) == [{}] and fake.diags == ["stdout line longer than 1000 bytes skipped"]
+
+
+def test_splitter_exact_bound_is_kept():
+    s, fake = _splitter(10)
+    s._feed(b'"12345678"\n"123456789"\n')
+    assert list(s._ready) == ["12345678"] and len(fake.diags) == 1
+
+
+async def test_stderr_tail_is_bounded_and_in_the_failure_reason(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper("--stderr", "booting\n")}) as rt:
+        st = rt.servers["h"]
+        stream = st.session._stream
+        with anyio.fail_after(10):
+            await rt.call_tool("stderr_flood", {"kib": 512}, server="h")
+            assert stream._t._stderr_size <= 2 * STDERR_TAIL_BYTES
+            with pytest.raises(ClosedError) as info:
+                await rt.call_tool("die", {"code": 7, "message": "FATAL-MARKER: disk on fire"}, server="h")
+            await wait_state(st, "failed")
+        assert len(stream.describe()["stderr"]) <= 2000
+        state = (st.state, st.phase, st.error)
+    message = str(info.value)
+    assert "exited with code 7" in message and "FATAL-MARKER: disk on fire" in message, message
+    assert len(message) < 1000
+    assert state[:2] == ("failed", "transport")
+    assert "FATAL-MARKER" in state[2] and "code 7" in state[2], state
+
+
+async def test_stderr_output_is_not_an_error(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper("--stderr", "WARNING: all is fine\n")}) as rt:
+        with anyio.fail_after(10):
+            await rt.call_tool("stderr_flood", {"kib": 64}, server="h")
+            result = await rt.call_tool("echo", {"text": "x"}, server="h")
+        assert rt.servers["h"].state == "ready" and result["content"][0]["text"] == "x"
+
+
+async def test_exit_at_startup_reports_code_and_stderr(kxen_home, workspace):
+    entry = {"command": "sh", "args": ["-c", "echo 'no config found' >&2; exit 4"], "defaultToolPolicy": "allow"}
+    async with running(kxen_home, workspace, {"h": entry}) as rt:
+        st = rt.status()[0]
+    assert (st["state"], st["phase"]) == ("failed", "initialize")
+    assert "code 4" in st["error"] and "no config found" in st["error"], st["error"]
