@@ -1,0 +1,424 @@
+"""Workspace trust: an untrusted workspace starts nothing from its project file; ``kxen trust`` lets
+project servers load, and project stdio servers then still wait for approval of their exact launch.
+
+"Started" is proved with demo/server.py ``--log FILE``: the server appends every message it receives
+to FILE, so a server that never ran never creates its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from kxen_core import cli
+from kxen_core.config import load_config
+from kxen_core.config.trust import trust, untrust
+from kxen_core.errors import ServerNotReady
+from kxen_core.plugins import hookimpl, make_plugin_manager
+from kxen_core.policy import ApprovalDecision, ApprovalRequest, resolve_stdio_launch
+from kxen_core.runtime import Runtime
+
+pytestmark = pytest.mark.anyio
+
+DEMO = Path(__file__).resolve().parents[1] / "demo" / "server.py"
+WAIT = 30
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def demo_entry(log: Path | None = None, **extra: Any) -> dict[str, Any]:
+    args = [str(DEMO)] + (["--log", str(log)] if log is not None else [])
+    return {"command": sys.executable, "args": args, **extra}
+
+
+def write_project(ws: Path, servers: dict[str, Any]) -> Path:
+    (ws / ".kxen").mkdir(exist_ok=True)
+    path = ws / ".kxen" / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def no_channel_pm(*extra: Any):
+    """Every installed plugin, but no approval channel at all (the tty one included)."""
+    pm = make_plugin_manager(extra=list(extra))
+    for impl in list(pm.hook.kxen_approval_prompt.get_hookimpls()):
+        if impl.plugin not in extra:
+            pm.unregister(impl.plugin)
+    return pm
+
+
+def logged_methods(log: Path) -> list[str]:
+    return [json.loads(line).get("method", "<response>") for line in log.read_text().splitlines() if line.strip()]
+
+
+def state(rt: Runtime, name: str) -> dict[str, Any]:
+    return next(s for s in rt.status() if s["name"] == name)
+
+
+async def settle(rt: Runtime) -> None:
+    with anyio.fail_after(WAIT):
+        assert await rt.wait_ready()
+
+
+class Recorder:
+    """An approval channel that records the requests and answers with ``approved``."""
+
+    def __init__(self, approved: bool | None) -> None:
+        self.approved = approved
+        self.requests: list[ApprovalRequest] = []
+        self.__name__ = f"recorder-{approved}"
+
+    @hookimpl
+    def kxen_approval_prompt(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        self.requests.append(request)
+        if self.approved is None:
+            return None
+        return ApprovalDecision(approved=self.approved, reason="" if self.approved else "test says no", channel="test")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path.resolve()
+
+
+# --- trust ------------------------------------------------------------------------------------
+
+
+async def test_untrusted_workspace_starts_no_project_server_while_user_servers_run(kxen_home, ws, tmp_path):
+    plog, ulog = tmp_path / "project.log", tmp_path / "user.log"
+    kxen_home.write_servers({"u": demo_entry(ulog, toolPolicies={"echo": "allow"})})
+    write_project(ws, {"p": demo_entry(plog)})
+    channel = Recorder(approved=True)  # even a channel that says yes to everything is never asked
+    async with Runtime(workspace=ws, pm=no_channel_pm(channel)) as rt:
+        await settle(rt)
+        p, u = state(rt, "p"), state(rt, "u")
+        assert (p["state"], p["scope"]) == ("awaiting_trust", "project")
+        assert "kxen trust" in p["error"]
+        assert u["state"] == "ready"
+        with anyio.fail_after(WAIT):
+            result = await rt.call_tool("u__echo", {"text": "hi"})
+        assert result["content"][0]["text"] == "hi"
+        with pytest.raises(ServerNotReady):
+            await rt.call_tool("p__echo", {"text": "hi"})
+        assert {t["server"] for t in rt.tools()} == {"u"}
+    assert channel.requests == []
+    assert ulog.exists() and "initialize" in logged_methods(ulog)
+    assert not plog.exists(), "a project server of an untrusted workspace was started"
+
+
+async def test_untrusted_project_remote_and_plugin_kinds_wait_for_trust_too(kxen_home, ws, fakes):
+    fakes.add("mem", tools={"t": lambda a: {"content": []}})
+    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
+    write_project(ws, {"mem": {"transport": "memory"}, "web": {"url": "https://example.com/mcp"}})
+    async with Runtime(workspace=ws, pm=no_channel_pm()) as rt:
+        await settle(rt)
+        assert {s["name"]: s["state"] for s in rt.status()} == {"mem": "awaiting_trust", "web": "awaiting_trust"}
+    assert _fake_received("mem") == []
+
+
+def _fake_received(name: str) -> list[str]:
+    from kxen_testing.memory import get_fake
+
+    return get_fake(name).received_methods()
+
+
+async def test_kxen_trust_then_project_stdio_waits_for_approval_and_fails_closed(kxen_home, ws, tmp_path, capsys):
+    plog = tmp_path / "project.log"
+    write_project(ws, {"p": demo_entry(plog)})
+    assert cli.main(["trust", str(ws)]) == 0
+    assert "trusted" in capsys.readouterr().out
+    assert load_config(None, ws).trusted
+    async with Runtime(workspace=ws, pm=no_channel_pm()) as rt:
+        await settle(rt)
+        p = state(rt, "p")
+        expected = resolve_stdio_launch(rt.config.servers["p"], ws).fingerprint
+        assert p["state"] == "awaiting_approval"
+        assert p["fingerprint"] == expected
+        assert f"--approve {expected}" in p["error"]
+        assert "no approval channel" in p["error"]
+        with pytest.raises(ServerNotReady):
+            await rt.call_tool("p__echo", {"text": "x"})
+    assert not plog.exists(), "a project stdio server started without approval"
+
+
+async def test_a_channel_that_passes_is_no_approval(kxen_home, ws, tmp_path):
+    plog = tmp_path / "project.log"
+    write_project(ws, {"p": demo_entry(plog)})
+    trust(kxen_home.path, ws)
+    passing = Recorder(approved=None)
+    async with Runtime(workspace=ws, pm=no_channel_pm(passing)) as rt:
+        await settle(rt)
+        assert state(rt, "p")["state"] == "awaiting_approval"
+    assert [r.kind for r in passing.requests] == ["stdio_launch"]
+    assert not plog.exists()
+
+
+async def test_approved_fingerprint_starts_the_project_server(kxen_home, ws, tmp_path, capsys):
+    plog = tmp_path / "project.log"
+    write_project(ws, {"p": demo_entry(plog, env={"MODE": "fast"})})
+    trust(kxen_home.path, ws)
+    assert cli.main(["--workspace", str(ws), "mcp", "approvals", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["approvals"]
+    assert [r["server"] for r in rows] == ["p"]
+    fp = rows[0]["fingerprint"]
+    assert fp == resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    assert rows[0]["approved"] is False and rows[0]["trusted"] is True
+
+    async with Runtime(workspace=ws, pm=no_channel_pm(), approve=[fp]) as rt:
+        await settle(rt)
+        p = state(rt, "p")
+        assert (p["state"], p["scope"], p["fingerprint"]) == ("ready", "project", None)
+    assert logged_methods(plog)[:1] == ["initialize"]
+
+
+async def test_changing_one_env_value_changes_the_fingerprint_and_asks_again(kxen_home, ws, tmp_path):
+    plog = tmp_path / "project.log"
+    write_project(ws, {"p": demo_entry(plog, env={"MODE": "fast", "LEVEL": "1"})})
+    trust(kxen_home.path, ws)
+    old = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+
+    write_project(ws, {"p": demo_entry(plog, env={"MODE": "fast", "LEVEL": "2"})})
+    new = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    assert new != old
+
+    channel = Recorder(approved=None)  # records the question, does not answer
+    async with Runtime(workspace=ws, pm=no_channel_pm(channel), approve=[old]) as rt:
+        await settle(rt)
+        p = state(rt, "p")
+        assert p["state"] == "awaiting_approval"
+        assert p["fingerprint"] == new
+    assert [r.fingerprint for r in channel.requests] == [new]
+    assert not plog.exists(), "an approval of the old launch started the changed one"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"args": ["--tools", "1"]},
+        {"env": {"MODE": "slow"}},
+        {"env": {"MODE": "fast", "EXTRA": "1"}},
+        {"cwd": "sub"},
+    ],
+    ids=["args", "env-value", "env-key", "cwd"],
+)
+async def test_every_part_of_the_launch_is_in_the_fingerprint(kxen_home, ws, change):
+    (ws / "sub").mkdir()
+    base = demo_entry(env={"MODE": "fast"})
+    write_project(ws, {"p": base})
+    before = resolve_stdio_launch(load_config(kxen_home.path, ws).servers["p"], ws)
+    changed = dict(base)
+    if "args" in change:
+        changed["args"] = base["args"] + change["args"]
+    else:
+        changed.update(change)
+    write_project(ws, {"p": changed})
+    after = resolve_stdio_launch(load_config(kxen_home.path, ws).servers["p"], ws)
+    assert after.fingerprint != before.fingerprint
+
+
+async def test_reload_with_a_changed_launch_asks_again(kxen_home, ws, tmp_path):
+    plog = tmp_path / "project.log"
+    write_project(ws, {"p": demo_entry(plog, env={"LEVEL": "1"})})
+    trust(kxen_home.path, ws)
+    channel = Recorder(approved=True)
+    async with Runtime(workspace=ws, pm=no_channel_pm(channel)) as rt:
+        await settle(rt)
+        assert state(rt, "p")["state"] == "ready"
+        first = channel.requests[-1].fingerprint
+        assert first in rt.approved
+        write_project(ws, {"p": demo_entry(plog, env={"LEVEL": "2"})})
+        channel.approved = False
+        with anyio.fail_after(WAIT):
+            await rt.reload()
+        await settle(rt)
+        p = state(rt, "p")
+        assert p["state"] == "awaiting_approval"
+        assert [r.fingerprint for r in channel.requests] == [first, p["fingerprint"]]
+        assert p["fingerprint"] != first
+    assert logged_methods(plog).count("initialize") == 1
+
+
+async def test_an_approval_is_reused_in_process_and_asked_once(kxen_home, ws, tmp_path):
+    write_project(ws, {"p": demo_entry(tmp_path / "p.log")})
+    trust(kxen_home.path, ws)
+    channel = Recorder(approved=True)
+    async with Runtime(workspace=ws, pm=no_channel_pm(channel)) as rt:
+        await settle(rt)
+        assert state(rt, "p")["state"] == "ready"
+        with anyio.fail_after(WAIT):
+            await rt.stop_server("p")
+            await rt.reload()  # same config: kept as it is, or started again without a new question
+        await settle(rt)
+        assert state(rt, "p")["state"] in ("ready", "stopped")
+    assert [r.kind for r in channel.requests] == ["stdio_launch"]
+
+
+# --- a project entry that may not start gives way to the user entry of the same name ---------
+
+
+async def test_unapproved_project_entry_falls_back_to_the_user_entry(kxen_home, ws, tmp_path):
+    plog, ulog = tmp_path / "project.log", tmp_path / "user.log"
+    kxen_home.write_servers({"s": demo_entry(ulog)})
+    write_project(ws, {"s": demo_entry(plog)})
+    trust(kxen_home.path, ws)
+    async with Runtime(workspace=ws, pm=no_channel_pm()) as rt:
+        await settle(rt)
+        s = state(rt, "s")
+        assert (s["state"], s["scope"]) == ("ready", "user")
+        assert "not approved" in s["note"] and "user entry" in s["note"]
+    assert ulog.exists()
+    assert not plog.exists()
+
+
+async def test_declined_project_entry_falls_back_to_the_user_entry(kxen_home, ws, tmp_path):
+    plog, ulog = tmp_path / "project.log", tmp_path / "user.log"
+    kxen_home.write_servers({"s": demo_entry(ulog)})
+    write_project(ws, {"s": demo_entry(plog)})
+    trust(kxen_home.path, ws)
+    async with Runtime(workspace=ws, pm=no_channel_pm(Recorder(approved=False))) as rt:
+        await settle(rt)
+        s = state(rt, "s")
+        assert (s["state"], s["scope"]) == ("ready", "user")
+        assert "test says no" in s["note"]
+    assert ulog.exists() and not plog.exists()
+
+
+async def test_untrusted_project_entry_falls_back_to_the_user_entry(kxen_home, ws, tmp_path):
+    plog, ulog = tmp_path / "project.log", tmp_path / "user.log"
+    kxen_home.write_servers({"s": demo_entry(ulog)})
+    write_project(ws, {"s": demo_entry(plog)})
+    async with Runtime(workspace=ws, pm=no_channel_pm()) as rt:
+        await settle(rt)
+        s = state(rt, "s")
+        assert (s["state"], s["scope"]) == ("ready", "user")
+        assert "trust" in s["note"] and "user entry" in s["note"]
+    assert ulog.exists() and not plog.exists()
+
+
+async def test_approved_project_entry_replaces_the_user_entry(kxen_home, ws, tmp_path):
+    plog, ulog = tmp_path / "project.log", tmp_path / "user.log"
+    kxen_home.write_servers({"s": demo_entry(ulog)})
+    write_project(ws, {"s": demo_entry(plog)})
+    trust(kxen_home.path, ws)
+    async with Runtime(workspace=ws, pm=no_channel_pm(Recorder(approved=True))) as rt:
+        await settle(rt)
+        s = state(rt, "s")
+        assert (s["state"], s["scope"], s["note"]) == ("ready", "project", None)
+    assert plog.exists() and not ulog.exists()
+
+
+# --- kxen trust / kxen untrust ----------------------------------------------------------------
+
+
+SETTINGS = """\
+# my kxen settings -- keep this comment
+[mcp]
+remote_enabled = false  # not yet
+
+[roles.reviewer]  # read only
+allow = ["fs__read_*"]
+"""
+
+
+def test_trust_untrust_round_trip_keeps_other_content_and_comments(kxen_home, ws, capsys):
+    path = kxen_home.write_settings(SETTINGS)
+    assert cli.main(["trust", str(ws)]) == 0
+    text = path.read_text()
+    assert "# my kxen settings -- keep this comment" in text
+    assert "# not yet" in text and "# read only" in text
+    config = load_config(None, ws)
+    assert config.trusted
+    assert config.settings.trusted_workspaces == [str(ws)]
+    assert config.settings.roles["reviewer"].allow == ["fs__read_*"]
+    assert config.settings.mcp.remote_enabled is False
+
+    assert cli.main(["trust", str(ws)]) == 0  # again: unchanged
+    assert "unchanged" in capsys.readouterr().out.splitlines()[-1]
+    assert load_config(None, ws).settings.trusted_workspaces == [str(ws)]
+
+    assert cli.main(["untrust", str(ws)]) == 0
+    after = path.read_text()
+    assert not load_config(None, ws).trusted
+    for line in SETTINGS.splitlines():
+        assert line in after
+    assert str(ws) not in after
+
+
+def test_trust_keeps_other_trusted_workspaces(kxen_home, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    path = kxen_home.write_settings(f'# head\ntrusted_workspaces = [\n  "{a}",  # the first one\n]\n')
+    assert trust(kxen_home.path, b) is True
+    assert load_config(None, b).trusted and load_config(None, a).trusted
+    assert "# the first one" in path.read_text()
+    assert untrust(kxen_home.path, a) is True
+    assert not load_config(None, a).trusted and load_config(None, b).trusted
+    assert "# head" in path.read_text()
+
+
+def test_trust_with_no_config_file_creates_it(kxen_home, ws):
+    assert not (kxen_home.path / "config.toml").exists()
+    assert cli.main(["trust", str(ws)]) == 0
+    assert load_config(None, ws).trusted
+    assert untrust(kxen_home.path, ws) is True
+    assert untrust(kxen_home.path, ws) is False
+
+
+def test_trust_defaults_to_the_workspace_option(kxen_home, ws, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["--workspace", str(ws), "trust"]) == 0
+    assert load_config(None, ws).trusted
+    assert not load_config(None, tmp_path).trusted
+
+
+def test_trust_is_by_canonical_path(kxen_home, ws, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(ws, target_is_directory=True)
+    assert cli.main(["trust", str(link)]) == 0
+    assert load_config(None, ws).trusted
+    assert load_config(None, link).trusted
+    assert cli.main(["untrust", str(ws)]) == 0
+    assert not load_config(None, link).trusted
+
+
+def test_trusting_a_directory_does_not_trust_its_subdirectories(kxen_home, ws):
+    sub = ws / "sub"
+    sub.mkdir()
+    trust(kxen_home.path, ws)
+    assert load_config(None, ws).trusted
+    assert not load_config(None, sub).trusted
+
+
+def test_trust_refuses_a_missing_directory(kxen_home, tmp_path, capsys):
+    assert cli.main(["trust", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert not (kxen_home.path / "config.toml").exists()
+
+
+def test_a_project_cannot_trust_itself(kxen_home, ws, tmp_path):
+    """Trust lives only in user settings: a project file that names trust is rejected, not obeyed."""
+    plog = tmp_path / "p.log"
+    write_project(ws, {"p": demo_entry(plog)})
+    (ws / ".kxen" / "config.toml").write_text(f'trusted_workspaces = ["{ws}"]\n')
+    data = json.loads((ws / ".kxen" / "mcp.json").read_text())
+    data["trusted_workspaces"] = [str(ws)]
+    (ws / ".kxen" / "mcp.json").write_text(json.dumps(data))
+    config = load_config(None, ws)
+    assert not config.trusted
+    assert config.project_problems and "p" not in config.servers
+
+
+def test_trust_keeps_the_settings_file_mode(kxen_home, ws):
+    path = kxen_home.write_settings("# private\n")
+    os.chmod(path, 0o600)
+    trust(kxen_home.path, ws)
+    assert path.stat().st_mode & 0o777 == 0o600
