@@ -60,12 +60,21 @@ def server_pid(rt: Runtime, name: str) -> int:
 
 @asynccontextmanager
 async def running(home: Any, workspace: Path, servers: dict[str, Any], wait: float = 20.0) -> AsyncIterator[Runtime]:
-    """A Runtime over ``servers`` (written to the kxen_home mcp.json), settled before the body runs."""
+    """A Runtime over ``servers`` (written to the kxen_home mcp.json), settled before the body runs.
+
+    After the block, ``rt.close_seconds`` holds how long closing the runtime took.
+    """
     home.write_servers(servers)
-    async with Runtime(workspace=workspace) as rt:
+    rt = Runtime(workspace=workspace)
+    await rt.__aenter__()
+    try:
         with anyio.fail_after(wait):
             await rt.wait_ready()
         yield rt
+    finally:
+        start = time.monotonic()
+        await rt.__aexit__(None, None, None)
+        rt.close_seconds = time.monotonic() - start  # type: ignore[attr-defined]
 
 
 class Timer:
