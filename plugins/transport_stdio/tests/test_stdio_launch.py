@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -166,3 +167,24 @@ async def test_connect_error_for_a_missing_command_directly(tmp_path):
     with pytest.raises(ConnectError, match="command not found"):
         async with StdioTransport(server, TransportContext(workspace=tmp_path)):
             pass  # pragma: no cover
+
+
+async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
+    """The runtime starts an approved project server by the core's resolved command: no symlink resolving."""
+    from kxen_core.config import load_config
+    from kxen_core.policy import resolve_stdio_launch
+    from kxen_core.runtime import Runtime
+
+    kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(workspace))}]\n")
+    (workspace / ".kxen").mkdir()
+    entry = {"command": sys.executable, "args": [str(HELPER)], "defaultToolPolicy": "allow"}
+    (workspace / ".kxen" / "mcp.json").write_text(json.dumps({"mcpServers": {"p": entry}}))
+    server = load_config(None, workspace).servers["p"]
+    assert server.scope == "project"
+    fingerprint = resolve_stdio_launch(server, workspace).fingerprint
+    async with Runtime(workspace=workspace, approve=[fingerprint]) as rt:
+        with anyio.fail_after(15):
+            await rt.wait_ready()
+            assert rt.servers["p"].state == "ready", rt.status()
+            info = await _environ(rt, "p")
+    assert info["prefix"] == sys.prefix, info["executable"]
