@@ -478,3 +478,12 @@ async def test_invalid_options_raise_config_error_on_enter() -> None:
             pass
     text = str(err.value)
     assert "options.maxMessageBytes" in text and "'nope'" in text and "options.getStream" in text
+
+
+async def test_errors_in_the_body_pass_through_unwrapped() -> None:
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(KeyError):
+            async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(App())) as stream:
+                async with Session(stream, server="t") as session:
+                    await session.initialize()
+                raise KeyError("mine")

@@ -24,8 +24,8 @@ Notifications and responses are POSTed inline and expect ``202``, which keeps th
 from __future__ import annotations
 
 import re
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from contextlib import aclosing
+from typing import Any, Callable
 
 import anyio
 import anyio.abc
@@ -453,43 +453,71 @@ class StreamableHTTPStream:
                 )
 
 
+class StreamableHTTPTransport:
+    """The async context manager ``kxen_transport_open`` returns for kind ``http``.
+
+    Entering validates ``server.options`` (``ConfigError``), makes the one ``httpx.AsyncClient`` and
+    the task group, and yields the stream; nothing is sent before the first message. Exceptions from
+    the body of the ``async with`` pass through unchanged (the task group never wraps them).
+    """
+
+    def __init__(
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._server = server
+        self._context = context
+        self._http_transport = http_transport
+        self._client: httpx.AsyncClient | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stream: StreamableHTTPStream | None = None
+
+    async def __aenter__(self) -> StreamableHTTPStream:
+        if self._client is not None:
+            raise RuntimeError("a transport can be entered only once")
+        server = self._server
+        opts = parse_options(server, HTTP_OPTIONS)
+        if not server.url or not server.url.startswith(("http://", "https://")):
+            raise ConnectError("an http server needs an http:// or https:// url", server=server.name)
+        http_transport = self._http_transport
+        if http_transport is None and transport_factory is not None:
+            http_transport = transport_factory(server)
+        self._client = httpx.AsyncClient(
+            transport=http_transport,
+            timeout=httpx.Timeout(connect=opts.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
+            follow_redirects=False,  # a redirect must not carry credentials elsewhere
+        )
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._stream = StreamableHTTPStream(server, self._context, self._client, self._tg, opts)
+        return self._stream
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._tg is not None and self._client is not None and self._stream is not None
+        self._tg.cancel_scope.cancel()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._stream._shutdown()
+        finally:
+            try:
+                # our tasks never raise, so this only waits for them to finish cancelling
+                await self._tg.__aexit__(None, None, None)
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_STEP_SECONDS):
+                    await self._client.aclose()
+
+
 def open_streamable_http(
     server: ServerConfig,
     context: TransportContext,
     *,
     http_transport: httpx.AsyncBaseTransport | None = None,
-) -> AbstractAsyncContextManager[StreamableHTTPStream]:
+) -> StreamableHTTPTransport:
     """The transport for ``server`` (kind ``http``): ``async with`` it to get the message stream.
 
     ``http_transport`` (or the module's ``transport_factory``) replaces the network, e.g. with
     ``httpx.MockTransport``. Invalid ``server.options`` raise ``ConfigError`` on entering.
     """
-    return _open(server, context, http_transport)
-
-
-@asynccontextmanager
-async def _open(
-    server: ServerConfig, context: TransportContext, http_transport: httpx.AsyncBaseTransport | None
-) -> AsyncIterator[StreamableHTTPStream]:
-    opts = parse_options(server, HTTP_OPTIONS)
-    if not server.url or not server.url.startswith(("http://", "https://")):
-        raise ConnectError("an http server needs an http:// or https:// url", server=server.name)
-    if http_transport is None and transport_factory is not None:
-        http_transport = transport_factory(server)
-    client = httpx.AsyncClient(
-        transport=http_transport,
-        timeout=httpx.Timeout(connect=opts.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
-        follow_redirects=False,  # a redirect must not carry credentials elsewhere
-    )
-    try:
-        async with anyio.create_task_group() as tg:
-            stream = StreamableHTTPStream(server, context, client, tg, opts)
-            try:
-                yield stream
-            finally:
-                tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await stream._shutdown()
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_STEP_SECONDS):
-            await client.aclose()
+    return StreamableHTTPTransport(server, context, http_transport)
