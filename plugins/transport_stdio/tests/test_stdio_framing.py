@@ -163,3 +163,21 @@ async def test_exit_at_startup_reports_code_and_stderr(kxen_home, workspace):
         st = rt.status()[0]
     assert (st["state"], st["phase"]) == ("failed", "initialize")
     assert "code 4" in st["error"] and "no config found" in st["error"], st["error"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="core gap: the Runtime never calls MessageStream.describe(), so status() never shows the "
+    "stderr tail of a running server (kxen_core/runtime.py ServerState.snapshot)",
+)
+async def test_status_shows_the_stderr_tail_of_a_running_server(kxen_home, workspace):
+    import json
+
+    async with running(kxen_home, workspace, {"h": helper("--stderr", "STDERR-MARKER ready\n")}) as rt:
+        with anyio.fail_after(5):
+            await rt.call_tool("echo", {"text": "x"}, server="h")
+            while "STDERR-MARKER" not in rt.servers["h"].session._stream.describe()["stderr"]:
+                await anyio.sleep(0.01)
+        snapshot = rt.status()[0]
+    assert "STDERR-MARKER" in json.dumps(snapshot)

@@ -188,3 +188,26 @@ async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
             assert rt.servers["p"].state == "ready", rt.status()
             info = await _environ(rt, "p")
     assert info["prefix"] == sys.prefix, info["executable"]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"maxLineBytes": "big"}, "maxLineBytes must be an integer"),
+        ({"maxLineBytes": 0}, "maxLineBytes must be an integer"),
+        ({"maxLineBytes": True}, "maxLineBytes must be an integer"),
+        ({"maxLineByte": 4096}, "unknown stdio option(s): maxLineByte"),
+    ],
+)
+async def test_invalid_options_fail_closed(kxen_home, workspace, options, message):
+    async with running(kxen_home, workspace, {"h": helper(options=options)}) as rt:
+        st = rt.status()[0]
+    assert (st["state"], st["phase"]) == ("failed", "transport")
+    assert message in st["error"]
+
+
+async def test_nul_byte_in_an_argument_is_a_connect_error(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper("a\u0000b")}) as rt:
+        st = rt.status()[0]
+    assert (st["state"], st["phase"]) == ("failed", "transport")
+    assert "cannot start" in st["error"]

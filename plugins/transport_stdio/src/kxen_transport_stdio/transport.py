@@ -32,7 +32,8 @@ from kxen_core.errors import ClosedError, ConnectError
 
 #: host variables a child may inherit; everything else is cleared
 ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER")
-MAX_LINE_BYTES = 32 * 1024 * 1024
+MAX_LINE_BYTES = 32 * 1024 * 1024  # default bound of one stdout line (option maxLineBytes)
+MIN_LINE_BYTES, MAX_LINE_BYTES_LIMIT = 1024, 1024 * 1024 * 1024
 STDERR_TAIL_BYTES = 16 * 1024
 READ_CHUNK = 256 * 1024
 EOF_GRACE_SECONDS = 0.1
@@ -179,8 +180,7 @@ class StdioTransport:
         self.server = server
         self.name = server.name
         self.context = context
-        opts = getattr(server, "options", None) or {}
-        self.max_line_bytes = int(opts.get("maxLineBytes", MAX_LINE_BYTES))
+        self.max_line_bytes = _options(server)
         self._proc: Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._stderr: deque[bytes] = deque()
@@ -198,7 +198,12 @@ class StdioTransport:
     def exit_reason(self) -> str:
         proc = self._proc
         code = proc.returncode if proc is not None else None
-        reason = "server closed its stdout" if code is None else f"server exited with code {code}"
+        if code is None:
+            reason = "server closed its stdout"
+        elif code < 0:
+            reason = f"server was killed by signal {_signal_name(-code)}"
+        else:
+            reason = f"server exited with code {code}"
         tail = self.stderr_tail(500).strip()
         return f"{reason}; stderr: {tail}" if tail else reason
 
@@ -229,8 +234,8 @@ class StdioTransport:
                 env=env,
                 start_new_session=True,  # its own session and process group: we stop the whole group
             )
-        except OSError as exc:
-            raise ConnectError(f"cannot start {command!r}: {exc.strerror or exc}", server=self.name) from exc
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env value
+            raise ConnectError(f"cannot start {command!r}: {getattr(exc, 'strerror', None) or exc}", server=self.name) from exc
         self.pid = self._proc.pid
         self._stderr_done = anyio.Event()
         self._tg = anyio.create_task_group()
@@ -294,6 +299,28 @@ class StdioTransport:
                 await stream.aclose()  # type: ignore[union-attr]
             except Exception:
                 pass
+
+
+def _options(server: Any) -> int:
+    """Validate the stdio ``options`` (fail closed); return the line bound."""
+    opts = getattr(server, "options", None) or {}
+    unknown = sorted(set(opts) - {"maxLineBytes"})
+    if unknown:
+        raise ConnectError(f"unknown stdio option(s): {', '.join(map(str, unknown))[:200]}", server=server.name)
+    value = opts.get("maxLineBytes", MAX_LINE_BYTES)
+    if type(value) is not int or not MIN_LINE_BYTES <= value <= MAX_LINE_BYTES_LIMIT:
+        raise ConnectError(
+            f"stdio option maxLineBytes must be an integer from {MIN_LINE_BYTES} to {MAX_LINE_BYTES_LIMIT}",
+            server=server.name,
+        )
+    return value
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def _killpg(pgid: int, sig: int) -> None:
