@@ -442,7 +442,7 @@ async def test_header_values_never_leak() -> None:
             seen.append(request)
             echoed = f"{request.headers['authorization']} {request.headers['x-api-key']}"
             if params["name"] == "json":
-                return httpx.Response(401, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}"}})
+                return httpx.Response(401, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
             if params["name"] == "text":
                 return httpx.Response(403, text=f"forbidden for {echoed}")
             raise httpx.ConnectError(f"cannot reach with {echoed}", request=request)

@@ -128,6 +128,14 @@ class Redactor:
                 text = text.replace(v, "***")
         return text if len(text) <= limit else text[:limit] + "..."
 
+    def value(self, value: Any) -> Any:
+        """``value`` itself, or its redacted JSON text when a remembered value occurs in it."""
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return None
+        return value if not any(v in text for v in self._values) else self(text, 2000)
+
 
 def map_http_error(exc: BaseException, where: str, redact: Redactor, server: str) -> TransportError:
     """Turn an httpx (or other) exception into a kxen transport error; the message is redacted."""
@@ -262,7 +270,7 @@ def error_from_http(rid: Any, status: int, reason: str, body: bytes, redact: Red
     err = value.get("error") if isinstance(value, dict) else None
     if isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str):
         # keep the server's data (e.g. ``supported`` versions); only add the status when it has none
-        return jsonrpc_error(rid, err["code"], redact(err["message"], 2000), err.get("data", data))
+        return jsonrpc_error(rid, err["code"], redact(err["message"], 2000), redact.value(err.get("data", data)))
     text = body.decode("utf-8", "replace").strip() if body else ""
     if text:
         data["body"] = redact(text, 500)

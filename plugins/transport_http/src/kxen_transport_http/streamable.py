@@ -227,6 +227,7 @@ class StreamableHTTPStream:
             version = result.get("protocolVersion") if isinstance(result, dict) else None
             if isinstance(version, str) and _VERSION_RE.match(version):
                 self._protocol_version = version
+            self._init_id = None  # answered: stop looking
         self._received += 1
         try:
             await self._feed.send(message)
@@ -402,7 +403,7 @@ class StreamableHTTPStream:
                     status = response.status_code
                     if status == 404 and self._session_id is not None:
                         raise _SessionExpired
-                    if status in (400, 405):
+                    if status in (400, 404, 405):  # (404 with a session id is handled above)
                         self._get_state = f"unsupported (HTTP {status})"
                         return
                     if not 200 <= status < 300 or content_type(response) != "text/event-stream":
