@@ -1,16 +1,19 @@
 """The stdio transport: one child process per server, in its own process group.
 
-Launch: no shell; the command is resolved to an absolute path against the child's PATH; cwd is the
+Launch: no shell; the command is made absolute against the child's PATH (relative entries and a
+command with a slash count from the cwd; symlinks are kept, as exec would run them); cwd is the
 server's ``cwd`` (relative to the workspace) or the workspace; the environment is cleared and gets
 only :data:`ENV_PASSTHROUGH` from the host, then the server's configured ``env`` on top.
 
 Framing: one JSON message per line on stdout. A line that is not JSON, or longer than the line
 bound, is a diagnostic and is skipped (memory stays bounded: an oversized line is discarded as it
-streams in). stderr is drained into a bounded tail shown in diagnostics and status.
+streams in). stderr is drained into a bounded tail, shown by ``describe()`` and in the close reason
+together with the exit code or signal.
 
-Close: close stdin, give the child a moment to exit on EOF, SIGTERM the whole process group, SIGKILL
-the group if anything in it is still alive after :data:`TERM_GRACE_SECONDS`, then reap the child. The
-close is shielded from cancellation and bounded in time, so no grandchild survives a stop.
+Close: close stdin, give the child a moment to exit on EOF, SIGTERM the whole process group (unless the
+child is reaped and its group is empty), SIGKILL the group if anything in it is still alive after
+:data:`TERM_GRACE_SECONDS`, then reap the child. The close is shielded from cancellation and bounded in
+time, so no grandchild survives a stop.
 """
 
 from __future__ import annotations
@@ -278,22 +281,23 @@ class StdioTransport:
             pass
         with anyio.move_on_after(EOF_GRACE_SECONDS):
             await proc.wait()
-        # the group may hold grandchildren even when the child itself has exited
-        _killpg(pgid, signal.SIGTERM)
-        with anyio.move_on_after(TERM_GRACE_SECONDS):
-            while True:
-                if proc.returncode is None:
-                    with anyio.move_on_after(0.02):
-                        await proc.wait()
-                if proc.returncode is not None and not _group_alive(pgid):
-                    break
-                await anyio.sleep(0.01)
+        # the group may hold grandchildren even when the child itself has exited; once the child is
+        # reaped and its group is empty, the id is not ours any more: signal nothing
         if proc.returncode is None or _group_alive(pgid):
-            _killpg(pgid, signal.SIGKILL)
-        with anyio.move_on_after(KILL_WAIT_SECONDS):
-            await proc.wait()
-            while _group_alive(pgid):  # SIGKILL is not instant: return once the group is gone
-                await anyio.sleep(0.01)
+            _killpg(pgid, signal.SIGTERM)
+            with anyio.move_on_after(TERM_GRACE_SECONDS):
+                while proc.returncode is None or _group_alive(pgid):
+                    if proc.returncode is None:
+                        with anyio.move_on_after(0.02):
+                            await proc.wait()
+                    else:
+                        await anyio.sleep(0.01)
+            if proc.returncode is None or _group_alive(pgid):
+                _killpg(pgid, signal.SIGKILL)
+                with anyio.move_on_after(KILL_WAIT_SECONDS):
+                    await proc.wait()
+                    while _group_alive(pgid):  # SIGKILL is not instant: return once the group is gone
+                        await anyio.sleep(0.01)
         for stream in (proc.stdout, proc.stderr):
             try:
                 await stream.aclose()  # type: ignore[union-attr]
