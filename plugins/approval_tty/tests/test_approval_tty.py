@@ -1,0 +1,196 @@
+"""The terminal approval channel: it passes (None) without a terminal, shows the whole request, says
+yes only to "y"/"yes", and reads the answer off the event loop."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import anyio
+import pytest
+
+from kxen_approval_tty import hooks
+from kxen_approval_tty.hooks import ask_blocking, render
+from kxen_core.errors import ApprovalDenied
+from kxen_core.plugins import make_plugin_manager
+from kxen_core.policy import ApprovalDecision, ApprovalRequest, StdioLaunch
+from kxen_core.runtime import Runtime
+from kxen_testing.fake import text_result
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "tok-SECRET-4242"
+LAUNCH = StdioLaunch(command="/usr/bin/node", args=("server.js",), cwd="/work/repo", env={"API_TOKEN": SECRET, "MODE": "fast"})
+REQUEST = ApprovalRequest(
+    kind="stdio_launch",
+    server="repo-tools",
+    summary="start project MCP server 'repo-tools' from /work/repo/.kxen/mcp.json",
+    details=LAUNCH.display(),
+    fingerprint=LAUNCH.fingerprint,
+)
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")  # as a real closed file does
+        return True
+
+
+class NotTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+# --- no terminal: pass --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stdin", "stderr"),
+    [(NotTTY("y\n"), FakeTTY()), (FakeTTY("y\n"), NotTTY()), (None, FakeTTY()), (NotTTY("y\n"), NotTTY())],
+    ids=["stdin-not-a-tty", "stderr-not-a-tty", "no-stdin", "neither"],
+)
+async def test_without_a_terminal_the_channel_passes(monkeypatch, stdin, stderr):
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    with anyio.fail_after(5):
+        assert await hooks.kxen_approval_prompt(REQUEST) is None
+    if stdin is not None:
+        assert stdin.tell() == 0  # nothing was read
+    assert stderr.getvalue() == ""  # nothing was shown
+
+
+async def test_a_closed_stdin_is_no_terminal(monkeypatch):
+    closed = FakeTTY()
+    closed.close()
+    monkeypatch.setattr(sys, "stdin", closed)
+    monkeypatch.setattr(sys, "stderr", FakeTTY())
+    assert await hooks.kxen_approval_prompt(REQUEST) is None
+
+
+def test_under_pytest_there_is_no_terminal():
+    # pytest replaces stdin; the installed channel must not prompt while the suite runs
+    assert hooks._interactive() is False or sys.stdin.isatty()
+
+
+# --- the answer ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", ["y\n", "yes\n", "Y\n", "YES\n", "  y  \n", "y"])
+def test_y_approves(answer):
+    out = io.StringIO()
+    decision = ask_blocking(REQUEST, io.StringIO(answer), out)
+    assert decision == ApprovalDecision(approved=True, reason="", channel="tty")
+    assert out.getvalue().endswith("Approve? [y/N] ")
+
+
+@pytest.mark.parametrize("answer", ["n\n", "\n", "", "no\n", "yes please\n", "yy\n", "ok\n", "1\n", "ja\n", "y es\n"])
+def test_anything_else_declines(answer):
+    decision = ask_blocking(REQUEST, io.StringIO(answer), io.StringIO())
+    assert decision.approved is False
+    assert decision.channel == "tty" and decision.reason == "declined on the terminal"
+
+
+def test_one_answer_is_one_line():
+    stdin = io.StringIO("n\ny\n")
+    assert ask_blocking(REQUEST, stdin, io.StringIO()).approved is False
+    assert stdin.read() == "y\n"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="plugin bug: kxen_approval_tty/hooks.py ask_blocking reads readline(64) and leaves the rest "
+    "of a longer line in the buffer, where it answers the *next* approval question",
+)
+def test_the_rest_of_a_long_line_does_not_answer_the_next_question():
+    stdin = io.StringIO("n" * 64 + "y\n")
+    assert ask_blocking(REQUEST, stdin, io.StringIO()).approved is False
+    other = ApprovalRequest(kind="tool_call", server="s", summary="call tool s__rm", fingerprint="f" * 64)
+    assert ask_blocking(other, stdin, io.StringIO()).approved is False
+
+
+# --- what it shows --------------------------------------------------------------------------------
+
+
+def test_the_prompt_shows_the_whole_request_and_no_secret():
+    out = io.StringIO()
+    ask_blocking(REQUEST, io.StringIO("n\n"), out)
+    text = out.getvalue()
+    assert REQUEST.summary in text
+    assert "stdio_launch" in text and "repo-tools" in text
+    assert "/usr/bin/node" in text and "server.js" in text and "/work/repo" in text
+    assert '"MODE": "fast"' in text
+    assert LAUNCH.display()["env"]["API_TOKEN"] in text  # the digest
+    assert SECRET not in text
+    assert f"fingerprint: {REQUEST.fingerprint}" in text
+    assert render(REQUEST) in text
+
+
+def test_render_of_a_tool_call():
+    request = ApprovalRequest(
+        kind="tool_call",
+        server="fs",
+        summary="call tool fs__write",
+        details={"tool": "write", "arguments": {"path": "a.txt", "text": "line1\nline2"}, "why": ["defaultToolPolicy"]},
+        fingerprint="ab" * 32,
+    )
+    text = render(request)
+    assert text.splitlines()[0] == "kxen: approval needed -- call tool fs__write"
+    assert "tool: write" in text
+    assert json.dumps("line1\nline2") in text  # newlines inside arguments stay escaped
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="plugin bug: kxen_approval_tty/hooks.py render prints str details and the summary raw, so a "
+    "tool name from a server (any non-empty string passes the catalog) can carry terminal escapes "
+    "or newlines that fake lines of the prompt",
+)
+def test_render_neutralizes_control_characters_from_servers():
+    evil = "rm\x1b[2K\r\nkxen: approval needed -- call tool fs__read\n  fingerprint: 00\x07"
+    request = ApprovalRequest(
+        kind="tool_call",
+        server="fs",
+        summary=f"call tool fs__{evil}",
+        details={"tool": evil, "arguments": {}, "why": []},
+        fingerprint="cd" * 32,
+    )
+    text = render(request)
+    assert not any(ch in text for ch in "\x1b\r\x07")
+    assert text.count("kxen: approval needed") == 1
+    assert [line for line in text.splitlines() if "fingerprint:" in line] == [f"  fingerprint: {'cd' * 32}"]
+
+
+# --- wired into kxen --------------------------------------------------------------------------
+
+
+def test_it_is_installed_as_the_tty_entry_point():
+    pm = make_plugin_manager()
+    info = {p.name: p for p in pm.infos()}["tty"]
+    assert info.dist == "kxen-approval-tty" and info.source == "entry point"
+    assert "kxen_approval_prompt" in info.hooks
+
+
+@pytest.mark.parametrize(("answer", "sent"), [("y\n", True), ("n\n", False)])
+async def test_a_terminal_answer_decides_a_tool_call(kxen_home, fakes, monkeypatch, answer, sent):
+    kxen_home.write_servers({"srv": {"transport": "memory"}})  # defaultToolPolicy ask
+    fake = fakes.add("srv", tools={"echo": lambda a: text_result("ok")})
+    stdin, stderr = FakeTTY(answer), FakeTTY()
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    pm = make_plugin_manager()  # the installed plugins: the memory transport and this channel ("tty")
+    for impl in list(pm.hook.kxen_approval_prompt.get_hookimpls()):
+        if impl.plugin is not hooks:
+            pm.unregister(impl.plugin)
+    assert pm.get_plugin("tty") is hooks
+    async with Runtime(pm=pm) as rt:
+        with anyio.fail_after(20):
+            await rt.wait_ready()
+            if sent:
+                assert (await rt.call_tool("srv__echo", {"x": 1}))["content"][0]["text"] == "ok"
+            else:
+                with pytest.raises(ApprovalDenied, match="declined on the terminal"):
+                    await rt.call_tool("srv__echo", {"x": 1})
+    assert "call tool srv__echo" in stderr.getvalue()
+    assert [m["params"]["name"] for m in fake.received if m.get("method") == "tools/call"] == (["echo"] if sent else [])
