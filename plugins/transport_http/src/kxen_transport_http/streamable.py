@@ -333,7 +333,7 @@ class StreamableHTTPStream:
                     status = response.status_code
                     if status == 404 and self._session_id is not None:
                         raise _SessionExpired
-                    if status in (400, 405):
+                    if status in (400, 404, 405):  # (404 with a session id is handled above)
                         await self._deliver_error(rid, f"the answer stream cannot be resumed (GET: HTTP {status})")
                         return
                     if not 200 <= status < 300 or content_type(response) != "text/event-stream":
