@@ -148,6 +148,16 @@ async def test_ask_without_a_channel_is_denied_and_not_sent(kxen_home, tmp_path)
     assert calls_logged(log) == ["echo"]
 
 
+async def test_an_approved_fingerprint_does_not_lift_a_deny(fake):
+    server = fake(toolPolicies={"echo": "deny"})
+    fp = fingerprint({"server": "srv", "tool": "echo", "arguments": {}})
+    async with Runtime(pm=pm_with(Channel(approved=True)), approve=[fp]) as rt:
+        await settle(rt)
+        with pytest.raises(PolicyDenied):
+            await call(rt, "srv__echo")
+    assert fake_calls(server) == []
+
+
 async def test_ask_with_an_approving_channel_goes_through(kxen_home, tmp_path):
     log = tmp_path / "demo.log"
     kxen_home.write_servers({"demo": demo_entry(log, toolPolicies={"add": "ask"}, defaultToolPolicy="deny")})

@@ -273,12 +273,14 @@ def test_config_check_reports_the_rejected_project_file(kxen_home, ws, capsys):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="CLI gap: `kxen mcp status` (kxen_core/cli.py _status) never mentions a rejected project "
-    "file, so its servers just vanish from the table; only `kxen config check` names the problems",
+    reason="CLI gap: `kxen mcp status` and `kxen mcp approvals` (kxen_core/cli.py _status, _approvals) "
+    "never mention a rejected project file, so its servers just vanish (approvals even says 'no "
+    "project stdio servers'); only `kxen config check` names the problems",
 )
-def test_mcp_status_names_a_rejected_project_file(kxen_home, ws, capsys):
+@pytest.mark.parametrize("command", [["mcp", "status", "--wait", "5"], ["mcp", "approvals"]], ids=["status", "approvals"])
+def test_mcp_commands_name_a_rejected_project_file(kxen_home, ws, capsys, command):
     write_project(ws, {"p": demo_entry(env={"PYTHONPATH": "."})})
-    cli.main(["--workspace", str(ws), "mcp", "status", "--wait", "5"])
+    cli.main(["--workspace", str(ws), *command])
     captured = capsys.readouterr()
     assert "mcpServers.p.env.PYTHONPATH" in captured.out + captured.err
 

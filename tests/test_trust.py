@@ -422,3 +422,27 @@ def test_trust_keeps_the_settings_file_mode(kxen_home, ws):
     os.chmod(path, 0o600)
     trust(kxen_home.path, ws)
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+async def test_trust_then_reload_asks_and_untrust_then_reload_stops(kxen_home, ws, tmp_path):
+    plog = tmp_path / "project.log"
+    write_project(ws, {"p": demo_entry(plog)})
+    channel = Recorder(approved=True)
+    async with Runtime(workspace=ws, pm=no_channel_pm(channel)) as rt:
+        await settle(rt)
+        assert state(rt, "p")["state"] == "awaiting_trust"
+        assert cli.main(["trust", str(ws)]) == 0
+        with anyio.fail_after(WAIT):
+            await rt.reload()
+        await settle(rt)
+        assert state(rt, "p")["state"] == "ready"
+        assert [r.kind for r in channel.requests] == ["stdio_launch"]
+
+        assert cli.main(["untrust", str(ws)]) == 0
+        with anyio.fail_after(WAIT):
+            await rt.reload()
+        await settle(rt)
+        assert state(rt, "p")["state"] == "awaiting_trust"
+        with pytest.raises(ServerNotReady):
+            await rt.call_tool("p__echo", {"text": "x"})
+    assert logged_methods(plog).count("initialize") == 1
