@@ -19,7 +19,7 @@ import pytest
 from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust, untrust
-from kxen_core.errors import ServerNotReady
+from kxen_core.errors import ConfigError, ServerNotReady
 from kxen_core.plugins import hookimpl, make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, resolve_stdio_launch
 from kxen_core.runtime import Runtime
@@ -446,3 +446,21 @@ async def test_trust_then_reload_asks_and_untrust_then_reload_stops(kxen_home, w
         with pytest.raises(ServerNotReady):
             await rt.call_tool("p__echo", {"text": "x"})
     assert logged_methods(plog).count("initialize") == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: kxen_core/config/loader.py load_config compares against canonical(p) = "
+    "Path(p).expanduser().resolve(), which resolves a relative entry of trusted_workspaces (or '') "
+    "against the process's cwd: `trusted_workspaces = [\".\"]` trusts every directory kxen runs in",
+)
+@pytest.mark.parametrize("entry", [".", "", "workspace"])
+def test_a_relative_trusted_workspace_entry_trusts_nothing(kxen_home, ws, monkeypatch, entry):
+    kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(entry)}]\n")
+    monkeypatch.chdir(ws if entry != "workspace" else ws.parent)
+    try:
+        config = load_config(None, ws)
+    except ConfigError as exc:  # refusing the entry outright is fine too
+        assert "trusted_workspaces" in str(exc)
+        return
+    assert not config.trusted
