@@ -368,6 +368,22 @@ async def test_fallback_from_an_unapproved_project_entry_respects_the_remote_swi
     assert [(s.scope, s.kind) for s in spy.opened] == []
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="design gap: kxen_core/runtime.py Runtime._run gates only `server.kind == 'stdio'` project "
+    "entries on approval; a project entry of a plugin transport kind (one that may start a container "
+    "or a remote shell from its `options`) reaches kxen_transport_open in a trusted workspace with "
+    "no approval request at all",
+)
+async def test_project_entries_of_plugin_transport_kinds_need_approval_too(kxen_home, ws):
+    write_project(ws, {"box": {"transport": "container", "options": {"image": "repo/tools:latest"}}})
+    trust(kxen_home.path, ws)
+    spy, channel = Spy(), Channel(approved=None)
+    async with Runtime(workspace=ws, pm=channel_pm(spy, channel, entrypoints=False)) as rt:
+        await settle(rt)
+    assert spy.opened == [] or [r.server for r in channel.requests] == ["box"]
+
+
 async def test_fallback_skips_a_disabled_user_entry(kxen_home, ws, tmp_path):
     ulog = tmp_path / "u.log"
     kxen_home.write_servers({"s": demo_entry(ulog, enabled=False)})
