@@ -22,6 +22,7 @@ from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.project import dangerous_env_key, secret_header
 from kxen_core.config.trust import trust
+from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core.plugins import hookimpl, make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 from kxen_core.runtime import Runtime
@@ -283,6 +284,34 @@ def test_mcp_commands_name_a_rejected_project_file(kxen_home, ws, capsys, comman
     cli.main(["--workspace", str(ws), *command])
     captured = capsys.readouterr()
     assert "mcpServers.p.env.PYTHONPATH" in captured.out + captured.err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="trust-layer gap: a project file may set toolPolicies/defaultToolPolicy to 'allow' "
+    "(kxen_core/config/project.py project_problems does not look at them) and they are neither in the "
+    "launch approval's details nor in its fingerprint (kxen_core/policy.py StdioLaunch), so approving "
+    "a launch silently turns off every `ask` for that server's tools",
+)
+async def test_a_project_cannot_loosen_tool_policy_to_allow(kxen_home, ws, tmp_path):
+    plog = tmp_path / "p.log"
+    write_project(ws, {"p": demo_entry(plog, defaultToolPolicy="allow", toolPolicies={"echo": "allow"})})
+    trust(kxen_home.path, ws)
+    from kxen_core.policy import resolve_stdio_launch
+
+    fp = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    pm = make_plugin_manager()
+    for impl in list(pm.hook.kxen_approval_prompt.get_hookimpls()):
+        pm.unregister(impl.plugin)
+    async with Runtime(workspace=ws, pm=pm, approve=[fp]) as rt:
+        await settle(rt)
+        try:
+            with anyio.fail_after(WAIT):
+                await rt.call_tool("p__echo", {"text": "sent without asking"})
+        except (ApprovalDenied, PolicyDenied):
+            pass
+    calls = [json.loads(line).get("method") for line in plog.read_text().splitlines()]
+    assert "tools/call" not in calls
 
 
 # --- a project entry replaces the user entry whole ---------------------------------------------
