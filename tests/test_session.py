@@ -569,3 +569,32 @@ async def test_junk_messages_do_not_break_the_session(peer, junk):
             await out.wait()
         assert out.value == {"ok": 1}
         assert not s.closed
+
+
+async def test_server_requests_in_flight_are_bounded(peer):
+    from kxen_core.session import MAX_SERVER_REQUESTS_IN_FLIGHT
+
+    release = anyio.Event()
+    entered = 0
+
+    async def slow(params):
+        nonlocal entered
+        entered += 1
+        await release.wait()
+        return {"done": True}
+
+    async with Session(peer.stream, request_handlers={"x/slow": slow}):
+        for i in range(MAX_SERVER_REQUESTS_IN_FLIGHT):
+            await peer.send({"jsonrpc": "2.0", "id": i, "method": "x/slow"})
+        await peer.send({"jsonrpc": "2.0", "id": "one-too-many", "method": "x/slow"})
+        busy = await peer.next()
+        assert busy["id"] == "one-too-many" and busy["error"]["code"] == -32603
+        await anyio.wait_all_tasks_blocked()
+        assert entered == MAX_SERVER_REQUESTS_IN_FLIGHT
+        release.set()
+        replies = [await peer.next() for _ in range(MAX_SERVER_REQUESTS_IN_FLIGHT)]
+        assert sorted(r["id"] for r in replies) == list(range(MAX_SERVER_REQUESTS_IN_FLIGHT))
+        assert all(r["result"] == {"done": True} for r in replies)
+        # and the slots are free again
+        await peer.send({"jsonrpc": "2.0", "id": "later", "method": "ping"})
+        assert (await peer.next())["id"] == "later"
