@@ -10,6 +10,7 @@
     ├── TransportError              carries ``server``
     │   ├── ConnectError            the transport could not be opened (spawn failed, refused, ...)
     │   ├── ProtocolError           the peer broke the protocol (bad frame, bad reply)
+    │   ├── HTTPStatusError         an HTTP answer with an error status and no JSON-RPC error (``status``)
     │   └── ClosedError             the transport closed or the server died; pending calls fail with it
     ├── RequestError                a JSON-RPC request did not produce a result
     │   ├── RequestTimeout          no reply in time; it was cancelled on the wire
@@ -70,6 +71,15 @@ class ConnectError(TransportError):
 
 class ProtocolError(TransportError):
     """The peer broke the protocol."""
+
+
+class HTTPStatusError(TransportError):
+    """An HTTP error status answered a request, with no JSON-RPC error in its body."""
+
+    def __init__(self, message: str, *, status: int, body: str = "", server: str | None = None):
+        self.status = status
+        self.body = body
+        super().__init__(message, server=server)
 
 
 class ClosedError(TransportError):

@@ -17,7 +17,7 @@ import anyio
 import attrs
 
 from .errors import ClosedError, ProtocolError, RemoteError, RequestTimeout
-from .transport import Message, MessageStream
+from .transport import Message, MessageStream, RequestFailed
 
 log = logging.getLogger("kxen.session")
 
@@ -143,9 +143,10 @@ class Session:
             message["params"] = params
         completed = sent = False
         try:
-            await self._stream.send(message)
-            sent = True
+            # the timeout covers the send too: a server that stops reading must not block us forever
             with anyio.move_on_after(timeout):
+                await self._stream.send(message)
+                sent = True
                 await pending.event.wait()
             response = pending.response
             completed = response is not None
@@ -265,6 +266,12 @@ class Session:
                 self._fail_all(ClosedError("session closed", server=self.server))
 
     def _dispatch_other(self, message: Any) -> None:
+        if type(message) is RequestFailed:
+            p = self._pending.get(message.id)
+            if p is not None:
+                p.response = message.error
+                p.event.set()
+            return
         if type(message) is not dict:
             self._diag(f"ignored a {type(message).__name__} message (batches are not used)")
             return
@@ -310,16 +317,20 @@ class Session:
             self._server_requests -= 1
 
     async def _reply(self, rid: Any, result: Any) -> None:
-        try:
-            await self._stream.send({"jsonrpc": "2.0", "id": rid, "result": result})
-        except ClosedError:
-            pass
+        await self._send_reply({"jsonrpc": "2.0", "id": rid, "result": result})
 
     async def _reply_error(self, rid: Any, code: int, message: str) -> None:
+        await self._send_reply({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+
+    async def _send_reply(self, message: Message) -> None:
+        # a reply that cannot go out is a diagnostic; it must never take the session down
         try:
-            await self._stream.send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+            with anyio.fail_after(self.request_timeout):
+                await self._stream.send(message)
         except ClosedError:
             pass
+        except Exception as exc:
+            self._diag(f"could not reply to server request: {type(exc).__name__}: {exc}")
 
 
 def _cancelled_now() -> bool:

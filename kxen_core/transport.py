@@ -37,6 +37,18 @@ class Transport(Protocol):
     async def __aexit__(self, *exc: Any) -> bool | None: ...
 
 
+@attrs.frozen
+class RequestFailed:
+    """Put on the stream (returned by ``receive``) when one request failed inside the transport.
+
+    The session fails that request with ``error`` -- a local error, never confusable with a
+    JSON-RPC error the server sent -- and keeps the connection.
+    """
+
+    id: Any
+    error: BaseException
+
+
 @attrs.define(kw_only=True)
 class TransportContext:
     """What the core hands to a transport plugin when it opens a server."""

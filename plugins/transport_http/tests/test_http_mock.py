@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import ClosedError, ConfigError, ConnectError, RemoteError
+from kxen_core.errors import ClosedError, ConfigError, ConnectError, HTTPStatusError, ProtocolError, RemoteError
 from kxen_core.plugins import KxenPluginManager, hookimpl
 from kxen_core.session import Session
 from kxen_core.transport import MessageStream, TransportContext
@@ -182,10 +182,10 @@ async def test_http_500_becomes_remote_error() -> None:
         async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(Failing())) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
-                with pytest.raises(RemoteError) as err:
+                with pytest.raises(HTTPStatusError) as failed:
                     await session.request("tools/call", {"name": "x"})
-                assert err.value.code == -32000 and "HTTP 500" in err.value.message
-                assert err.value.data == {"httpStatus": 500, "body": "internal trouble"}
+                assert (failed.value.status, failed.value.body) == (500, "internal trouble")
+                assert "HTTP 500" in str(failed.value)
                 with pytest.raises(RemoteError) as err:
                     await session.request("tools/list")
                 assert (err.value.code, err.value.message) == (-32602, "bad cursor")
@@ -220,7 +220,7 @@ async def test_404_without_a_session_is_a_remote_error() -> None:
     with anyio.fail_after(LIMIT):
         async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(NotHere())) as stream:
             async with Session(stream, server="t") as session:
-                with pytest.raises(RemoteError, match="HTTP 404"):
+                with pytest.raises(HTTPStatusError, match="HTTP 404"):
                     await session.initialize()
 
 
@@ -243,7 +243,7 @@ async def test_oversized_answer_is_refused_and_the_transport_goes_on(as_sse: boo
         async with open_streamable_http(srv, context(diagnostics), http_transport=httpx.MockTransport(Big())) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
-                with pytest.raises(RemoteError, match="too large"):
+                with pytest.raises(ProtocolError, match="too large"):
                     await session.request("tools/call", {"name": "x"})
                 assert (await session.request("tools/list")) == {"tools": []}
     assert any("too large" in d for d in diagnostics)
@@ -292,7 +292,7 @@ async def test_answer_stream_without_event_ids_cannot_resume() -> None:
         async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(Ending())) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
-                with pytest.raises(RemoteError, match="cannot be resumed"):
+                with pytest.raises(ProtocolError, match="cannot be resumed"):
                     await session.request("tools/call", {"name": "x"})
 
 
@@ -316,7 +316,7 @@ async def test_resumption_is_bounded() -> None:
         async with open_streamable_http(srv, context(), http_transport=httpx.MockTransport(app)) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
-                with pytest.raises(RemoteError, match="not resumed after 2"):
+                with pytest.raises(ProtocolError, match="not resumed after 2"):
                     await session.request("tools/call", {"name": "x"})
     assert app.gets == 2
 
@@ -457,9 +457,9 @@ async def test_header_values_never_leak() -> None:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 for name in ("json", "text"):
-                    with pytest.raises(RemoteError) as err:
+                    with pytest.raises((RemoteError, HTTPStatusError)) as err:
                         await session.request("tools/call", {"name": name})
-                    errors.append(f"{err.value} {err.value.data}")
+                    errors.append(f"{err.value} {getattr(err.value, 'data', '')} {getattr(err.value, 'body', '')}")
                 with pytest.raises(ClosedError) as closed:
                     await session.request("tools/call", {"name": "connect"})
                 errors.append(f"{closed.value} {closed.value.__cause__}")

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import ClosedError, ConfigError, ConnectError, RemoteError
+from kxen_core.errors import ClosedError, ConfigError, ConnectError, HTTPStatusError
 from kxen_core.plugins import KxenPluginManager, hookimpl
 from kxen_core.session import Session
 from kxen_core.transport import MessageStream, TransportContext
@@ -203,9 +203,9 @@ async def test_post_error_becomes_remote_error_and_the_transport_goes_on() -> No
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 app.post_status = 500
-                with pytest.raises(RemoteError) as err:
+                with pytest.raises(HTTPStatusError) as failed:
                     await session.request("tools/call", {"name": "x"})
-                assert err.value.data == {"httpStatus": 500, "body": "nope"}
+                assert (failed.value.status, failed.value.body) == (500, "nope")
                 app.post_status = 202
                 assert (await session.request("tools/call", {"name": "x"}))["content"][0]["text"] == "ok"
 
@@ -271,9 +271,9 @@ async def test_header_values_never_leak() -> None:
         async with open_legacy_sse(srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Leaky())) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
-                with pytest.raises(RemoteError) as err:
+                with pytest.raises(HTTPStatusError) as err:
                     await session.request("tools/call", {"name": "text"})
-                texts.append(f"{err.value} {err.value.data}")
+                texts.append(f"{err.value} {err.value.body}")
                 with pytest.raises(ClosedError) as closed:
                     await session.request("tools/call", {"name": "connect"})
                 texts.append(f"{closed.value} {closed.value.__cause__}")

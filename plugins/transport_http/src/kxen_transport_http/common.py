@@ -19,8 +19,8 @@ from httpx_sse import EventSource, ServerSentEvent
 
 from kxen_core import hookcall
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import ClosedError, ConfigError, ConnectError, ProtocolError, TransportError
-from kxen_core.transport import CredentialRequest, Message, TransportContext
+from kxen_core.errors import ClosedError, ConfigError, ConnectError, HTTPStatusError, ProtocolError, TransportError
+from kxen_core.transport import CredentialRequest, Message, RequestFailed, TransportContext
 
 MiB = 1024 * 1024
 #: how much of an HTTP error body is read to look for a JSON-RPC error in it
@@ -256,11 +256,12 @@ def jsonrpc_error(rid: Any, code: int, message: str, data: Any = None) -> Messag
     return {"jsonrpc": "2.0", "id": rid, "error": error}
 
 
-def error_from_http(rid: Any, status: int, reason: str, body: bytes, redact: Redactor) -> Message:
-    """A JSON-RPC error for request ``rid`` from an HTTP error response.
+def error_from_http(rid: Any, status: int, reason: str, body: bytes, redact: Redactor) -> Message | RequestFailed:
+    """What request ``rid`` gets for an HTTP error response.
 
-    The server's own JSON-RPC error object is kept when the body holds one; otherwise the status is
-    reported with code -32000 and ``data.httpStatus``. Texts from the body are redacted.
+    The server's own JSON-RPC error object is kept when the body holds one (the session raises
+    ``RemoteError``); otherwise the request fails locally with ``HTTPStatusError`` -- never a made-up
+    JSON-RPC code that could be mistaken for the server's. Texts from the body are redacted.
     """
     data: dict[str, Any] = {"httpStatus": status}
     try:
@@ -271,10 +272,9 @@ def error_from_http(rid: Any, status: int, reason: str, body: bytes, redact: Red
     if isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str):
         # keep the server's data (e.g. ``supported`` versions); only add the status when it has none
         return jsonrpc_error(rid, err["code"], redact(err["message"], 2000), redact.value(err.get("data", data)))
-    text = body.decode("utf-8", "replace").strip() if body else ""
-    if text:
-        data["body"] = redact(text, 500)
-    return jsonrpc_error(rid, -32000, f"HTTP {status} {reason}".strip(), data)
+    text = redact(body.decode("utf-8", "replace").strip(), 500) if body else ""
+    message = f"HTTP {status} {reason}".strip() + (f": {text}" if text else "")
+    return RequestFailed(rid, HTTPStatusError(message, status=status, body=text))
 
 
 Diagnostic = Callable[[str], None]

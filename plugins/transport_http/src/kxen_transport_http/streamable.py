@@ -33,8 +33,8 @@ import attrs
 import httpx
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import ClosedError, ConnectError, TransportError
-from kxen_core.transport import Message, TransportContext
+from kxen_core.errors import ClosedError, ConnectError, ProtocolError, TransportError
+from kxen_core.transport import Message, RequestFailed, TransportContext
 
 from .common import (
     CLOSE_STEP_SECONDS,
@@ -47,7 +47,6 @@ from .common import (
     encode,
     error_from_http,
     iter_events,
-    jsonrpc_error,
     map_http_error,
     parse_messages,
     parse_options,
@@ -70,7 +69,6 @@ VERSION_HEADER = "MCP-Protocol-Version"
 #: a server's ``retry`` is honoured up to this many milliseconds
 MAX_RETRY_MS = 60_000
 #: JSON-RPC code of the errors this transport makes up for a request (HTTP status, lost stream)
-TRANSPORT_ERROR_CODE = -32000
 _VERSION_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 #: tests and embedding hosts may set this to hand every new client an ``httpx.AsyncBaseTransport``
@@ -90,7 +88,7 @@ class _Cursor:
 
 
 def _answers(message: Message, rid: Any) -> bool:
-    return "method" not in message and message.get("id") == rid and ("result" in message or "error" in message)
+    return type(message) is dict and "method" not in message and message.get("id") == rid and ("result" in message or "error" in message)
 
 
 class StreamableHTTPStream:
@@ -234,9 +232,10 @@ class StreamableHTTPStream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # closed: nobody reads any more
 
-    async def _deliver_error(self, rid: Any, message: str, data: Any = None) -> None:
+    async def _deliver_error(self, rid: Any, message: str) -> None:
+        """Fail request ``rid`` locally (the session raises ``ProtocolError``); the connection stays."""
         self._diag(message)
-        await self._deliver(jsonrpc_error(rid, TRANSPORT_ERROR_CODE, message, data))
+        await self._deliver(RequestFailed(rid, ProtocolError(message, server=self._name)))
 
     def _take_session_id(self, response: httpx.Response) -> None:
         value = response.headers.get(SESSION_HEADER)
@@ -309,9 +308,7 @@ class StreamableHTTPStream:
                     # a dropped stream is not a cancellation: resume it below
                     self._diag(f"answer stream for request {rid!r} dropped ({type(exc).__name__})")
                 return cursor
-            await self._deliver_error(
-                rid, f"answer has an unexpected Content-Type {ctype[:60]!r}", {"httpStatus": status}
-            )
+            await self._deliver_error(rid, f"answer has an unexpected Content-Type {ctype[:60]!r} (HTTP {status})")
             return None
 
     async def _resume(self, rid: Any, cursor: _Cursor) -> None:
@@ -382,7 +379,8 @@ class StreamableHTTPStream:
                         self._diag(f"{label}: server answered HTTP {status} with a body; ignored")
                     return
                 error = error_from_http(None, status, response.reason_phrase, await self._error_body(response), self._redact)
-                self._diag(f"{label}: server rejected it: HTTP {status}: {error['error']['message']}")
+                text = str(error.error) if isinstance(error, RequestFailed) else error["error"]["message"]
+                self._diag(f"{label}: server rejected it: {text}")
         except _SessionExpired:
             self._expire()
             raise self._closed()
