@@ -118,9 +118,7 @@ def _config_check(args: argparse.Namespace) -> int:
             {"ok": not problems, "problems": problems, "files": list(config.files), "servers": sorted(config.servers)}
         )
     elif problems:
-        print("kxen: the project config was rejected (none of its servers will start):", file=sys.stderr)
-        for p in problems:
-            print(f"  - {p}", file=sys.stderr)
+        _print_problems(problems)
     else:
         print(f"OK: {len(config.servers)} server(s) in {', '.join(config.files)}")
     return EXIT_USAGE if problems else EXIT_OK
@@ -242,8 +240,9 @@ async def _mcp(args: argparse.Namespace) -> int:
 def _status(rt: Any, args: argparse.Namespace) -> int:
     servers = rt.status()
     if args.json:
-        _print_json({"servers": servers})
+        _print_json({"servers": servers, "problems": rt.problems})
     else:
+        _print_problems(rt.problems)
         _table(
             "MCP servers",
             ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
@@ -259,6 +258,13 @@ def _status(rt: Any, args: argparse.Namespace) -> int:
             if s["note"]:
                 print(f"{s['name']}: {s['note']}")
     return EXIT_FAILED if any(s["state"] == "failed" for s in servers) else EXIT_OK
+
+
+def _print_problems(problems: list[str]) -> None:
+    if problems:
+        print("kxen: the project config was rejected (none of its servers will start):", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
 
 
 def _tools(rt: Any, args: argparse.Namespace) -> int:

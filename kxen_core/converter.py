@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal, get_args, get_origin
 
 import cattrs
+from cattrs.cols import list_structure_factory, mapping_structure_factory
 from cattrs.gen import make_dict_structure_fn, override
 import attrs
 
@@ -53,6 +54,26 @@ def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
         return hook
 
     c.register_structure_hook_factory(lambda t: get_origin(t) is Literal, literal_factory)
+
+    # cattrs would turn any iterable into a list ("abc" -> ["a", "b", "c"]) and read a dict's keys;
+    # config lists must be JSON arrays and mappings JSON objects
+    def strict(base_factory: Any, kind: type, label: str) -> Any:
+        def factory(type_: Any) -> Any:
+            inner = base_factory(type_, c)
+
+            def hook(value: Any, t: Any) -> Any:
+                if not isinstance(value, kind):
+                    raise ValueError(f"expected {label}, got {type(value).__name__}")
+                return inner(value, t)
+
+            return hook
+
+        return factory
+
+    for origin, base, label in ((list, list_structure_factory, "a list"), (dict, mapping_structure_factory, "an object")):
+        c.register_structure_hook_factory(
+            lambda t, _o=origin: get_origin(t) is _o or t is _o, strict(base, origin, label)
+        )
 
     def attrs_factory(cl: type) -> Any:
         # fields the loader fills in (name, scope, source) must not be accepted from a file

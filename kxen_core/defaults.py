@@ -25,13 +25,15 @@ MAX_ARGUMENT_DEPTH = 32
 
 
 class ConfigPolicy:
-    """The config's per-tool policy; abstains for tools it does not name (the default applies)."""
+    """The config's policy always votes: the tool's ``toolPolicies`` entry, else the server's
+    ``defaultToolPolicy``. So a server's own ``deny`` (or ``ask``) default is a veto no role or
+    plugin ``allow`` can override."""
 
     @hookimpl(trylast=True)
     def kxen_policy_decision(self, call: ToolCall) -> Vote | None:
         decision = call.server.toolPolicies.get(call.tool)
         if decision is None:
-            return None
+            return Vote(decision=call.server.defaultToolPolicy, reason="defaultToolPolicy")
         return Vote(decision=decision, reason=f"toolPolicies.{call.tool}")
 
 

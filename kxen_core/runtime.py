@@ -80,6 +80,7 @@ class ServerState:
     entry: Any = None  # the merged config entry this state was made from (for reload)
     plan: Any = None  # the admission decision for it (for reload)
     fingerprint: str | None = None  # of a project stdio launch awaiting approval
+    stream: Any = None  # the open MessageStream while the transport is up (for describe())
 
     @property
     def name(self) -> str:
@@ -110,8 +111,18 @@ class ServerState:
             "prompts": self.count("prompts"),
             "note": self.note,
             "fingerprint": self.fingerprint,
+            "transportInfo": self._describe(),
             "diagnostics": list(self.diagnostics)[-20:],
         }
+
+    def _describe(self) -> dict[str, Any] | None:
+        if self.stream is None:
+            return None
+        try:
+            info = self.stream.describe()
+        except Exception as exc:  # describe() is best effort
+            return {"error": f"{type(exc).__name__}"}
+        return info if isinstance(info, dict) else None
 
 
 def _admit(config: Config, server: ServerConfig) -> tuple[str, str | None, str | None] | None:
@@ -285,6 +296,7 @@ class Runtime:
                     return
                 st.set("connecting")
                 async with transport as stream:
+                    st.stream = stream
                     phase = "initialize"
                     st.set("initializing")
                     async with Session(
@@ -325,8 +337,12 @@ class Runtime:
                 st.set("stopped")
             elif st.state not in SETTLED:
                 st.set("failed", phase, "stopped unexpectedly")
+            st.stream = None
             st.done.set()
-            self.pm.hook.kxen_transport_closed(server=server, reason=st.error or st.state)
+            try:
+                self.pm.hook.kxen_transport_closed(server=server, reason=st.error or st.state)
+            except Exception as exc:  # an observer must not take the runtime down
+                st.diag(f"a kxen_transport_closed observer failed: {type(exc).__name__}: {exc}")
 
     async def _approve_launch(self, st: ServerState) -> ServerConfig | None:
         """Gate a project stdio server on the approval of its exact launch; None = do not start it.
@@ -350,7 +366,7 @@ class Runtime:
             st.fingerprint = None
             return attrs.evolve(server, command=launch.command, cwd=launch.cwd)
         fallback = self.config.user_servers.get(server.name) if self.config else None
-        if fallback is not None and fallback.enabled:
+        if fallback is not None and self.config is not None and _admit(self.config, fallback) is None:
             st.config = fallback
             st.note = f"the project entry was not approved ({decision.reason}); using the user entry"
             return fallback
@@ -467,6 +483,11 @@ class Runtime:
     def status(self) -> list[dict[str, Any]]:
         return [st.snapshot() for st in self.servers.values()]
 
+    @property
+    def problems(self) -> list[str]:
+        """Config problems that did not stop the load (a rejected project file)."""
+        return list(self.config.project_problems) if self.config else []
+
     def tools(self, server: str | None = None) -> list[dict[str, Any]]:
         out = []
         for st in self.servers.values():
@@ -534,7 +555,12 @@ class Runtime:
             return Vote.deny(f"policy plugin failed: {err}")
 
         answers = await acall_all(self.pm, "kxen_policy_decision", call=call, on_error=as_deny)
-        votes = [attrs.evolve(v, plugin=plugin) for plugin, v in answers]
+        votes = []
+        for plugin, v in answers:
+            if not isinstance(v, Vote) or v.decision not in ("allow", "ask", "deny"):
+                # an answer that is not a valid vote is a broken plugin: fail closed, name it
+                v = Vote.deny(f"returned {type(v).__name__} instead of a Vote")
+            votes.append(attrs.evolve(v, plugin=plugin))
         decision, why = combine(votes, call.server.defaultToolPolicy)
         label = agent_tools.qualified_name(call.server.name, call.tool)
         if decision == "deny":

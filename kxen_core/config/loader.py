@@ -20,7 +20,7 @@ from cattrs.v import transform_error
 
 from ..converter import make_converter
 from ..errors import ConfigError
-from .models import McpFile, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
+from .models import ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
 
 if sys.version_info >= (3, 11):
@@ -81,11 +81,15 @@ def _render(file: str, raw: str) -> str:
     return f"{file}: {path}: {msg}"
 
 
-def _read(path: Path, problems: list[str], parse: Callable[[bytes], Any]) -> Any | None:
+MISSING = object()  # a file that does not exist (as opposed to one holding JSON null)
+
+
+def _read(path: Path, problems: list[str], parse: Callable[[bytes], Any]) -> Any:
+    """The parsed file, ``MISSING`` when it does not exist, or ``None`` after recording a problem."""
     try:
         st = path.stat()
     except FileNotFoundError:
-        return None
+        return MISSING
     except OSError as exc:
         problems.append(f"{path}: (file): cannot be read: {exc.strerror or exc}")
         return None
@@ -118,8 +122,9 @@ def _structure(conv: cattrs.Converter, data: Any, cls: type, file: str, path: st
 def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None = None) -> Settings:
     conv = conv or make_converter()
     path = home / "config.toml"
+    before = len(problems)
     data = _read(path, problems, lambda b: tomllib.loads(b.decode("utf-8")))
-    if data is None:
+    if data is MISSING or len(problems) > before:
         return Settings()
     return _structure(conv, data, Settings, str(path), "$", problems) or Settings()
 
@@ -134,17 +139,22 @@ def load_servers(
     """Read one ``mcp.json``; every problem goes to ``problems``, valid entries are returned."""
     conv = conv or make_converter()
     file = str(path)
+    before = len(problems)
     data = _read(path, problems, lambda b: json.loads(b.decode("utf-8")))
-    if data is None:
+    if data is MISSING or len(problems) > before:
         return {}
     if not isinstance(data, dict):
         problems.append(f"{file}: (top level): must be a JSON object with 'mcpServers'")
         return {}
-    top = _structure(conv, data, McpFile, file, "$", problems)
-    if top is None:
+    extra = sorted(k for k in data if k != "mcpServers")
+    if extra:
+        problems.append(f"{file}: (top level): unknown key(s): {', '.join(map(str, extra))}")
+    entries = data.get("mcpServers", {})
+    if not isinstance(entries, dict):
+        problems.append(f"{file}: mcpServers: must be an object of server definitions")
         return {}
     servers: dict[str, ServerConfig] = {}
-    for key, entry in top.mcpServers.items():
+    for key, entry in entries.items():
         where = f"$.mcpServers.{key}"
         rule = check_server_key(key)
         if rule:

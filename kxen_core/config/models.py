@@ -15,13 +15,13 @@ import attrs
 Policy = Literal["allow", "ask", "deny"]
 Scope = Literal["user", "project"]
 
-SERVER_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+SERVER_KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 BUILTIN_REMOTE_KINDS = ("http", "sse")
 
 
 def check_server_key(key: str) -> str | None:
     """Return the rule a server key breaks, or ``None`` when it is fine."""
-    if not SERVER_KEY_RE.match(key):
+    if not SERVER_KEY_RE.fullmatch(key):
         return "server names are 1-32 characters of A-Z a-z 0-9 _ -"
     if "__" in key:
         return "server names must not contain '__' (it separates server and tool in model-visible names)"
@@ -112,11 +112,6 @@ def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
         if not key or "=" in key or "\0" in key:
             problems.append((f"env.{key}", "env names must be non-empty and contain no '=' or NUL"))
     return problems
-
-
-@attrs.frozen(kw_only=True)
-class McpFile:
-    mcpServers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
 def _bounded_int(low: int, high: int):

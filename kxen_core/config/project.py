@@ -26,13 +26,14 @@ DANGEROUS_ENV = frozenset(
         "GCONV_PATH", "MALLOC_CHECK_", "TCLLIBPATH", "LUA_PATH", "LUA_CPATH", "PHPRC",
     }
 )
-#: env key prefixes a project may never set (dynamic loader controls)
-DANGEROUS_ENV_PREFIXES = ("LD_", "DYLD_")
+#: env key prefixes a project may never set: dynamic loader controls, and package-manager settings
+#: that redirect what ``npx``/``uvx``/``pip`` fetch and run (registries, indexes, scripts)
+DANGEROUS_ENV_PREFIXES = ("LD_", "DYLD_", "NPM_CONFIG_", "YARN_", "PNPM_", "BUN_", "PIP_", "UV_", "PIPX_", "BUNDLE_", "GEM_", "CARGO_")
 
 #: header names (case-insensitive) that carry credentials
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 #: header-name fragments that mark a credential header
-SECRET_HEADER_WORDS = ("api-key", "apikey", "api_key", "token", "secret", "credential", "password", "passwd", "auth", "session")
+SECRET_HEADER_WORDS = ("key", "token", "secret", "credential", "password", "passwd", "auth", "session", "signature")
 
 
 def dangerous_env_key(key: str) -> bool:

@@ -19,21 +19,46 @@ from kxen_core.policy import ApprovalDecision, ApprovalRequest
 _lock = threading.Lock()
 
 
+#: the longest answer line read; the rest of a longer line is drained so it cannot answer the next question
+MAX_ANSWER_CHARS = 256
+_MAX_DRAIN_READS = 1024
+
+
+def _safe(text: str) -> str:
+    """Show control characters (terminal escapes, carriage returns) as escapes: a tool name or an
+    argument from a server must not be able to redraw or fake lines of the prompt."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+
+
 def render(request: ApprovalRequest) -> str:
-    lines = [f"kxen: approval needed -- {request.summary}", f"  kind:   {request.kind}", f"  server: {request.server}"]
+    lines = [
+        f"kxen: approval needed -- {_safe(request.summary)}",
+        f"  kind:   {request.kind}",
+        f"  server: {_safe(request.server)}",
+    ]
     for key, value in request.details.items():
-        text = json.dumps(value, indent=2, ensure_ascii=False) if not isinstance(value, str) else value
-        lines.append(f"  {key}: " + text.replace("\n", "\n    "))
+        text = json.dumps(value, indent=2, ensure_ascii=True) if not isinstance(value, str) else _safe(value)
+        lines.append(f"  {_safe(str(key))}: " + text.replace("\n", "\n    "))
     if request.fingerprint:
         lines.append(f"  fingerprint: {request.fingerprint}")
     return "\n".join(lines)
+
+
+def _read_answer(stream_in: TextIO) -> str:
+    line = stream_in.readline(MAX_ANSWER_CHARS)
+    rest = line
+    for _ in range(_MAX_DRAIN_READS):  # drain the rest of an over-long line, bounded
+        if not rest or rest.endswith("\n"):
+            break
+        rest = stream_in.readline(MAX_ANSWER_CHARS)
+    return line.strip().lower()
 
 
 def ask_blocking(request: ApprovalRequest, stream_in: TextIO, stream_out: TextIO) -> ApprovalDecision:
     with _lock:
         stream_out.write(render(request) + "\nApprove? [y/N] ")
         stream_out.flush()
-        answer = stream_in.readline(64).strip().lower()
+        answer = _read_answer(stream_in)
     approved = answer in ("y", "yes")
     return ApprovalDecision(approved=approved, reason="" if approved else "declined on the terminal", channel="tty")
 

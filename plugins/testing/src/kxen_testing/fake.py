@@ -91,9 +91,9 @@ class FakeServer:
                     tg.cancel_scope.cancel()
                     return
                 if isinstance(message, dict) and "method" in message and "id" in message:
-                    tg.start_soon(self._answer, message)
+                    tg.start_soon(self._answer, message, send)
 
-    async def _answer(self, message: dict[str, Any]) -> None:
+    async def _answer(self, message: dict[str, Any], send: Any) -> None:
         method, rid, params = message["method"], message["id"], message.get("params") or {}
         if method in self.hang:
             await anyio.sleep_forever()
@@ -106,7 +106,7 @@ class FakeServer:
                 error["data"] = err.data
             reply = {"jsonrpc": "2.0", "id": rid, "error": error}
         try:
-            await self._send.send(reply)
+            await send.send(reply)  # on the connection the request came from
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
 

@@ -70,9 +70,10 @@ class MemoryTransport:
         return _Stream(c2s_send, s2c_recv, self.name)
 
     async def __aexit__(self, *exc: Any) -> bool | None:
-        for stream in self._streams:
-            stream.close()
+        # stop the fake first, then close the streams: closing first would make the fake raise
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
+        for stream in self._streams:
+            stream.close()
         return None
