@@ -135,7 +135,7 @@ async def test_a_file_owned_by_someone_else_is_refused(allowlist, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "line", ["a" * 63, "a" * 65, "g" * 64, f"{FP} {OTHER}", "approve-everything", "*"], ids=str.__len__
+    "line", ["a" * 63, "a" * 65, "g" * 64, f"{FP} {OTHER}", "approve-everything", "*"], ids=["63-digits", "65-digits", "not-hex", "two-on-one-line", "a-word", "a-star"]
 )
 async def test_a_malformed_line_refuses_everything(allowlist, line):
     allowlist(FP, line)
