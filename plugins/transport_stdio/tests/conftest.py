@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -15,3 +18,17 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "workspace"
     ws.mkdir()
     return ws.resolve()
+
+
+@pytest.fixture(autouse=True)
+def no_helper_survives():
+    """After each test, no helper_server.py process started by this run may be left alive."""
+    from stdio_support import owned_helpers
+
+    yield
+    deadline = time.monotonic() + 2.0
+    while (left := owned_helpers()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"helper processes survived the test: {left}"

@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--stderr", default="")
     ap.add_argument("--startup-noise", action="store_true")
     ap.add_argument("--deaf", action="store_true")
+    ap.add_argument("--owner", help="ignored: marks the process as started by one test run")
     opts = ap.parse_args()
     if opts.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -17,14 +18,32 @@ HELPER = HERE / "helper_server.py"
 SDK_SERVER = HERE / "sdk_server.py"
 REPO = HERE.parents[2]
 DEMO = REPO / "demo" / "server.py"
+#: marks every helper process this pytest process starts (several runs may share the machine)
+OWNER = f"--owner={os.getpid()}"
+HELPER_ARGV = [str(HELPER), OWNER]
 EVERYTHING = REPO / "tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
 
 def helper(*args: str, **extra: Any) -> dict[str, Any]:
     """An mcp.json entry running helper_server.py with this interpreter."""
-    entry: dict[str, Any] = {"command": sys.executable, "args": [str(HELPER), *args], "defaultToolPolicy": "allow"}
+    entry: dict[str, Any] = {"command": sys.executable, "args": [*HELPER_ARGV, *args], "defaultToolPolicy": "allow"}
     entry.update(extra)
     return entry
+
+
+def owned_helpers() -> list[int]:
+    """Live helper_server.py processes started by this pytest process."""
+    mark = OWNER.encode() + b"\0"
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if mark in cmdline and alive(int(entry)):
+                found.append(int(entry))
+    return found
 
 
 def alive(pid: int) -> bool:

@@ -13,7 +13,7 @@ from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
 from kxen_transport_stdio.transport import STDERR_TAIL_BYTES, _Stream
-from stdio_support import HELPER, helper, running, wait_state
+from stdio_support import HELPER, HELPER_ARGV, helper, running, wait_state
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +50,7 @@ async def test_junk_and_oversized_lines_are_diagnostics(kxen_home, workspace):
 
 async def test_too_deeply_nested_line_is_a_diagnostic(tmp_path):
     diags: list[str] = []
-    server = ServerConfig(name="s", command=sys.executable, args=[str(HELPER)])
+    server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
     with anyio.fail_after(15):
         async with StdioTransport(server, TransportContext(workspace=tmp_path, diagnostic=diags.append)) as stream:
             async with Session(stream, server="s", request_timeout=10) as s:
@@ -165,12 +165,6 @@ async def test_exit_at_startup_reports_code_and_stderr(kxen_home, workspace):
     assert "code 4" in st["error"] and "no config found" in st["error"], st["error"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="core gap: the Runtime never calls MessageStream.describe(), so status() never shows the "
-    "stderr tail of a running server (kxen_core/runtime.py ServerState.snapshot)",
-)
 async def test_status_shows_the_stderr_tail_of_a_running_server(kxen_home, workspace):
     import json
 
@@ -180,4 +174,83 @@ async def test_status_shows_the_stderr_tail_of_a_running_server(kxen_home, works
             while "STDERR-MARKER" not in rt.servers["h"].session._stream.describe()["stderr"]:
                 await anyio.sleep(0.01)
         snapshot = rt.status()[0]
-    assert "STDERR-MARKER" in json.dumps(snapshot)
+    assert "STDERR-MARKER" in snapshot["transportInfo"]["stderr"], snapshot
+    assert isinstance(snapshot["transportInfo"]["pid"], int)
+
+
+async def test_last_line_without_newline_then_exit(tmp_path):
+    reply = '{"jsonrpc":"2.0","id":1,"result":{}}'
+    server = ServerConfig(name="s", command="sh", args=["-c", f"printf '%s' '{reply}'; echo bye >&2"])
+    with anyio.fail_after(5):
+        async with StdioTransport(server, TransportContext(workspace=tmp_path)) as stream:
+            assert await stream.receive() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+            with pytest.raises(ClosedError, match="exited with code 0; stderr: bye"):
+                await stream.receive()
+            with pytest.raises(ClosedError):  # and it stays closed
+                await stream.receive()
+
+
+async def test_many_concurrent_calls(kxen_home, workspace):
+    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+        results: dict[int, str] = {}
+
+        async def one(i: int) -> None:
+            r = await rt.call_tool("echo", {"text": f"{i}:" + "w" * (i * 997)}, server="h")
+            results[i] = r["content"][0]["text"]
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for i in range(100):
+                    tg.start_soon(one, i)
+    assert results == {i: f"{i}:" + "w" * (i * 997) for i in range(100)}
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+    _json = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+        max_leaves=10,
+    )
+    _line = st.one_of(
+        _json.map(lambda v: ("msg", v)),
+        st.binary(max_size=60).filter(lambda b: b"\n" not in b).map(lambda b: ("junk", b)),
+        st.integers(200, 400).map(lambda n: ("big", n)),
+    )
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(_line, max_size=30), st.lists(st.integers(1, 50), min_size=1, max_size=20), st.booleans())
+    def test_splitter_property(lines, cuts, crlf):
+        import json as _j
+
+        bound = 150
+        data = b""
+        expected = []
+        for kind, value in lines:
+            if kind == "msg":
+                raw = _j.dumps(value, separators=(",", ":")).encode()
+                if len(raw) + crlf <= bound:  # the bound counts every byte before the newline
+                    expected.append(value)
+            elif kind == "junk":
+                raw = value
+                try:
+                    expected.append(_j.loads(raw)) if raw.strip() else None
+                except (ValueError, RecursionError):
+                    pass
+            else:
+                raw = b"[" + b"1," * value + b"1]"
+            data += raw + (b"\r\n" if crlf else b"\n")
+        s, _ = _splitter(bound)
+        i = 0
+        for n in cuts * (len(data) // sum(cuts) + 1):
+            if i >= len(data):
+                break
+            s._feed(data[i : i + n])
+            i += n
+        assert list(s._ready) == expected
+        assert s._held <= bound and not s._parts

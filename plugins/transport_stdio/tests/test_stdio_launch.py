@@ -15,7 +15,7 @@ from kxen_core.errors import ConnectError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport, resolve_launch
-from stdio_support import HELPER, helper, running
+from stdio_support import HELPER, HELPER_ARGV, OWNER, helper, running
 
 pytestmark = pytest.mark.anyio
 
@@ -77,7 +77,7 @@ def _launcher(directory: Path, name: str) -> Path:
     """An executable shell script that execs the helper server (so argv[0] is not python)."""
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / name
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HELPER}" "$@"\n')
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HELPER}" "{OWNER}" "$@"\n')
     script.chmod(0o755)
     return script
 
@@ -146,7 +146,7 @@ def test_resolve_launch_keeps_a_symlinked_command_path(tmp_path):
 
 async def test_venv_interpreter_keeps_its_venv(tmp_path):
     """Run this venv's python by its (symlinked) path: the child must see the same sys.prefix."""
-    server = ServerConfig(name="s", command=sys.executable, args=[str(HELPER)])
+    server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
     ctx = TransportContext(workspace=tmp_path)
     with anyio.fail_after(15):
         async with StdioTransport(server, ctx) as stream, Session(stream, server="s", request_timeout=10) as s:
@@ -177,7 +177,7 @@ async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
 
     kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(workspace))}]\n")
     (workspace / ".kxen").mkdir()
-    entry = {"command": sys.executable, "args": [str(HELPER)], "defaultToolPolicy": "allow"}
+    entry = {"command": sys.executable, "args": HELPER_ARGV, "defaultToolPolicy": "allow"}
     (workspace / ".kxen" / "mcp.json").write_text(json.dumps({"mcpServers": {"p": entry}}))
     server = load_config(None, workspace).servers["p"]
     assert server.scope == "project"

@@ -106,6 +106,7 @@ class _Stream:
         ready = self._ready
         while not ready:
             if self._eof:
+                await self._t.settle()  # so the reason has the exit code and the last of stderr
                 raise ClosedError(self._t.exit_reason(), server=self._t.name)
             try:
                 chunk = await self._stdout.receive(READ_CHUNK)
@@ -114,8 +115,6 @@ class _Stream:
                 if self._parts and not self._skipping:
                     self._parse(b"".join(self._parts))
                 self._parts = []
-                if not ready:
-                    await self._t.settle()  # so the reason has the exit code and the last of stderr
                 continue
             self._feed(chunk)
         return ready.popleft()
@@ -189,6 +188,7 @@ class StdioTransport:
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._stderr_done: anyio.Event | None = None
+        self._settled: anyio.Event | None = None
         self.pid: int | None = None
 
     def diag(self, message: str) -> None:
@@ -214,14 +214,21 @@ class StdioTransport:
         return {"pid": self.pid, "stderr": self.stderr_tail()}
 
     async def settle(self) -> None:
-        """stdout ended: give the child a moment to exit and its stderr to drain (bounded)."""
+        """stdout ended: give the child a moment to exit and its stderr to drain (bounded, done once)."""
         proc, done = self._proc, self._stderr_done
         if proc is None or done is None:
             return
-        with anyio.move_on_after(EXIT_SETTLE_SECONDS):
-            await proc.wait()
-        with anyio.move_on_after(STDERR_SETTLE_SECONDS):
-            await done.wait()
+        if self._settled is not None:  # another task is settling (or did): wait for it
+            await self._settled.wait()
+            return
+        self._settled = anyio.Event()
+        try:
+            with anyio.move_on_after(EXIT_SETTLE_SECONDS):
+                await proc.wait()
+            with anyio.move_on_after(STDERR_SETTLE_SECONDS):
+                await done.wait()
+        finally:
+            self._settled.set()
 
     async def __aenter__(self) -> _Stream:
         command, args, cwd, env = resolve_launch(self.server, Path(self.context.workspace))
