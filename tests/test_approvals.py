@@ -352,11 +352,6 @@ class Spy:
         return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: Runtime._approve_launch falls back to the user entry checking only `enabled`, "
-    "not the remote gate (_admit), so a user remote server connects while remote MCP is off",
-)
 async def test_fallback_from_an_unapproved_project_entry_respects_the_remote_switch(kxen_home, ws):
     kxen_home.write_servers({"s": {"url": "https://example.com/mcp"}})  # remote_enabled is off (default)
     write_project(ws, {"s": demo_entry()})

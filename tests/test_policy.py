@@ -284,13 +284,6 @@ async def test_a_policy_plugin_that_raises_counts_as_deny_and_is_named(fake, syn
     assert fake_calls(server) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: kxen_core/runtime.py Runtime._authorize does attrs.evolve(v, plugin=...) and "
-    "policy.combine indexes _RANK[v.decision] without checking the answer; a plugin returning a "
-    "non-Vote (or a Vote with an unknown decision) escapes as NotAnAttrsClassError/KeyError instead "
-    "of counting as a deny that names the plugin",
-)
 @pytest.mark.parametrize("answer", ["allow", Vote(decision="yes", reason="?")], ids=["string", "unknown-decision"])  # type: ignore[arg-type]
 async def test_a_policy_plugin_with_a_malformed_answer_counts_as_deny(fake, answer):
     server = fake()
@@ -401,12 +394,6 @@ async def test_role_patterns_match_the_whole_qualified_name(kxen_home, fakes):
     assert fake_calls(one) == ["echo"] and fake_calls(two) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: kxen_core/defaults.py ConfigPolicy abstains for tools toolPolicies does not "
-    "name, so a server's defaultToolPolicy 'deny' only applies when *nobody* votes: any allow "
-    "(a role, a plugin) overrides the server's own deny instead of being vetoed by it",
-)
 async def test_a_servers_default_deny_is_not_overridden_by_a_role_allow(kxen_home, fake):
     kxen_home.write_settings('[roles.agent]\nallow = ["*"]\n')
     server = fake(default="deny", toolPolicies={"read_a": "allow"})

@@ -198,23 +198,16 @@ def test_the_user_may_set_what_a_project_may_not(kxen_home, ws):
     assert config.project_problems == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core gap: kxen_core/config/project.py DANGEROUS_ENV misses package-registry redirection "
-    "(npm_config_registry, UV_INDEX_URL, PIP_INDEX_URL): they change what `npx`/`uvx` run",
-)
-@pytest.mark.parametrize("key", ["npm_config_registry", "NPM_CONFIG_REGISTRY", "UV_INDEX_URL", "PIP_INDEX_URL"])
+@pytest.mark.parametrize(
+    "key", ["npm_config_registry", "NPM_CONFIG_REGISTRY", "UV_INDEX_URL", "uv_default_index", "PIP_INDEX_URL",
+            "PIP_EXTRA_INDEX_URL", "YARN_REGISTRY", "PNPM_HOME", "BUNDLE_GEMFILE", "GEM_HOME", "CARGO_HOME"]
+)  # fmt: skip
 def test_registry_redirection_is_rejected(kxen_home, ws, key):
     write_project(ws, {"p": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
                              "env": {key: "https://registry.evil.example/"}}})  # fmt: skip
     assert load_config(None, ws).project_problems
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core gap: kxen_core/config/project.py SECRET_HEADER_WORDS does not match credential "
-    "headers named '...-Key' other than api-key (Azure 'Ocp-Apim-Subscription-Key', 'X-Functions-Key')",
-)
 @pytest.mark.parametrize("name", ["Ocp-Apim-Subscription-Key", "X-Functions-Key", "X-Access-Key"])
 def test_key_headers_are_rejected(kxen_home, ws, name):
     write_project(ws, {"r": {"url": "https://example.com/mcp", "headers": {name: "k"}}})
@@ -272,16 +265,25 @@ def test_config_check_reports_the_rejected_project_file(kxen_home, ws, capsys):
     assert "none of its servers will start" in err and "mcpServers.p.env.PYTHONPATH" in err
 
 
+def test_mcp_status_names_a_rejected_project_file(kxen_home, ws, capsys):
+    pfile = write_project(ws, {"p": demo_entry(env={"PYTHONPATH": "."})})
+    cli.main(["--workspace", str(ws), "mcp", "status", "--wait", "5"])
+    err = capsys.readouterr().err
+    assert f"{pfile}: mcpServers.p.env.PYTHONPATH: " in err and "none of its servers will start" in err
+    cli.main(["--workspace", str(ws), "mcp", "status", "--json", "--wait", "5"])
+    out = json.loads(capsys.readouterr().out)
+    assert [p.split(": ")[1] for p in out["problems"]] == ["mcpServers.p.env.PYTHONPATH"]
+    assert out["servers"] == []
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="CLI gap: `kxen mcp status` and `kxen mcp approvals` (kxen_core/cli.py _status, _approvals) "
-    "never mention a rejected project file, so its servers just vanish (approvals even says 'no "
-    "project stdio servers'); only `kxen config check` names the problems",
+    reason="CLI gap: `kxen mcp approvals` (kxen_core/cli.py _approvals) never mentions a rejected project "
+    "file: it prints 'no project stdio servers in this workspace' (or an empty list with --json)",
 )
-@pytest.mark.parametrize("command", [["mcp", "status", "--wait", "5"], ["mcp", "approvals"]], ids=["status", "approvals"])
-def test_mcp_commands_name_a_rejected_project_file(kxen_home, ws, capsys, command):
+def test_mcp_approvals_names_a_rejected_project_file(kxen_home, ws, capsys):
     write_project(ws, {"p": demo_entry(env={"PYTHONPATH": "."})})
-    cli.main(["--workspace", str(ws), *command])
+    cli.main(["--workspace", str(ws), "mcp", "approvals"])
     captured = capsys.readouterr()
     assert "mcpServers.p.env.PYTHONPATH" in captured.out + captured.err
 

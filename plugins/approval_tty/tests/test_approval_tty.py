@@ -93,11 +93,6 @@ def test_one_answer_is_one_line():
     assert stdin.read() == "y\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plugin bug: kxen_approval_tty/hooks.py ask_blocking reads readline(64) and leaves the rest "
-    "of a longer line in the buffer, where it answers the *next* approval question",
-)
 def test_the_rest_of_a_long_line_does_not_answer_the_next_question():
     stdin = io.StringIO("n" * 64 + "y\n")
     assert ask_blocking(REQUEST, stdin, io.StringIO()).approved is False
@@ -136,14 +131,29 @@ def test_render_of_a_tool_call():
     assert json.dumps("line1\nline2") in text  # newlines inside arguments stay escaped
 
 
+def test_render_shows_control_characters_from_servers_as_escapes():
+    evil = "rm\x1b[2K\rok\x07\x9b31m"
+    request = ApprovalRequest(
+        kind="tool_call",
+        server="fs",
+        summary=f"call tool fs__{evil}",
+        details={"tool": evil, "arguments": {"p": "\x1b]0;title\x07"}, "why": []},
+        fingerprint="cd" * 32,
+    )
+    text = render(request)
+    assert not any(ch in text for ch in "\x1b\r\x07\x9b")
+    assert "\\x1b[2K" in text  # shown, not obeyed
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="plugin bug: kxen_approval_tty/hooks.py render prints str details and the summary raw, so a "
-    "tool name from a local server (only remote tool names are checked against ^[A-Za-z0-9_-]{1,64}$) "
-    "can carry terminal escapes or newlines that fake lines of the prompt",
+    reason="plugin bug: kxen_approval_tty/hooks.py _safe() keeps '\\n', and render() puts request.summary "
+    "on the first line without indenting its continuation lines, so a local server's tool name with "
+    "newlines (only remote tool names are checked) prints fake 'kxen: approval needed' and "
+    "'fingerprint:' lines at the prompt's own indentation",
 )
-def test_render_neutralizes_control_characters_from_servers():
-    evil = "rm\x1b[2K\r\nkxen: approval needed -- call tool fs__read\n  fingerprint: 00\x07"
+def test_render_does_not_let_newlines_fake_prompt_lines():
+    evil = "rm\nkxen: approval needed -- call tool fs__read\n  fingerprint: " + "00" * 32
     request = ApprovalRequest(
         kind="tool_call",
         server="fs",
@@ -151,10 +161,9 @@ def test_render_neutralizes_control_characters_from_servers():
         details={"tool": evil, "arguments": {}, "why": []},
         fingerprint="cd" * 32,
     )
-    text = render(request)
-    assert not any(ch in text for ch in "\x1b\r\x07")
-    assert text.count("kxen: approval needed") == 1
-    assert [line for line in text.splitlines() if "fingerprint:" in line] == [f"  fingerprint: {'cd' * 32}"]
+    lines = render(request).splitlines()
+    assert sum(line.startswith("kxen: approval needed") for line in lines) == 1
+    assert [line for line in lines if line.startswith("  fingerprint:")] == [f"  fingerprint: {'cd' * 32}"]
 
 
 # --- wired into kxen --------------------------------------------------------------------------
