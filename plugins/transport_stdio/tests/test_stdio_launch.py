@@ -15,7 +15,7 @@ from kxen_core.errors import ConnectError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport, resolve_launch
-from stdio_support import HELPER, HELPER_ARGV, OWNER, helper, running
+from stdio_support import HELPER, HELPER_ARGV, OWNER, helper, running, server_pid
 
 pytestmark = pytest.mark.anyio
 
@@ -177,17 +177,21 @@ async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
 
     kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(workspace))}]\n")
     (workspace / ".kxen").mkdir()
-    entry = {"command": sys.executable, "args": HELPER_ARGV, "defaultToolPolicy": "allow"}
+    entry = {"command": sys.executable, "args": HELPER_ARGV}
     (workspace / ".kxen" / "mcp.json").write_text(json.dumps({"mcpServers": {"p": entry}}))
-    server = load_config(None, workspace).servers["p"]
+    config = load_config(None, workspace)
+    assert not config.project_problems, config.project_problems
+    server = config.servers["p"]
     assert server.scope == "project"
     fingerprint = resolve_stdio_launch(server, workspace).fingerprint
     async with Runtime(workspace=workspace, approve=[fingerprint]) as rt:
         with anyio.fail_after(15):
             await rt.wait_ready()
-            assert rt.servers["p"].state == "ready", rt.status()
-            info = await _environ(rt, "p")
-    assert info["prefix"] == sys.prefix, info["executable"]
+        assert rt.servers["p"].state == "ready", rt.status()
+        pid = server_pid(rt, "p")
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    # exec'd by the venv's own (symlinked) path, so the interpreter finds its pyvenv.cfg
+    assert argv0 == sys.executable
 
 
 @pytest.mark.parametrize(
