@@ -156,6 +156,7 @@ def _approvals(args: argparse.Namespace) -> int:
             {
                 "server": server.name,
                 "kind": "stdio_launch",
+                "transport": server.kind,
                 "source": server.source,
                 "trusted": rt.config.trusted,
                 "approved": bool(launch and launch.fingerprint in rt.approved),
@@ -164,11 +165,13 @@ def _approvals(args: argparse.Namespace) -> int:
                 "error": error,
             }
         )
+    problems = list(rt.config.project_problems)
     if args.json:
-        _print_json({"approvals": rows})
+        _print_json({"approvals": rows, "problems": problems})
     else:
-        if not rows:
-            print("no project stdio servers in this workspace")
+        _print_problems(problems)
+        if not rows and not problems:
+            print("no project servers to approve in this workspace")
         for r in rows:
             state = "approved" if r["approved"] else "needs approval"
             if not r["trusted"]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Literal
@@ -95,9 +96,17 @@ def fingerprint(payload: Any) -> str:
 SENSITIVE_ENV_WORDS = ("token", "secret", "key", "password", "passwd", "pwd", "credential", "auth", "cookie", "session", "private", "pat")
 
 
+_USERINFO_RE = re.compile(r"://[^/?#\s]*@")
+
+
 def sensitive_key(key: str) -> bool:
     lower = key.lower()
     return any(word in lower for word in SENSITIVE_ENV_WORDS)
+
+
+def sensitive_value(value: str) -> bool:
+    """A value that carries credentials whatever its key is called (a URL with user:password@)."""
+    return bool(_USERINFO_RE.search(value))
 
 
 def digest(value: str) -> str:
@@ -106,25 +115,52 @@ def digest(value: str) -> str:
 
 @attrs.frozen(kw_only=True)
 class StdioLaunch:
-    """The exact, canonical configuration a stdio server would be started with."""
+    """The exact, canonical configuration a local server would be started with.
 
-    command: str  # absolute (symlinks kept)
+    For stdio: the resolved command, args, cwd and env. For a plugin's own local kind (anything not
+    remote), the kind and its ``options`` too, since they decide what the plugin runs.
+    """
+
+    command: str | None  # absolute (symlinks kept) for stdio
     args: tuple[str, ...]
     cwd: str  # absolute
     env: dict[str, str] = attrs.field(repr=False)  # the configured env (the host part is fixed)
+    kind: str = "stdio"
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+    def _canonical(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": self.env}
+        if self.kind != "stdio":
+            data.update(kind=self.kind, options=self.options)
+        return data
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint({"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": self.env})
+        return fingerprint(self._canonical())
 
     def display(self) -> dict[str, Any]:
-        """What an approval request shows: env values in clear, except sensitive keys (digest only)."""
-        return {
-            "command": self.command,
-            "args": list(self.args),
-            "cwd": self.cwd,
-            "env": {k: (digest(v) if sensitive_key(k) else v) for k, v in sorted(self.env.items())},
+        """What an approval request shows: env values in clear, except sensitive keys and values
+        that carry credentials (digest only)."""
+        shown = self._canonical()
+        shown["env"] = {
+            k: (digest(v) if sensitive_key(k) or sensitive_value(v) else v) for k, v in sorted(self.env.items())
         }
+        return shown
+
+
+def resolve_launch(server: Any, workspace: Path) -> StdioLaunch:
+    """The launch to approve for a local (not remote) server of any kind."""
+    if server.kind == "stdio":
+        return resolve_stdio_launch(server, workspace)
+    cwd = (Path(workspace) / os.path.expanduser(server.cwd)).resolve() if server.cwd else Path(workspace).resolve()
+    return StdioLaunch(
+        command=server.command,
+        args=tuple(server.args),
+        cwd=str(cwd),
+        env=dict(server.env),
+        kind=server.kind,
+        options=dict(server.options),
+    )
 
 
 def resolve_stdio_launch(server: Any, workspace: Path) -> StdioLaunch:

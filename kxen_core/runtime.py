@@ -48,7 +48,7 @@ from .policy import (
     Vote,
     combine,
     fingerprint,
-    resolve_stdio_launch,
+    resolve_launch,
 )
 from .session import Session
 from .transport import TransportContext
@@ -285,7 +285,7 @@ class Runtime:
         try:
             with anyio.CancelScope() as scope:
                 st.scope = scope
-                if server.scope == "project" and server.kind == "stdio":
+                if server.scope == "project" and not server.is_remote:
                     approved = await self._approve_launch(st)
                     if approved is None:
                         return
@@ -350,7 +350,7 @@ class Runtime:
         A user entry of the same name stands in when the project entry is not approved.
         """
         server = st.config
-        launch = resolve_stdio_launch(server, self.workspace)  # ConnectError -> failed(transport)
+        launch = resolve_launch(server, self.workspace)  # ConnectError -> failed(transport)
         st.fingerprint = launch.fingerprint
         st.state = "awaiting_approval"  # not settled while a channel is asking
         request = ApprovalRequest(
@@ -364,6 +364,8 @@ class Runtime:
         if decision.approved:
             # start exactly what was approved: the resolved command and cwd, not a second lookup
             st.fingerprint = None
+            if server.kind != "stdio":
+                return server
             return attrs.evolve(server, command=launch.command, cwd=launch.cwd)
         fallback = self.config.user_servers.get(server.name) if self.config else None
         if fallback is not None and self.config is not None and _admit(self.config, fallback) is None:
@@ -379,9 +381,12 @@ class Runtime:
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         """Get a decision on ``request``: a fingerprint approved in this process, else a channel, else no."""
+        earlier = ApprovalDecision(approved=True, reason="approved earlier in this process", channel="process")
         if request.fingerprint and request.fingerprint in self.approved:
-            return ApprovalDecision(approved=True, reason="approved earlier in this process", channel="process")
+            return earlier
         async with self._ask_lock:  # one prompt at a time
+            if request.fingerprint and request.fingerprint in self.approved:
+                return earlier  # approved while this request waited for the lock
             try:
                 answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
             except KxenError as exc:
@@ -399,10 +404,10 @@ class Runtime:
         """Project stdio servers and their launches, approved or not, without starting anything."""
         out = []
         for server in (self.config.servers.values() if self.config else ()):
-            if server.scope != "project" or server.kind != "stdio":
+            if server.scope != "project" or server.is_remote:
                 continue
             try:
-                out.append((server, resolve_stdio_launch(server, self.workspace), None))
+                out.append((server, resolve_launch(server, self.workspace), None))
             except ConnectError as exc:
                 out.append((server, None, str(exc)))
         return out

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -175,6 +176,13 @@ def check_remote_url(url: str, *, allow_loopback_http: bool) -> str | None:
     return "must be an https:// URL"
 
 
+def _absolute_paths(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    # a relative entry would trust whatever directory kxen happens to run in
+    for i, path in enumerate(value):
+        if not os.path.isabs(path):
+            raise ValueError(f"{attribute.name}[{i}] must be an absolute path (got {path[:80]!r})")
+
+
 def _globs(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
     for pattern in value:
         if not pattern or len(pattern) > 200:
@@ -198,5 +206,5 @@ class Settings:
     """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
 
     mcp: McpSettings = attrs.field(factory=McpSettings)
-    trusted_workspaces: list[str] = attrs.field(factory=list)
+    trusted_workspaces: list[str] = attrs.field(factory=list, validator=_absolute_paths)
     roles: dict[str, Role] = attrs.field(factory=dict)

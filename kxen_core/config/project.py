@@ -61,4 +61,12 @@ def project_problems(server: ServerConfig) -> list[tuple[str, str]]:
             )
     if server.oauth is not None and server.oauth.clientSecret is not None:
         problems.append(("oauth.clientSecret", "project config must not hold an OAuth client secret"))
+    # a repository may tighten policy, never loosen it: allowing tools is the user's decision
+    if server.defaultToolPolicy == "allow":
+        problems.append(("defaultToolPolicy", "project config may only ask or deny; 'allow' belongs in user config"))
+    for tool, decision in server.toolPolicies.items():
+        if decision == "allow":
+            problems.append(
+                (f"toolPolicies.{tool}", "project config may only ask or deny; 'allow' belongs in user config")
+            )
     return problems

@@ -25,9 +25,9 @@ _MAX_DRAIN_READS = 1024
 
 
 def _safe(text: str) -> str:
-    """Show control characters (terminal escapes, carriage returns) as escapes: a tool name or an
-    argument from a server must not be able to redraw or fake lines of the prompt."""
-    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+    """Show control characters (terminal escapes, carriage returns, newlines) as escapes: a tool
+    name or an argument from a server must not be able to redraw or fake lines of the prompt."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def render(request: ApprovalRequest) -> str:

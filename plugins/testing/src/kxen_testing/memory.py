@@ -73,7 +73,9 @@ class MemoryTransport:
         # stop the fake first, then close the streams: closing first would make the fake raise
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
-        for stream in self._streams:
-            stream.close()
+        try:
+            await self._tg.__aexit__(None, None, None)
+        finally:
+            for stream in self._streams:
+                stream.close()
         return None
