@@ -60,7 +60,8 @@ def test_status_json(kx, kxen_home, fakes):
     code, out, _ = kx("mcp", "status", "--json", "--wait", "10")
     assert code == 0
     data = as_json(out)
-    assert set(data) == {"servers"}
+    assert "servers" in data
+    assert data.get("problems", []) == []  # nothing rejected
     by_name = {s["name"]: s for s in data["servers"]}
     assert set(by_name) == {"demo", "off"}
     for s in data["servers"]:
