@@ -584,3 +584,17 @@ def test_valid_entries_round_trip(name, entry):
     file2, server2 = load_entry(json.loads(json.dumps(again)), name=name)
     assert isinstance(server2, ServerConfig), server2
     assert server2 == attrs.evolve(server, source=str(file2))
+
+
+@pytest.mark.parametrize("value", ["1.9", "true", '"64"', "1e3"])
+def test_integer_settings_reject_floats_bools_and_strings(kxen_home, ws, value):
+    kxen_home.write_settings(f"[mcp.remote_catalog]\nmax_schema_depth = {value}\n")
+    problems = problems_of(kxen_home.path, ws)
+    assert len(problems) == 1
+    assert problems[0].startswith(str(kxen_home.path / "config.toml") + ": mcp.remote_catalog.max_schema_depth: ")
+
+
+def test_integer_settings_accept_integers(kxen_home, ws):
+    kxen_home.write_settings("[mcp.remote_catalog]\nmax_schema_depth = 10\n")
+    limits = load_config(kxen_home.path, ws).settings.mcp.remote_catalog
+    assert limits.max_schema_depth == 10 and type(limits.max_schema_depth) is int

@@ -598,3 +598,37 @@ async def test_server_requests_in_flight_are_bounded(peer):
         # and the slots are free again
         await peer.send({"jsonrpc": "2.0", "id": "later", "method": "ping"})
         assert (await peer.next())["id"] == "later"
+
+
+# --- transport-local failures and backpressure ------------------------------------------------
+
+
+async def test_request_failed_from_the_transport_fails_only_that_request(peer):
+    from kxen_core.transport import RequestFailed
+
+    async with Session(peer.stream) as s:
+        async with anyio.create_task_group() as tg:
+            a = start(tg, s.request, "a")
+            ra = await peer.expect("a")
+            b = start(tg, s.request, "b")
+            rb = await peer.expect("b")
+            await peer.send(RequestFailed(id=ra["id"], error=ProtocolError("HTTP 502 from the proxy")))
+            await a.wait()
+            assert isinstance(a.error, ProtocolError) and "502" in str(a.error)
+            assert not b.done.is_set()
+            await peer.reply(rb, {"ok": True})
+            await b.wait()
+        assert b.value == {"ok": True}
+        assert not s.closed
+
+
+async def test_request_timeout_covers_a_send_the_server_never_reads():
+    c2s_send, c2s_recv = anyio.create_memory_object_stream[dict](0)  # nobody will ever read
+    s2c_send, s2c_recv = anyio.create_memory_object_stream[dict](0)
+    try:
+        async with Session(ClientSide(c2s_send, s2c_recv), request_timeout=0.2) as s:
+            with anyio.fail_after(3), pytest.raises(RequestTimeout):
+                await s.request("tools/list")
+    finally:
+        for stream in (c2s_send, c2s_recv, s2c_send, s2c_recv):
+            stream.close()
