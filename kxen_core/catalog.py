@@ -97,7 +97,7 @@ def _base_problem(kind: str, item: Any, key_field: str) -> str | None:
 
 def _label(item: Any, key_field: str, page: int, index: int) -> str:
     key = item.get(key_field) if type(item) is dict else None
-    name = repr(key[:80]) if type(key) is str else f"#{index}"
+    name = repr(key[:80]) if type(key) is str and key else f"#{index}"
     return f"page {page} item {name}"
 
 
@@ -123,13 +123,13 @@ async def fetch_catalog(
                 raise
             catalog.complete = False
             catalog.diag(f"page {number} failed ({type(exc).__name__}: {str(exc)[:200]}); kept {len(index)} items")
-            return catalog
+            break
         catalog.pages = number
         raw = result.get(field)
         if type(raw) is not list:
             catalog.complete = False
             catalog.diag(f"page {number}: '{field}' is missing or not a list; kept {len(index)} items")
-            return catalog
+            break
         # core rules first, then the plugins' verdicts on what survived
         valid: list[dict[str, Any]] = []
         for i, item in enumerate(raw):
@@ -139,6 +139,7 @@ async def fetch_catalog(
             else:
                 valid.append(item)
         rejected: set[int] = set()
+        annotations: dict[int, dict[str, Any]] = {}
         if judge is not None and valid:
             page = CatalogPage(kind=kind, number=number, items=tuple(valid))
             try:
@@ -155,7 +156,7 @@ async def fetch_catalog(
                         who = f" by {plugin}" if plugin else ""
                         catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected{who}: {v.reason}")
                 elif v.action == "annotate":
-                    catalog.notes.setdefault(valid[v.index][key_field], {})[v.key] = v.value
+                    annotations.setdefault(v.index, {})[v.key] = v.value
         for i, item in enumerate(valid):
             if i in rejected:
                 continue
@@ -171,6 +172,8 @@ async def fetch_catalog(
                 catalog.items = list(index.values())
                 return catalog
             index[key] = item
+            if i in annotations:
+                catalog.notes[key] = annotations[i]  # notes follow the item that is kept, not its duplicates
         nxt = result.get("nextCursor")
         if nxt is None:
             break

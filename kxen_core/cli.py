@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -67,8 +66,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.home is not None:
-        os.environ["KXEN_HOME"] = str(args.home)
     try:
         if args.command == "plugins":
             return _plugins(args)
@@ -111,7 +108,7 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    config = load_config(None, args.workspace)  # raises ConfigError with every user-config problem
+    config = load_config(args.home, args.workspace)  # raises ConfigError with every user-config problem
     problems = list(config.project_problems)
     if args.json:
         _print_json(
@@ -129,7 +126,7 @@ def _trust(args: argparse.Namespace) -> int:
     from .config.trust import trust, untrust
 
     path = (args.path or args.workspace or Path.cwd()).resolve()
-    changed = (trust if args.command == "trust" else untrust)(default_home(), path)
+    changed = (trust if args.command == "trust" else untrust)(args.home or default_home(), path)
     verb = "trusted" if args.command == "trust" else "not trusted"
     print(f"{path}: {verb}" + ("" if changed else " (unchanged)"))
     return EXIT_OK
@@ -140,7 +137,7 @@ def _remote(args: argparse.Namespace) -> int:
     from .config.loader import default_home
     from .config.trust import set_remote_enabled
 
-    set_remote_enabled(default_home(), args.switch == "on")
+    set_remote_enabled(args.home or default_home(), args.switch == "on")
     print(f"remote MCP is {args.switch}")
     return EXIT_OK
 
@@ -148,8 +145,8 @@ def _remote(args: argparse.Namespace) -> int:
 def _approvals(args: argparse.Namespace) -> int:
     from .runtime import Runtime
 
-    rt = Runtime(workspace=args.workspace, approve=args.approve)
-    rt.config = load_config(None, rt.workspace)
+    rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
+    rt.config = load_config(args.home, rt.workspace)
     rows = []
     for server, launch, error in rt.pending_launches():
         rows.append(
@@ -228,7 +225,7 @@ async def _mcp(args: argparse.Namespace) -> int:
             print("kxen: error: --args must be a JSON object", file=sys.stderr)
             return EXIT_USAGE
 
-    async with Runtime(workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:
+    async with Runtime(home=args.home, workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:
         if only and not set(only) <= set(rt.servers):
             print(f"kxen: error: no server named {args.server!r} is configured", file=sys.stderr)
             return EXIT_USAGE

@@ -40,8 +40,13 @@ class ConfigError(KxenError):
     """
 
     def __init__(self, problems: Sequence[str]):
-        self.problems = list(problems)
+        # keys come from files a repository wrote: never let them carry terminal escapes or newlines
+        self.problems = [_printable(p) for p in problems]
         super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class PluginError(KxenError):

@@ -74,6 +74,7 @@ class ServerState:
     done: anyio.Event = attrs.field(factory=anyio.Event)
     stopping: bool = False
     refreshing: set = attrs.field(factory=set)
+    changed_early: set = attrs.field(factory=set)
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tg: Any = None  # the server's own task group while it runs (list_changed refreshes)
     note: str | None = None  # e.g. why a user entry stands in for a project entry
@@ -81,6 +82,7 @@ class ServerState:
     plan: Any = None  # the admission decision for it (for reload)
     fingerprint: str | None = None  # of a project stdio launch awaiting approval
     stream: Any = None  # the open MessageStream while the transport is up (for describe())
+    close_reason: str | None = None  # why kxen stopped it ("stopped", "reload")
 
     @property
     def name(self) -> str:
@@ -267,6 +269,7 @@ class Runtime:
 
     async def _stop(self, st: ServerState, reason: str) -> None:
         st.stopping = True
+        st.close_reason = reason
         if st.session is not None:
             await st.session.aclose(f"server {st.name!r} {reason}")
         if st.scope is not None:
@@ -319,6 +322,10 @@ class Runtime:
                                     await self._list(st, kind, required=(kind == "tools"))
                             st.tg = tg
                             st.set("ready")
+                            # a list_changed that came while we were listing: fetch that kind again now
+                            for kind in sorted(st.changed_early):
+                                self._on_notification(st, f"notifications/{kind}/list_changed", None)
+                            st.changed_early.clear()
                             await session.closed_event.wait()
                             st.tg = None
                             tg.cancel_scope.cancel()
@@ -340,7 +347,7 @@ class Runtime:
             st.stream = None
             st.done.set()
             try:
-                self.pm.hook.kxen_transport_closed(server=server, reason=st.error or st.state)
+                self.pm.hook.kxen_transport_closed(server=server, reason=st.close_reason or st.error or st.state)
             except Exception as exc:  # an observer must not take the runtime down
                 st.diag(f"a kxen_transport_closed observer failed: {type(exc).__name__}: {exc}")
 
@@ -471,7 +478,11 @@ class Runtime:
     def _on_notification(self, st: ServerState, method: str, params: Any) -> None:
         if method.endswith("/list_changed"):
             kind = method.split("/")[1]
-            if kind in KINDS and st.tg is not None and kind not in st.refreshing:
+            if kind not in KINDS:
+                return
+            if st.tg is None:
+                st.changed_early.add(kind)  # still listing: refetch once ready
+            elif kind not in st.refreshing:
                 st.refreshing.add(kind)
                 st.tg.start_soon(self._refresh, st, kind)
 

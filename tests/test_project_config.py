@@ -276,11 +276,6 @@ def test_mcp_status_names_a_rejected_project_file(kxen_home, ws, capsys):
     assert out["servers"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CLI gap: `kxen mcp approvals` (kxen_core/cli.py _approvals) never mentions a rejected project "
-    "file: it prints 'no project stdio servers in this workspace' (or an empty list with --json)",
-)
 def test_mcp_approvals_names_a_rejected_project_file(kxen_home, ws, capsys):
     write_project(ws, {"p": demo_entry(env={"PYTHONPATH": "."})})
     cli.main(["--workspace", str(ws), "mcp", "approvals"])

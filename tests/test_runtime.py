@@ -586,11 +586,6 @@ async def test_raising_transport_closed_observer_does_not_take_the_runtime_down(
             assert await rt.call_tool("good__echo", {"text": "x"}) == text_result("echo: x")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime._on_notification drops list_changed while st.tg is None, i.e. during the initial listing: "
-    "a change announced then leaves the catalog stale for good",
-)
 async def test_list_changed_during_the_initial_listing_is_not_lost(kxen_home, ws, fakes):
     fake = fakes.add("f", tools={"echo": echo}, resources=[])
 

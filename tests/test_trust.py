@@ -448,12 +448,6 @@ async def test_trust_then_reload_asks_and_untrust_then_reload_stops(kxen_home, w
     assert logged_methods(plog).count("initialize") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: kxen_core/config/loader.py load_config compares against canonical(p) = "
-    "Path(p).expanduser().resolve(), which resolves a relative entry of trusted_workspaces (or '') "
-    "against the process's cwd: `trusted_workspaces = [\".\"]` trusts every directory kxen runs in",
-)
 @pytest.mark.parametrize("entry", [".", "", "workspace"])
 def test_a_relative_trusted_workspace_entry_trusts_nothing(kxen_home, ws, monkeypatch, entry):
     kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(entry)}]\n")

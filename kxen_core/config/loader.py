@@ -168,7 +168,7 @@ def load_servers(
             continue
         shape = check_server_shape(server) + _url_problems(server, settings or Settings())
         for suffix, rule in shape:
-            problems.append(_render(file, f"{rule} @ {where}.{suffix}"))
+            problems.append(_render(file, f"{rule} @ {where}.{suffix}" if suffix else f"{rule} @ {where}"))
         if not shape:
             servers[key] = attrs.evolve(server, name=key, scope=scope, source=file)
     return servers

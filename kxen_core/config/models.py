@@ -103,7 +103,10 @@ def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
             problems.append(("url", "a stdio server takes 'command', not 'url'"))
     elif kind in BUILTIN_REMOTE_KINDS:
         if server.url is None:
-            problems.append(("url", f"a {kind} server needs 'url'"))
+            if server.transport is None:
+                problems.append(("", "a server needs 'command' (stdio) or 'url' (remote)"))
+            else:
+                problems.append(("url", f"a {kind} server needs 'url'"))
         if server.command is not None:
             problems.append(("command", f"a {kind} server takes 'url', not 'command'"))
     for tool in server.toolPolicies:
