@@ -204,7 +204,6 @@ def test_failing_later_page_keeps_items_so_far():
 
 
 def test_failing_later_page_is_diagnosed_and_incomplete():
-    # the part of the rule that holds today (the kept items are covered by the xfail above)
     pager = Pager([Page([tool("a")], "p2"), Page([], fail=True), Page([tool("never")])])
     catalog = run("tools", pager)
     assert pager.calls == 2

@@ -283,32 +283,23 @@ def test_mcp_approvals_names_a_rejected_project_file(kxen_home, ws, capsys):
     assert "mcpServers.p.env.PYTHONPATH" in captured.out + captured.err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trust-layer gap: a project file may set toolPolicies/defaultToolPolicy to 'allow' "
-    "(kxen_core/config/project.py project_problems does not look at them) and they are neither in the "
-    "launch approval's details nor in its fingerprint (kxen_core/policy.py StdioLaunch), so approving "
-    "a launch silently turns off every `ask` for that server's tools",
-)
 async def test_a_project_cannot_loosen_tool_policy_to_allow(kxen_home, ws, tmp_path):
+    # allowing tools is the user's decision: a project file that says "allow" is rejected whole
     plog = tmp_path / "p.log"
     write_project(ws, {"p": demo_entry(plog, defaultToolPolicy="allow", toolPolicies={"echo": "allow"})})
     trust(kxen_home.path, ws)
-    from kxen_core.policy import resolve_stdio_launch
-
-    fp = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    config = load_config(None, ws)
+    assert "p" not in config.servers
+    problems = "\n".join(config.project_problems)
+    assert "mcpServers.p.defaultToolPolicy" in problems and "mcpServers.p.toolPolicies.echo" in problems
+    assert "only ask or deny" in problems
     pm = make_plugin_manager()
     for impl in list(pm.hook.kxen_approval_prompt.get_hookimpls()):
         pm.unregister(impl.plugin)
-    async with Runtime(workspace=ws, pm=pm, approve=[fp]) as rt:
+    async with Runtime(workspace=ws, pm=pm) as rt:
         await settle(rt)
-        try:
-            with anyio.fail_after(WAIT):
-                await rt.call_tool("p__echo", {"text": "sent without asking"})
-        except (ApprovalDenied, PolicyDenied):
-            pass
-    calls = [json.loads(line).get("method") for line in plog.read_text().splitlines()]
-    assert "tools/call" not in calls
+        assert "p" not in rt.servers
+    assert not plog.exists()  # nothing from the rejected file ever started
 
 
 # --- a project entry replaces the user entry whole ---------------------------------------------
