@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import anyio
 from anyio.abc import Process
 
 from kxen_core.errors import ClosedError, ConnectError
+from kxen_core.policy import resolve_stdio_launch
 
 #: host variables a child may inherit; everything else is cleared
 ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER")
@@ -55,24 +55,13 @@ def child_env(configured: dict[str, str], host: dict[str, str] | None = None) ->
 
 
 def resolve_launch(server: Any, workspace: Path) -> tuple[str, list[str], Path, dict[str, str]]:
-    """Return (absolute command, args, cwd, env) exactly as the process will be started."""
-    env = child_env(dict(server.env))
-    cwd = Path(workspace)
-    if server.cwd:
-        cwd = (cwd / os.path.expanduser(server.cwd)).resolve()
-    command = os.path.expanduser(server.command)
-    # never resolve symlinks: a venv's bin/python (or a multi-call binary) relies on the path it runs by
-    if os.sep in command:
-        path = os.path.abspath(os.path.join(cwd, command))
-        resolved = path if os.path.isfile(path) and os.access(path, os.X_OK) else None
-    else:
-        # relative PATH entries (and an empty one) name directories under the child's cwd, as exec sees them
-        dirs = os.pathsep.join(os.path.join(cwd, d) for d in env.get("PATH", os.defpath).split(os.pathsep))
-        resolved = shutil.which(command, path=dirs)
-        resolved = os.path.abspath(resolved) if resolved else None
-    if resolved is None:
-        raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
-    return resolved, list(server.args), cwd, env
+    """Return (absolute command, args, cwd, env) exactly as the process will be started.
+
+    The command and cwd are resolved by the core (the same resolution an approval fingerprints);
+    the environment is the cleared host part plus the configured ``env``.
+    """
+    launch = resolve_stdio_launch(server, workspace)
+    return launch.command, list(launch.args), Path(launch.cwd), child_env(launch.env)
 
 
 class _Stream:
