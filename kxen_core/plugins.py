@@ -174,7 +174,25 @@ def make_plugin_manager(
         pm.register_from(plugin, getattr(plugin, "__name__", None) or f"extra-{i}", source="registered")
     pm.check_pending()
     check_async_impls(pm)
+    if os.environ.get("KXEN_TRACE_PLUGINS") == "1":
+        _trace(pm)
     return pm
+
+
+def _trace(pm: KxenPluginManager) -> None:
+    """Log every sync hook call (async-capable ones are traced by kxen_core.hookcall)."""
+    import logging
+
+    log = logging.getLogger("kxen.hooks")
+
+    def before(hook_name: str, impls: Any, kwargs: dict[str, Any]) -> None:
+        log.debug("%s(%s) -> %s", hook_name, ", ".join(sorted(kwargs)), [i.plugin_name for i in impls])
+
+    def after(outcome: Any, hook_name: str, impls: Any, kwargs: dict[str, Any]) -> None:
+        exc = outcome.exception
+        log.debug("%s <- %s", hook_name, type(exc).__name__ if exc else type(outcome.get_result()).__name__)
+
+    pm.add_hookcall_monitoring(before, after)
 
 
 def _validate(pm: KxenPluginManager, plugin: Any) -> None:
