@@ -1,0 +1,303 @@
+"""Benchmark clients. Every client is an adapter with the same small interface:
+
+    client = ADAPTERS[transport][side](spec, pipelined=...)
+    await client.start()                      # spawn/connect + initialize (+ notifications/initialized)
+    result = await client.call(tool, args)    # one tools/call; returns the JSON-RPC ``result``
+    tools = await client.list_tools()         # every page of tools/list, validated and deduplicated
+    await client.close()
+
+``side`` is ``raw`` (the floor: plain asyncio + json, nothing else) or ``kxen`` (kxen's own stack).
+``transport`` is ``stdio`` today; Streamable HTTP (W6) adds one more entry with its two adapters.
+
+Both sides of one transport start *exactly* the same child: the raw floor uses the command, args,
+cwd and environment that kxen's ``resolve_launch`` computes for the same ``ServerConfig``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+BENCH_DIR = Path(__file__).resolve().parent
+SERVER = BENCH_DIR / "server.py"
+PROTOCOL_VERSION = "2025-11-25"
+LINE_LIMIT = 32 * 1024 * 1024  # the same line bound as kxen's stdio transport
+
+
+class Client(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def list_tools(self) -> list[dict[str, Any]]: ...
+
+    async def close(self) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class ServerSpec:
+    """The peer to start: the bench server with these extra arguments."""
+
+    name: str = "bench"
+    tools: int = 0
+    page_size: int = 100
+
+    def args(self) -> list[str]:
+        # -I -S: the peer is stdlib only; skipping site keeps its start-up (the W1 floor) minimal
+        return ["-I", "-S", str(SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)]
+
+    def server_config(self) -> Any:
+        from kxen_core.config.models import ServerConfig
+
+        return ServerConfig(name=self.name, command=sys.executable, args=self.args())
+
+    def launch(self) -> tuple[str, list[str], Path, dict[str, str]]:
+        """(command, args, cwd, env) exactly as kxen's stdio transport starts the process."""
+        from kxen_transport_stdio.transport import resolve_launch
+
+        return resolve_launch(self.server_config(), Path.cwd())
+
+
+class BenchError(AssertionError):
+    """A workload's result was wrong (a benchmark that does not verify measures nothing)."""
+
+
+# --- the raw floor -------------------------------------------------------------------------------
+
+
+class RawStdioClient:
+    """asyncio.create_subprocess_exec, write a line, readline, json.loads: nothing else.
+
+    ``pipelined=False`` (sequential workloads): lock-step, the caller reads its own reply.
+    ``pipelined=True`` (concurrent workloads): one reader task and a pending map of futures by id.
+    """
+
+    name = "raw"
+
+    def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
+        self.spec = spec
+        self.pipelined = pipelined
+        self._launch = spec.launch()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._next_id = 0
+        self._pending: dict[int, asyncio.Future] = {}
+        self._reader_task: asyncio.Task | None = None
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    async def start(self) -> None:
+        command, args, cwd, env = self._launch
+        self._proc = await asyncio.create_subprocess_exec(
+            command,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            cwd=str(cwd),
+            env=env,
+            limit=LINE_LIMIT,
+            start_new_session=True,  # as kxen launches; also measurably faster here for many spawns
+        )
+        self._w = self._proc.stdin
+        self._r = self._proc.stdout
+        init = await self._lockstep(
+            "initialize",
+            {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        )
+        if init.get("protocolVersion") != PROTOCOL_VERSION:
+            raise BenchError(f"raw: unexpected initialize result {init!r}")
+        self._w.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        await self._w.drain()
+        if self.pipelined:
+            self._reader_task = asyncio.get_running_loop().create_task(self._reader())
+
+    async def _lockstep(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        self._next_id += 1
+        rid = self._next_id
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self._w.write((self._dumps(msg) + "\n").encode())
+        await self._w.drain()
+        while True:
+            line = await self._r.readline()
+            if not line:
+                raise BenchError("raw: server closed its stdout")
+            reply = json.loads(line)
+            if reply.get("id") == rid and "method" not in reply:
+                break
+        if "result" not in reply:
+            raise BenchError(f"raw: {method} failed: {reply.get('error')!r}")
+        return reply["result"]
+
+    async def _reader(self) -> None:
+        pending = self._pending
+        readline = self._r.readline
+        loads = json.loads
+        try:
+            while True:
+                line = await readline()
+                if not line:
+                    break
+                reply = loads(line)
+                fut = pending.pop(reply.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(reply)
+        finally:
+            for fut in pending.values():
+                if not fut.done():
+                    fut.set_exception(BenchError("raw: server closed its stdout"))
+            pending.clear()
+
+    async def _pipelined(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        self._next_id += 1
+        rid = self._next_id
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self._w.write((self._dumps(msg) + "\n").encode())
+        await self._w.drain()
+        reply = await fut
+        if "result" not in reply:
+            raise BenchError(f"raw: {method} failed: {reply.get('error')!r}")
+        return reply["result"]
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self.pipelined:
+            return await self._pipelined(method, params)
+        return await self._lockstep(method, params)
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": tool, "arguments": arguments})
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        # the floor's validation and dedupe: an object with a non-empty string name, first one wins
+        seen: dict[str, dict[str, Any]] = {}
+        cursor = None
+        while True:
+            page = await self.request("tools/list", {"cursor": cursor} if cursor is not None else None)
+            for tool in page["tools"]:
+                if type(tool) is dict:
+                    name = tool.get("name")
+                    if type(name) is str and name and name not in seen:
+                        seen[name] = tool
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                return list(seen.values())
+
+    async def close(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        with contextlib.suppress(Exception):
+            self._w.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 2.0)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+        if self._reader_task is not None:
+            with contextlib.suppress(BaseException):
+                await self._reader_task
+
+
+# --- kxen ----------------------------------------------------------------------------------------
+
+_PM = None
+
+
+def plugin_manager() -> Any:
+    """One host plugin manager (every installed plugin), as a Runtime would have."""
+    global _PM
+    if _PM is None:
+        from kxen_core.plugins import make_plugin_manager
+
+        _PM = make_plugin_manager()
+    return _PM
+
+
+class KxenStdioClient:
+    """kxen_core.session.Session over kxen_transport_stdio.StdioTransport; catalogs exactly as the
+    Runtime lists them (``Runtime._list``: kxen_core.catalog.fetch_catalog with its plugin judge)."""
+
+    name = "kxen"
+
+    def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
+        from kxen_core.runtime import Runtime
+        from kxen_core.transport import TransportContext
+
+        self.spec = spec
+        self.server = spec.server_config()
+        self.context = TransportContext(workspace=Path.cwd())
+        self.pm = plugin_manager()
+        self.session: Any = None
+        # only for its catalog listing: never entered, so no config is loaded and no server started
+        self._runtime = Runtime(workspace=Path.cwd(), pm=self.pm)
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    def classes(self) -> tuple[type, type]:
+        """(Session, StdioTransport): a subclass may return a variant's, to A/B a change in one run."""
+        from kxen_transport_stdio.transport import StdioTransport
+
+        from kxen_core.session import Session
+
+        return Session, StdioTransport
+
+    async def start(self) -> None:
+        Session, StdioTransport = self.classes()
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        self._stack = stack
+        try:
+            stream = await stack.enter_async_context(StdioTransport(self.server, self.context))
+            self.session = await stack.enter_async_context(
+                Session(
+                    stream,
+                    server=self.server.name,
+                    request_timeout=self.server.timeouts.requestSeconds,
+                    initialize_timeout=self.server.timeouts.initializeSeconds,
+                )
+            )
+            init = await self.session.initialize()
+        except BaseException:
+            await self.close()
+            raise
+        if init.protocol_version != PROTOCOL_VERSION:
+            raise BenchError(f"kxen: unexpected protocol version {init.protocol_version!r}")
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The Runtime's own listing (``Runtime._list``): fetch_catalog, the kxen_catalog_page judge
+        with the user's settings, diagnostics, and the per-server tool index."""
+        from kxen_core.runtime import ServerState
+
+        state = ServerState(config=self.server)
+        state.session = self.session
+        await self._runtime._list(state, "tools", required=True)
+        catalog = state.catalogs["tools"]
+        if not catalog.complete:
+            raise BenchError(f"kxen: catalog incomplete: {catalog.diagnostics[:3]}")
+        self.state = state  # keeps what the runtime keeps (catalog and tools_by_name) alive while measured
+        return catalog.items
+
+    async def close(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.__aexit__(None, None, None)
+
+
+ADAPTERS: dict[str, dict[str, type]] = {
+    "stdio": {"raw": RawStdioClient, "kxen": KxenStdioClient},
+}

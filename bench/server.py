@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The benchmark's MCP peer: a minimal stdio server, standard library only, no SDK.
+
+Leaner than ``demo/server.py`` on purpose (no argparse, no threads, no lock, binary stdin/stdout):
+the faster the peer, the more of the client's own cost a ratio to the raw floor shows.
+
+Methods: ``initialize``, ``ping``, ``tools/list`` (paged through ``nextCursor``), ``tools/call``
+(``echo`` returns its ``text``; ``tool_<i>`` returns its own name). Notifications are read and
+ignored. Requests are answered in arrival order, one at a time: concurrent clients pipeline.
+
+Usage: ``server.py [--tools N] [--page-size P]`` serves ``echo`` plus N tools ``tool_0..``.
+"""
+
+import json
+import sys
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    n_tools = int(argv[argv.index("--tools") + 1]) if "--tools" in argv else 0
+    page_size = int(argv[argv.index("--page-size") + 1]) if "--page-size" in argv else 100
+    tools = [
+        {
+            "name": "echo",
+            "description": "Return the given text.",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        }
+    ]
+    tools += [
+        {
+            "name": f"tool_{i}",
+            "description": f"Generated tool number {i}.",
+            "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        }
+        for i in range(n_tools)
+    ]
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    loads = json.loads
+    read = sys.stdin.buffer.readline
+    out = sys.stdout.buffer
+    write, flush = out.write, out.flush
+
+    while True:
+        line = read()
+        if not line:
+            return
+        try:
+            msg = loads(line)
+        except ValueError:
+            continue
+        rid = msg.get("id")
+        method = msg.get("method")
+        if rid is None or method is None:
+            continue  # a notification (or a stray reply): nothing to answer
+        params = msg.get("params") or {}
+        if method == "tools/call":
+            name = params.get("name")
+            if name == "echo":
+                text = (params.get("arguments") or {}).get("text", "")
+                result = {"content": [{"type": "text", "text": text}]}
+            elif isinstance(name, str) and name.startswith("tool_"):
+                result = {"content": [{"type": "text", "text": name}]}
+            else:
+                reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "unknown tool"}}
+                write(dumps(reply).encode() + b"\n")
+                flush()
+                continue
+        elif method == "tools/list":
+            start = int(params.get("cursor") or 0)
+            end = start + page_size
+            result = {"tools": tools[start:end]}
+            if end < len(tools):
+                result["nextCursor"] = str(end)
+        elif method == "initialize":
+            result = {
+                "protocolVersion": params.get("protocolVersion") or "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "kxen-bench", "version": "0.1.0"},
+            }
+        elif method == "ping":
+            result = {}
+        else:
+            reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "method not found"}}
+            write(dumps(reply).encode() + b"\n")
+            flush()
+            continue
+        write(dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode() + b"\n")
+        flush()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
