@@ -1,16 +1,23 @@
 """JSON-RPC over a :class:`~kxen_core.transport.MessageStream`, transport-agnostic.
 
 One reader task per session dispatches every incoming message: responses complete their pending
-request (a dict lookup and an event set, nothing more on the hot path), server requests are answered
+request (a dict lookup and a future's result, nothing more on the hot path), server requests are answered
 in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
 handler. Every request has a timeout; on timeout, on the caller's cancellation and on ``aclose`` the
 request is dropped from the pending map and ``notifications/cancelled`` is sent best-effort (never for
 ``initialize``). When the stream ends, every pending request fails at once with ``ClosedError``.
+
+Speed (see docs/performance.md): on asyncio a request is a bare future, sent with the stream's
+``send_nowait`` when it has one (no cancel scope when nothing waits), and requests with the default
+timeout share one deadline timer per session instead of one timer each. A send that has to wait for
+backpressure still counts against the timeout. Other anyio backends take a generic path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import deque
 from typing import Any, Awaitable, Callable, Mapping
 
 import anyio
@@ -35,12 +42,33 @@ NotificationHandler = Callable[[str, Any], None]
 
 
 class _Pending:
-    __slots__ = ("event", "response", "method")
+    """One request waiting for its response.
 
-    def __init__(self, method: str) -> None:
-        self.event = anyio.Event()
-        self.response: Message | BaseException | None = None
+    On asyncio it is a bare future (the hot path: no cancel scope, no Event per request); on other
+    anyio backends an Event and a slot. ``resolve`` keeps the first answer only.
+    """
+
+    __slots__ = ("future", "event", "response", "method")
+
+    def __init__(self, method: str, future: asyncio.Future | None) -> None:
         self.method = method
+        self.future = future
+        self.event = anyio.Event() if future is None else None
+        self.response: Any = None
+
+    def resolve(self, response: Any) -> None:
+        future = self.future
+        if future is not None:
+            if not future.done():  # a cancelled waiter has cancelled it
+                future.set_result(response)
+        elif self.response is None:
+            self.response = response
+            self.event.set()  # type: ignore[union-attr]
+
+
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 @attrs.frozen(kw_only=True)
@@ -75,6 +103,9 @@ class Session:
         self._diag = on_diagnostic or (lambda m: None)
         self._handlers = dict(request_handlers or {})
         self._pending: dict[int, _Pending] = {}
+        #: (deadline, future) of requests with the default timeout: send order is deadline order
+        self._deadlines: deque = deque()
+        self._sweeper: asyncio.TimerHandle | None = None
         self._next_id = 0
         self._closed: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -86,6 +117,10 @@ class Session:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend: the generic path below
+            self._loop = None
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reader, name=f"kxen-reader-{self.server}")
@@ -136,7 +171,8 @@ class Session:
             timeout = self.initialize_timeout if method == "initialize" else self.request_timeout
         self._next_id += 1
         rid = self._next_id
-        pending = _Pending(method)
+        loop = self._loop
+        pending = _Pending(method, loop.create_future() if loop is not None else None)
         self._pending[rid] = pending
         message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
@@ -144,11 +180,30 @@ class Session:
         completed = sent = False
         try:
             # the timeout covers the send too: a server that stops reading must not block us forever
-            with anyio.move_on_after(timeout):
-                await self._stream.send(message)
-                sent = True
-                await pending.event.wait()
-            response = pending.response
+            response = None
+            send_nowait = getattr(self._stream, "send_nowait", None)
+            if loop is None:  # generic anyio path
+                with anyio.move_on_after(timeout):
+                    await self._stream.send(message)
+                    sent = True
+                    await pending.event.wait()  # type: ignore[union-attr]
+                response = pending.response
+            elif send_nowait is not None and send_nowait(message):
+                sent = True  # queued without waiting: the common case
+                remaining = timeout
+            else:  # backpressure or a stream without send_nowait: the send counts against the timeout
+                start = loop.time()
+                with anyio.move_on_after(timeout):
+                    await self._stream.send(message)
+                    sent = True
+                remaining = timeout - (loop.time() - start)
+            if sent and loop is not None:
+                timer = self._arm(loop, remaining, pending.future)  # type: ignore[arg-type]
+                try:
+                    response = await pending.future
+                finally:
+                    if timer is not None:
+                        timer.cancel()
             completed = response is not None
         finally:
             self._pending.pop(rid, None)
@@ -174,6 +229,34 @@ class Session:
         if not isinstance(result, dict):
             raise ProtocolError(f"{method}: result must be an object", server=self.server)
         return result
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, timeout: float, future: asyncio.Future) -> Any:
+        """Expire ``future`` after ``timeout`` (its result becomes None)."""
+        if timeout != self.request_timeout:
+            return loop.call_later(timeout, _expire, future)
+        # the common case: a deque append; one timer per session, re-armed for the oldest live deadline
+        dq = self._deadlines
+        while dq and dq[0][1].done():
+            dq.popleft()
+        deadline = loop.time() + timeout
+        dq.append((deadline, future))
+        if self._sweeper is None:
+            self._sweeper = loop.call_at(deadline, self._sweep)
+        return None
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        dq = self._deadlines
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while dq:
+            deadline, future = dq[0]
+            if not future.done():
+                if deadline > now:
+                    self._sweeper = loop.call_at(deadline, self._sweep)
+                    return
+                future.set_result(None)
+            dq.popleft()
 
     async def initialize(self) -> InitializeResult:
         """Negotiate the protocol version, then send ``notifications/initialized``."""
@@ -230,9 +313,12 @@ class Session:
             self._closed = error
             self.closed_event.set()
         pending, self._pending = self._pending, {}
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        self._deadlines.clear()
         for p in pending.values():
-            p.response = error
-            p.event.set()
+            p.resolve(error)
 
     async def _reader(self) -> None:
         stream = self._stream
@@ -249,12 +335,9 @@ class Session:
                         self._diag(f"reply for unknown request id {str(rid)[:40]!r} ignored")
                         continue
                     if "result" not in message and "error" not in message:
-                        p.response = ProtocolError(
-                            f"{p.method}: reply has neither result nor error", server=self.server
-                        )
+                        p.resolve(ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
                     else:
-                        p.response = message
-                    p.event.set()
+                        p.resolve(message)
                     continue
                 self._dispatch_other(message)
         except ClosedError as exc:
@@ -269,8 +352,7 @@ class Session:
         if type(message) is RequestFailed:
             p = self._pending.get(message.id)
             if p is not None:
-                p.response = message.error
-                p.event.set()
+                p.resolve(message.error)
             return
         if type(message) is not dict:
             self._diag(f"ignored a {type(message).__name__} message (batches are not used)")

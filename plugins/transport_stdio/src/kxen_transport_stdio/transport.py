@@ -18,6 +18,7 @@ time, so no grandchild survives a stop.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -71,6 +72,13 @@ class _Stream:
         self._t = transport
         self._proc = proc
         self._stdin = proc.stdin
+        # On anyio's asyncio backend stdin wraps an asyncio.StreamWriter. Writing to it directly saves
+        # two checkpoints (a cancel scope and a task switch) per message, which the benchmark showed
+        # to be the largest per-call cost; write + drain keep the same backpressure. Any other
+        # backend, or a wrapper without that writer, takes the generic anyio path.
+        writer = getattr(proc.stdin, "_stream", None)
+        self._writer = writer if isinstance(writer, asyncio.StreamWriter) else None
+        self._high = self._writer.transport.get_write_buffer_limits()[1] if self._writer else 0
         self._stdout = proc.stdout
         self._ready: deque[Any] = deque()
         self._parts: list[bytes] = []  # the pieces of the line being received (no newline yet)
@@ -80,14 +88,33 @@ class _Stream:
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         self._loads = json.loads
 
-    async def send(self, message: dict[str, Any]) -> None:
+    def _encode(self, message: dict[str, Any]) -> bytes:
         try:
-            data = (self._dumps(message) + "\n").encode()
+            return (self._dumps(message) + "\n").encode()
         except UnicodeEncodeError:  # a lone surrogate: JSON carries it as an escape
-            data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+            return (json.dumps(message, separators=(",", ":")) + "\n").encode()
+
+    def send_nowait(self, message: dict[str, Any]) -> bool:
+        """Queue ``message`` for the child without waiting; False (nothing queued) under backpressure."""
+        w = self._writer
+        if w is None or w.is_closing() or w.transport.get_write_buffer_size() > self._high:
+            return False
+        data = self._encode(message)
+        w.write(data)
+        return True
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = self._encode(message)
+        w = self._writer
         try:
-            await self._stdin.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            if w is None:
+                await self._stdin.send(data)
+            else:
+                if w.is_closing():
+                    raise anyio.ClosedResourceError
+                w.write(data)
+                await w.drain()  # returns at once unless the pipe is over its high-water mark
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, RuntimeError) as exc:
             await self._t.settle()
             raise ClosedError(f"cannot write to server: {self._t.exit_reason()}", server=self._t.name) from exc
 
@@ -332,6 +359,12 @@ def _killpg(pgid: int, sig: int) -> None:
 
 def _group_alive(pgid: int) -> bool:
     """Is any process of the group alive (zombies do not count)?"""
+    try:
+        os.killpg(pgid, 0)  # cheap: ESRCH means no process at all, zombies included
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
     if sys.platform.startswith("linux"):
         try:
             entries = os.listdir("/proc")
