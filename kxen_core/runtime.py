@@ -138,6 +138,17 @@ def _admit(config: Config, server: ServerConfig) -> tuple[str, str | None, str |
     return None
 
 
+def _why_replaced(config: Config, name: str) -> str:
+    """A clear reason for stopping a running server on reload."""
+    entry = config.servers.get(name)
+    if entry is None:
+        return "it was removed from the configuration"
+    run, state, error, note = _plan(config, entry)
+    if run is None:
+        return f"it is now {state} ({error or note or 'by configuration'})"
+    return "its configuration changed (reload)"
+
+
 def _plan(config: Config, entry: ServerConfig) -> tuple[ServerConfig | None, str, str | None, str | None]:
     """(config to run or None, state if not running, error, note). A project entry that may not
     start gives way to the user entry of the same name, if that one may."""
@@ -188,7 +199,7 @@ class Runtime:
     async def __aexit__(self, *exc: Any) -> bool | None:
         with anyio.CancelScope(shield=True):
             for st in list(self.servers.values()):
-                await self._stop(st, "stopped")
+                await self._stop(st, "the runtime is closing")
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
@@ -213,7 +224,7 @@ class Runtime:
         }
         for name, st in old.items():
             if name not in keep:
-                await self._stop(st, "reload")
+                await self._stop(st, _why_replaced(config, name))
         self.servers = dict(keep)
         self._apply(config, skip=set(keep))
 
@@ -242,6 +253,9 @@ class Runtime:
         from .config.loader import default_home
         from .config.trust import set_remote_enabled
 
+        current = bool(self.config and self.config.settings.mcp.remote_enabled)
+        if enabled and current:
+            return True  # already on: nothing to approve
         if enabled:
             decision = await self.ask(
                 ApprovalRequest(
@@ -254,7 +268,15 @@ class Runtime:
             if not decision.approved:
                 raise ApprovalDenied(f"remote MCP stays off: {decision.reason}")
         set_remote_enabled(self.home if self.home is not None else default_home(), enabled)
-        await self.reload()
+        try:
+            await self.reload()
+        except ConfigError:
+            if not enabled and self.config is not None:
+                # the off switch must not fail open because of an unrelated config problem
+                settings = self.config.settings
+                off = attrs.evolve(settings, mcp=attrs.evolve(settings.mcp, remote_enabled=False))
+                await self._replace(attrs.evolve(self.config, settings=off))
+            raise
         return bool(self.config and self.config.settings.mcp.remote_enabled)
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
@@ -265,13 +287,13 @@ class Runtime:
         return not scope.cancelled_caught
 
     async def stop_server(self, name: str) -> None:
-        await self._stop(self._state(name), "stopped")
+        await self._stop(self._state(name), "stop requested")
 
     async def _stop(self, st: ServerState, reason: str) -> None:
         st.stopping = True
         st.close_reason = reason
         if st.session is not None:
-            await st.session.aclose(f"server {st.name!r} {reason}")
+            await st.session.aclose(f"server {st.name!r} was stopped: {reason}")
         if st.scope is not None:
             st.scope.cancel()
         if st.scope is not None or st.session is not None:

@@ -138,10 +138,12 @@ class Session:
     async def aclose(self, reason: str = "session stopped") -> None:
         """Stop: cancel every pending request on the wire and fail it with ``ClosedError``."""
         if self._closed is None:
-            pending = [(rid, p) for rid, p in self._pending.items() if p.method != "initialize"]
-            for rid, _ in pending:
-                await self._send_cancelled(rid, reason)
+            ids = [rid for rid, p in self._pending.items() if p.method != "initialize"]
+            # wake every caller first: an answer to the cancellation must not reach them instead
             self._fail_all(ClosedError(f"{reason}", server=self.server))
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_SECONDS):
+                for rid in ids:
+                    await self._send_cancelled(rid, reason)
 
     @property
     def closed(self) -> bool:

@@ -547,7 +547,12 @@ _remote_entries = st.fixed_dictionaries(
     {"url": _urls},
     optional={
         "transport": st.sampled_from(["http", "sse"]),
-        "headers": st.dictionaries(st.text(min_size=1, max_size=10), _text, max_size=3),
+        # valid HTTP header names (tokens) and values (visible characters, inner spaces)
+        "headers": st.dictionaries(
+            st.from_regex(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,10}", fullmatch=True),
+            st.from_regex(r"([\x21-\x7e]([\x20-\x7e]{0,8}[\x21-\x7e])?)?", fullmatch=True),
+            max_size=3,
+        ),
         "oauth": st.fixed_dictionaries(
             {}, optional={"clientId": _text, "scopes": st.lists(_text, max_size=3), "clientSecret": _text}
         ),
@@ -599,3 +604,19 @@ def test_integer_settings_accept_integers(kxen_home, ws):
     kxen_home.write_settings("[mcp.remote_catalog]\nmax_schema_depth = 10\n")
     limits = load_config(kxen_home.path, ws).settings.mcp.remote_catalog
     assert limits.max_schema_depth == 10 and type(limits.max_schema_depth) is int
+
+
+@pytest.mark.parametrize(
+    ("headers", "path", "rule"),
+    [
+        ({"Authorization": "Bearer s3cr3t-v4lue\n"}, "headers.Authorization", "header values"),
+        ({"X-Token": " s3cr3t-v4lue"}, "headers.X-Token", "header values"),
+        ({"X-Token": "s3cr3t-v4lue\x00"}, "headers.X-Token", "header values"),
+        ({"Bad Name": "s3cr3t-v4lue"}, "headers.Bad Name", "header names"),
+    ],
+)
+def test_bad_header_names_and_values_are_rejected_without_the_value(headers, path, rule):
+    file, loaded = load_entry({"url": "https://mcp.example.com/mcp", "headers": headers})
+    assert isinstance(loaded, list), loaded
+    assert any(f"mcpServers.srv.{path}: {rule}" in p for p in loaded), loaded
+    assert not any("s3cr3t-v4lue" in p for p in loaded), loaded

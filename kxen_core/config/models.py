@@ -87,7 +87,8 @@ class ServerConfig:
 
     @property
     def is_remote(self) -> bool:
-        return self.kind in BUILTIN_REMOTE_KINDS
+        """http, sse, or any plugin kind that connects to a ``url``: all behind the remote switch."""
+        return self.kind in BUILTIN_REMOTE_KINDS or (self.url is not None and self.kind != "stdio")
 
 
 def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
@@ -115,7 +116,19 @@ def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
     for key in server.env:
         if not key or "=" in key or "\0" in key:
             problems.append((f"env.{key}", "env names must be non-empty and contain no '=' or NUL"))
+    for name, value in server.headers.items():
+        if not _HEADER_NAME_RE.fullmatch(name):
+            problems.append((f"headers.{name}", "header names are HTTP tokens (letters, digits, !#$%&'*+-.^_`|~)"))
+        elif not _HEADER_VALUE_RE.fullmatch(value):
+            # never echo the value: it is usually a credential
+            problems.append(
+                (f"headers.{name}", "header values must be visible characters and spaces, without leading or trailing space")
+            )
     return problems
+
+
+_HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE_RE = re.compile(r"(?:[\x21-\x7e\x80-\xff](?:[\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?")
 
 
 def _bounded_int(low: int, high: int):

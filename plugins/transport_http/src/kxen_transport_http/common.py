@@ -117,13 +117,16 @@ class Redactor:
 
     def remember(self, values: Iterable[str]) -> None:
         for v in values:
-            if len(v) >= 4:
-                if len(self._values) >= self.MAX_VALUES:
-                    self._values.clear()
-                self._values.add(v)
+            # "Bearer <token>": the token alone is a secret too (servers echo it without the scheme)
+            scheme, _, credential = v.partition(" ")
+            for secret in (v, credential.strip()) if credential and scheme.isalpha() else (v,):
+                if len(secret) >= 4:
+                    if len(self._values) >= self.MAX_VALUES:
+                        self._values.clear()
+                    self._values.add(secret)
 
     def __call__(self, text: str, limit: int = 300) -> str:
-        for v in self._values:
+        for v in sorted(self._values, key=len, reverse=True):  # whole values before their parts
             if v in text:
                 text = text.replace(v, "***")
         return text if len(text) <= limit else text[:limit] + "..."
