@@ -6,11 +6,13 @@
     tools = await client.list_tools()         # every page of tools/list, validated and deduplicated
     await client.close()
 
-``side`` is ``raw`` (the floor: plain asyncio + json, nothing else) or ``kxen`` (kxen's own stack).
-``transport`` is ``stdio`` today; Streamable HTTP (W6) adds one more entry with its two adapters.
+``side`` is ``raw`` (the floor) or ``kxen`` (kxen's own stack). ``transport`` is ``stdio`` (the
+floor: plain asyncio + json, nothing else) or ``http`` (Streamable HTTP against ``http_server.py``;
+the floor: one ``httpx.AsyncClient.post`` + ``json.loads`` per request).
 
-Both sides of one transport start *exactly* the same child: the raw floor uses the command, args,
-cwd and environment that kxen's ``resolve_launch`` computes for the same ``ServerConfig``.
+Both sides of one transport start *exactly* the same child: for stdio the raw floor uses the
+command, args, cwd and environment that kxen's ``resolve_launch`` computes for the same
+``ServerConfig``; for http both start ``http_server.py`` the same way (``HttpPeer``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import attrs
 
 BENCH_DIR = Path(__file__).resolve().parent
 SERVER = BENCH_DIR / "server.py"
+HTTP_SERVER = BENCH_DIR / "http_server.py"
 PROTOCOL_VERSION = "2025-11-25"
 LINE_LIMIT = 32 * 1024 * 1024  # the same line bound as kxen's stdio transport
 
@@ -58,6 +61,9 @@ class ServerSpec:
         from kxen_core.config.models import ServerConfig
 
         return ServerConfig(name=self.name, command=sys.executable, args=self.args())
+
+    def http_args(self) -> list[str]:
+        return ["-I", "-S", str(HTTP_SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)]
 
     def launch(self) -> tuple[str, list[str], Path, dict[str, str]]:
         """(command, args, cwd, env) exactly as kxen's stdio transport starts the process."""
@@ -298,6 +304,187 @@ class KxenStdioClient:
             await stack.__aexit__(None, None, None)
 
 
+# --- Streamable HTTP (W6) ------------------------------------------------------------------------
+
+
+class HttpPeer:
+    """``http_server.py`` in its own process on 127.0.0.1: the same peer for both sides.
+
+    It prints its ephemeral port on stdout and serves until its stdin is closed.
+    """
+
+    def __init__(self, proc: asyncio.subprocess.Process, port: int) -> None:
+        self.proc = proc
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/mcp"
+
+    @classmethod
+    async def start(cls, spec: ServerSpec) -> HttpPeer:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *spec.http_args(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=None,  # a crashing peer should say why
+            start_new_session=True,
+        )
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 10.0)  # type: ignore[union-attr]
+            port = int(line)
+        except BaseException:
+            proc.kill()
+            await proc.wait()
+            raise
+        return cls(proc, port)
+
+    async def close(self) -> None:
+        proc = self.proc
+        with contextlib.suppress(Exception):
+            proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            await asyncio.wait_for(proc.wait(), 2.0)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+class RawHttpClient:
+    """The Streamable HTTP floor: one ``httpx.AsyncClient`` (the httpx kxen's plugin uses, default
+    limits and timeouts), one ``await client.post(...)`` then ``json.loads(response.content)`` per
+    request, lock-step: the caller reads its own answer. Nothing else (no SSE, no GET stream).
+
+    ``pipelined`` changes nothing: concurrent callers simply share the client's connection pool.
+    """
+
+    name = "raw"
+
+    def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
+        self.spec = spec
+        self._peer: HttpPeer | None = None
+        self._client: Any = None
+        self._next_id = 0
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._headers: dict[str, str] = {}
+
+    async def start(self) -> None:
+        import httpx
+
+        self._peer = await HttpPeer.start(self.spec)
+        self._url = self._peer.url
+        self._client = httpx.AsyncClient()
+        try:
+            self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+            init_msg = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            }
+            response = await self._client.post(self._url, content=self._dumps(init_msg).encode(), headers=self._headers)
+            init = json.loads(response.content).get("result") or {}
+            session_id = response.headers.get("mcp-session-id")
+            if response.status_code != 200 or init.get("protocolVersion") != PROTOCOL_VERSION or not session_id:
+                raise BenchError(f"raw http: unexpected initialize answer {response.status_code} {init!r}")
+            self._headers["Mcp-Session-Id"] = session_id
+            self._headers["MCP-Protocol-Version"] = PROTOCOL_VERSION
+            response = await self._client.post(
+                self._url, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}', headers=self._headers
+            )
+            if response.status_code != 202:
+                raise BenchError(f"raw http: notifications/initialized answered HTTP {response.status_code}")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._next_id += 1
+        rid = self._next_id
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        response = await self._client.post(self._url, content=self._dumps(msg).encode(), headers=self._headers)
+        reply = json.loads(response.content)
+        if reply.get("id") != rid or "result" not in reply:
+            raise BenchError(f"raw http: {method} failed: HTTP {response.status_code} {str(reply)[:200]}")
+        return reply["result"]
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": tool, "arguments": arguments})
+
+    list_tools = RawStdioClient.list_tools
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        peer, self._peer = self._peer, None
+        try:
+            if client is not None:
+                if "Mcp-Session-Id" in self._headers:  # as kxen does on close: end the session
+                    with contextlib.suppress(Exception):
+                        await client.delete(self._url, headers=self._headers)
+                await client.aclose()
+        finally:
+            if peer is not None:
+                await peer.close()
+
+
+class KxenHttpClient(KxenStdioClient):
+    """kxen_core.session.Session over the ``http`` plugin's Streamable HTTP transport, opened as its
+    ``kxen_transport_open`` hook opens it, with the context a Runtime gives it (its plugin manager
+    included, so the credential seam is exercised as in real use)."""
+
+    def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
+        super().__init__(spec, pipelined=pipelined)
+        from kxen_core.transport import TransportContext
+
+        self.context = TransportContext(workspace=Path.cwd(), pm=self.pm)
+        self._peer: HttpPeer | None = None
+
+    def opener(self) -> Any:
+        """A subclass may return a variant's ``open_streamable_http``, to A/B a change in one run."""
+        from kxen_transport_http.streamable import open_streamable_http
+
+        return open_streamable_http
+
+    async def start(self) -> None:
+        from kxen_core.config.models import ServerConfig
+        from kxen_core.session import Session
+
+        self._peer = await HttpPeer.start(self.spec)
+        self.server = ServerConfig(name=self.spec.name, url=self._peer.url, transport="http")
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        self._stack = stack
+        try:
+            stream = await stack.enter_async_context(self.opener()(self.server, self.context))
+            self.session = await stack.enter_async_context(
+                Session(
+                    stream,
+                    server=self.server.name,
+                    request_timeout=self.server.timeouts.requestSeconds,
+                    initialize_timeout=self.server.timeouts.initializeSeconds,
+                )
+            )
+            init = await self.session.initialize()
+        except BaseException:
+            await self.close()
+            raise
+        if init.protocol_version != PROTOCOL_VERSION:
+            raise BenchError(f"kxen http: unexpected protocol version {init.protocol_version!r}")
+
+    async def close(self) -> None:
+        peer, self._peer = self._peer, None
+        try:
+            await super().close()
+        finally:
+            if peer is not None:
+                await peer.close()
+
+
 ADAPTERS: dict[str, dict[str, type]] = {
     "stdio": {"raw": RawStdioClient, "kxen": KxenStdioClient},
+    "http": {"raw": RawHttpClient, "kxen": KxenHttpClient},
 }

@@ -27,7 +27,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("workload", choices=sorted(WORKLOADS))
     ap.add_argument("--side", default="kxen", choices=("raw", "kxen"))
-    ap.add_argument("--transport", default="stdio", choices=sorted(ADAPTERS))
+    ap.add_argument("--transport", choices=sorted(ADAPTERS), help="default: the workload's own (W6: http), else stdio")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--pyinstrument", action="store_true")
@@ -35,7 +35,7 @@ def main() -> int:
     opts = ap.parse_args()
 
     wl = WORKLOADS[opts.workload]
-    cls = ADAPTERS[opts.transport][opts.side]
+    cls = ADAPTERS[opts.transport or wl.transport or "stdio"][opts.side]
     sizes = Sizes()
 
     def make(spec, pipelined=wl.pipelined):
@@ -74,6 +74,8 @@ def main() -> int:
     )
     if opts.workload in ("W2", "W3"):
         unit, n = "request", opts.reps * (sizes.calls + (100 if opts.workload == "W2" else sizes.in_flight))
+    elif opts.workload == "W6":
+        unit, n = "request", opts.reps * (sizes.http_calls + 100)
     elif opts.workload in ("W4", "W4mem"):
         unit, n = "page", opts.reps * (sizes.tools // sizes.page_size)
     else:

@@ -76,6 +76,8 @@ ROWS = (
     Row(workload="W4mem", label="  memory retained", metric="retained_kib", unit="KiB", target=None),
     Row(workload="W5", label="W5 20 servers at once", metric="ms", unit="ms", target=1.05),
     Row(workload="W5", label="  client CPU", metric="cpu_ms", unit="ms", target=None),
+    Row(workload="W6", label="W6 1,000 sequential calls, HTTP", metric="us_per_call", unit="µs/call", target=1.05),
+    Row(workload="W6", label="  client CPU", metric="cpu_us_per_call", unit="µs/call", target=None),
 )
 
 
@@ -100,7 +102,7 @@ async def run_workload(
     samples: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
 
     def make_for(side: str) -> Callable[..., Any]:
-        cls = ADAPTERS[transport][side]
+        cls = ADAPTERS[wl.transport or transport][side]
         return lambda spec, pipelined=wl.pipelined: cls(spec, pipelined=pipelined)
 
     makers = {s: make_for(s) for s in sides}
@@ -147,10 +149,12 @@ def median_of(samples: list[dict[str, float]], metric: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
-    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,import", help="comma-separated, e.g. W1,W2,import")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,import", help="comma-separated, e.g. W1,W2,import")
     ap.add_argument("--reps", type=int, help="repetitions per side for every workload (default: per workload)")
     ap.add_argument("--sides", default="raw,kxen", help="e.g. 'kxen' alone, to profile kxen")
-    ap.add_argument("--transport", default="stdio", choices=sorted(ADAPTERS))
+    ap.add_argument(
+        "--transport", default="stdio", choices=sorted(ADAPTERS), help="for W1-W5 (W6 is always http)"
+    )
     ap.add_argument("--json", dest="json_out", help="write every sample and the summary here")
     opts = ap.parse_args(argv)
 
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     load_after = _loadavg()
 
     table = Table(
-        title=f"kxen vs raw floor ({opts.transport}; medians; {os.cpu_count()} CPUs; {total:.0f} s; "
+        title=f"kxen vs raw floor ({opts.transport}, W6 http; medians; {os.cpu_count()} CPUs; {total:.0f} s; "
         f"load average {load_before} → {load_after})"
     )
     for col, just in (("workload", "left"), ("raw", "right"), ("kxen", "right"), ("ratio", "right")):

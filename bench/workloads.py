@@ -34,6 +34,7 @@ class Sizes:
     tools: int = 10_000  # W4, including the server's echo
     page_size: int = 100  # W4
     servers: int = 20  # W5
+    http_calls: int = 1000  # W6
 
 
 def _check_echo(result: dict[str, Any], text: str) -> None:
@@ -80,6 +81,28 @@ async def w2_sequential(make: Make, sizes: Sizes) -> dict[str, float]:
     finally:
         await client.close()
     return {"us_per_call": elapsed / sizes.calls * 1e6, "cpu_us_per_call": cpu_used / sizes.calls * 1e6}
+
+
+async def w6_http_sequential(make: Make, sizes: Sizes) -> dict[str, float]:
+    """W6: time ``http_calls`` sequential echo calls over Streamable HTTP on one session (after 100
+    untimed warm-up calls); the peer is ``http_server.py``, one keep-alive connection."""
+    client = make(ServerSpec())
+    await client.start()
+    try:
+        call = client.call
+        for i in range(100):
+            _check_echo(await call("echo", {"text": f"warm-{i}"}), f"warm-{i}")
+        texts = [f"w6-{i}" for i in range(sizes.http_calls)]
+        gc.collect()
+        c0, t0 = cpu(), perf()
+        for text in texts:
+            result = await call("echo", {"text": text})
+            if result["content"][0]["text"] != text:
+                _check_echo(result, text)
+        elapsed, cpu_used = perf() - t0, cpu() - c0
+    finally:
+        await client.close()
+    return {"us_per_call": elapsed / sizes.http_calls * 1e6, "cpu_us_per_call": cpu_used / sizes.http_calls * 1e6}
 
 
 async def w3_concurrent(make: Make, sizes: Sizes) -> dict[str, float]:
@@ -263,6 +286,8 @@ class Workload:
     title: str
     run: Callable[[Make, Sizes], Awaitable[dict[str, float]]]
     pipelined: bool = False
+    #: the transport whose adapters run it; None: the one chosen on the command line (stdio)
+    transport: str | None = None
     reps: int = 7
     quick_reps: int = 3
 
@@ -276,5 +301,13 @@ WORKLOADS: dict[str, Workload] = {
         Workload(key="W4", title="10,000 tools in 100 pages", run=w4_catalog, reps=11),
         Workload(key="W4mem", title="10,000 tools, memory", run=w4_memory, reps=5, quick_reps=3),
         Workload(key="W5", title="20 stdio servers at once", run=w5_many, reps=15),
+        Workload(
+            key="W6",
+            title="1,000 sequential tools/call over Streamable HTTP",
+            run=w6_http_sequential,
+            transport="http",
+            reps=21,
+            quick_reps=5,
+        ),
     )
 }
