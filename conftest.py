@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -19,6 +23,12 @@ pytest_plugins = ["kxen_testing.pytest_plugin"]
 ROOT = Path(__file__).parent
 PEERS = ROOT / "tests" / "peers"
 NPM_CI_TIMEOUT = 600
+#: the official Python SDK server every transport's peer tests use (modes: stdio, stateful, json, ...)
+SDK_SERVER = PEERS / "sdk_server.py"
+#: preloaded into server-everything so its HTTP modes bind 127.0.0.1 instead of every interface
+LOOPBACK_ONLY = PEERS / "loopback_only.cjs"
+PEER_START_SECONDS = 30.0
+PEER_STOP_SECONDS = 5.0
 
 
 def _peers_installed() -> bool:
@@ -66,3 +76,96 @@ def everything_js(npm_peers: Path) -> str:
     if not path.exists():
         _unavailable(f"{path} is missing")
     return str(path)
+
+
+# --- peers as subprocesses on 127.0.0.1 -----------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_listening(proc: subprocess.Popen, port: int, log: Path) -> None:
+    deadline = time.monotonic() + PEER_START_SECONDS
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"peer exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail(f"peer did not listen on 127.0.0.1:{port} within {PEER_START_SECONDS} s: {log.read_text()[-2000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(PEER_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(PEER_STOP_SECONDS)
+
+
+@pytest.fixture
+def start_peer(tmp_path: Path) -> Iterator[Callable[..., int]]:
+    """``start_peer(argv_with_{port}, extra_env=None) -> port``; every peer is stopped after the test."""
+    procs: list[subprocess.Popen] = []
+
+    def start(argv: list[str], env: dict[str, str] | None = None) -> int:
+        port = free_port()
+        log = tmp_path / f"peer-{port}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [a.replace("{port}", str(port)) for a in argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {}), "PORT": str(port)},
+                cwd=tmp_path,
+            )
+        procs.append(proc)
+        _wait_listening(proc, port, log)
+        return port
+
+    yield start
+    for proc in procs:
+        _stop(proc)
+
+
+@pytest.fixture
+def sdk_peer(start_peer: Callable[..., int]) -> Callable[..., str]:
+    """``sdk_peer(mode, *flags) -> url`` of tests/peers/sdk_server.py over HTTP (``/sse`` for mode sse)."""
+    pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")
+
+    def start(mode: str, *flags: str) -> str:
+        port = start_peer([sys.executable, str(SDK_SERVER), mode, "{port}", *flags])
+        return f"http://127.0.0.1:{port}/{'sse' if mode == 'sse' else 'mcp'}"
+
+    return start
+
+
+@pytest.fixture
+def everything_peer(start_peer: Callable[..., int], everything_js: str) -> Callable[[str], int]:
+    """``everything_peer("streamableHttp" | "sse") -> port``, bound to 127.0.0.1 only."""
+    node = shutil.which("node")
+    if node is None:
+        _unavailable("node is not installed")
+
+    def start(mode: str) -> int:
+        return start_peer([node, "--require", str(LOOPBACK_ONLY), everything_js, mode])
+
+    return start
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_per_test() -> Iterator[None]:
+    """Collect garbage after each test, so a leaked socket or stream is reported (as an error,
+    with filterwarnings=error) against the test that leaked it, not at the end of the session."""
+    yield
+    import gc
+
+    gc.collect()

@@ -139,11 +139,16 @@ class Session:
         """Stop: cancel every pending request on the wire and fail it with ``ClosedError``."""
         if self._closed is None:
             ids = [rid for rid, p in self._pending.items() if p.method != "initialize"]
-            # wake every caller first: an answer to the cancellation must not reach them instead
-            self._fail_all(ClosedError(f"{reason}", server=self.server))
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_SECONDS):
-                for rid in ids:
-                    await self._send_cancelled(rid, reason)
+            # wake every caller first: an answer to the cancellation must not reach them instead;
+            # announce the close (closed_event) only after the cancellations went out, so whoever
+            # owns the transport does not close it under them
+            self._fail_all(ClosedError(f"{reason}", server=self.server), announce=False)
+            try:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_SECONDS):
+                    for rid in ids:
+                        await self._send_cancelled(rid, reason)
+            finally:
+                self.closed_event.set()
 
     @property
     def closed(self) -> bool:
@@ -310,10 +315,11 @@ class Session:
 
     # --- incoming -----------------------------------------------------------------------------
 
-    def _fail_all(self, error: BaseException) -> None:
+    def _fail_all(self, error: BaseException, *, announce: bool = True) -> None:
         if self._closed is None:
             self._closed = error
-            self.closed_event.set()
+            if announce:
+                self.closed_event.set()
         pending, self._pending = self._pending, {}
         if self._sweeper is not None:
             self._sweeper.cancel()

@@ -1,9 +1,9 @@
 """Remote MCP through the Runtime: the user's switch, URL rules, privacy, catalog validation, secrets.
 
 Real peers run as subprocesses bound to 127.0.0.1: the official Python SDK server
-(tests/remote_peers/sdk_peer.py, Streamable HTTP stateful / json_response / stateless, and legacy
-SSE) and server-everything (streamableHttp, sse; preloaded with tests/remote_peers/loopback_only.cjs
-so it binds 127.0.0.1 only). The rest use small HTTP servers written here, in the test's own event
+(tests/peers/sdk_server.py, Streamable HTTP stateful / json_response / stateless, and legacy
+SSE) and server-everything (streamableHttp, sse; preloaded with tests/peers/loopback_only.cjs
+so it binds 127.0.0.1 only), started by the root conftest's fixtures. The rest use small HTTP servers written here, in the test's own event
 loop, on 127.0.0.1: a listener that only counts connections, and MCP servers that answer with an
 error status echoing the request headers.
 """
@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 import traceback
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -49,16 +43,12 @@ from kxen_testing import text_result
 pytestmark = pytest.mark.anyio
 
 WAIT = 20  # seconds for any one wait on servers
-HERE = Path(__file__).parent
-PEER_SCRIPTS = HERE / "remote_peers"
-START_SECONDS = 30.0
-STOP_SECONDS = 5.0
 
 REMOTE_ON = "# the user's settings\n[mcp]\nremote_enabled = true\nallow_loopback_http = true\n"
 REMOTE_OFF = "# the user's settings\n[mcp]\nallow_loopback_http = true\n"
 OFF_NOTE = "remote MCP is off"
 
-SDK_TOOLS = {"add", "echo", "boom", "slow", "roots"}
+SDK_TOOLS = {"add", "echo", "boom", "slow", "poll", "roots"}  # tests/peers/sdk_server.py
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -302,87 +292,31 @@ def legacy_sse_responder(fail_on: str, status: int, as_jsonrpc: bool) -> Respond
     return respond
 
 
-# --- real peers as subprocesses on 127.0.0.1 ------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_listening(proc: subprocess.Popen, port: int, log: Path) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"peer exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    pytest.fail(f"peer did not listen on 127.0.0.1:{port} within {START_SECONDS} s: {log.read_text()[-2000:]}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(STOP_SECONDS)
+# --- real peers as subprocesses on 127.0.0.1 (the shared fixtures in the root conftest) ------------
 
 
 class Peers:
     """Starts peers on free 127.0.0.1 ports; each returns ``(url, transport kind)``."""
 
-    def __init__(self, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-        self._tmp = tmp_path
+    def __init__(self, sdk_peer: Callable[..., str], request: pytest.FixtureRequest) -> None:
+        self._sdk_peer = sdk_peer
         self._request = request
-        self.procs: list[subprocess.Popen] = []
-
-    def _start(self, argv: list[str]) -> int:
-        port = free_port()
-        log = self._tmp / f"peer-{port}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [a.replace("{port}", str(port)) for a in argv],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PORT": str(port)},
-                cwd=self._tmp,
-            )
-        self.procs.append(proc)
-        _wait_listening(proc, port, log)
-        return port
 
     def sdk(self, mode: str, *flags: str) -> tuple[str, str]:
         """The SDK server: mode stateful | json | stateless | sse."""
-        port = self._start([sys.executable, str(PEER_SCRIPTS / "sdk_peer.py"), mode, "{port}", *flags])
-        if mode == "sse":
-            return f"http://127.0.0.1:{port}/sse", "sse"
-        return f"http://127.0.0.1:{port}/mcp", "http"
+        return self._sdk_peer(mode, *flags), ("sse" if mode == "sse" else "http")
 
     def everything(self, mode: str) -> tuple[str, str]:
         """server-everything: mode streamableHttp | sse."""
-        script = self._request.getfixturevalue("everything_js")
-        node = shutil.which("node")
-        if node is None:
-            pytest.skip("node is not installed")
-        port = self._start([node, "--require", str(PEER_SCRIPTS / "loopback_only.cjs"), script, mode])
+        port = self._request.getfixturevalue("everything_peer")(mode)
         if mode == "sse":
             return f"http://127.0.0.1:{port}/sse", "sse"
         return f"http://127.0.0.1:{port}/mcp", "http"
 
 
 @pytest.fixture
-def peers(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Peers]:
-    p = Peers(tmp_path, request)
-    yield p
-    for proc in p.procs:
-        _stop(proc)
+def peers(sdk_peer: Callable[..., str], request: pytest.FixtureRequest) -> Peers:
+    return Peers(sdk_peer, request)
 
 
 # --- 1. remote off (the default) ------------------------------------------------------------------

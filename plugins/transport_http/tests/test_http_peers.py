@@ -32,7 +32,7 @@ async def test_python_sdk(sdk_peer, mode: str) -> None:
             async with Session(stream, server="t") as session:
                 init = await session.initialize()
                 assert init.protocol_version == "2025-11-25"
-                assert init.server_info["name"] == "kxen-peer"
+                assert init.server_info["name"] == "kxen-sdk-peer"
                 tools = {t["name"] for t in (await session.request("tools/list"))["tools"]}
                 assert {"add", "echo", "boom"} <= tools
 

@@ -21,15 +21,15 @@ def _server(url: str) -> ServerConfig:
     return ServerConfig(name="t", url=url, transport="sse")
 
 
-async def test_python_sdk_sse(sdk_sse_peer) -> None:
-    url = sdk_sse_peer()
+async def test_python_sdk_sse(sdk_peer) -> None:
+    url = sdk_peer("sse")
     diagnostics: list[str] = []
     with anyio.fail_after(LIMIT):
         async with open_legacy_sse(_server(url), TransportContext(workspace=Path.cwd(), diagnostic=diagnostics.append)) as stream:
             assert stream.describe()["endpoint"].endswith("/messages/")
             async with Session(stream, server="t") as session:
                 init = await session.initialize()
-                assert init.server_info["name"] == "kxen-peer"
+                assert init.server_info["name"] == "kxen-sdk-peer"
                 tools = {t["name"] for t in (await session.request("tools/list"))["tools"]}
                 assert {"add", "echo", "boom"} <= tools
                 added = await session.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})

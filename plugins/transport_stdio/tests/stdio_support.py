@@ -15,7 +15,7 @@ from kxen_core.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent
 HELPER = HERE / "helper_server.py"
-SDK_SERVER = HERE / "sdk_server.py"
+SDK_SERVER = HERE.parents[2] / "tests" / "peers" / "sdk_server.py"
 REPO = HERE.parents[2]
 DEMO = REPO / "demo" / "server.py"
 #: marks every helper process this pytest process starts (several runs may share the machine)

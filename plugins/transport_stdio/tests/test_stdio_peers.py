@@ -24,7 +24,7 @@ async def test_python_sdk_server(kxen_home, workspace):
         assert st.session.initialized.protocol_version == "2025-11-25"
         pid = server_pid(rt, "sdk")
         tools = {t["name"]: t for t in rt.tools("sdk")}
-        assert set(tools) == {"add", "echo", "boom"}
+        assert set(tools) == {"add", "echo", "boom", "slow", "poll", "roots"}  # tests/peers/sdk_server.py
         assert tools["add"]["inputSchema"]["required"] == ["a", "b"]
         with anyio.fail_after(15):
             echo = await rt.call_tool("sdk__echo", {"text": "héllo"})

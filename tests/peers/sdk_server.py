@@ -1,0 +1,152 @@
+"""An MCP server on the official Python SDK (PyPI ``mcp``), run as a subprocess by the peer tests.
+
+Usage: ``python sdk_server.py MODE [PORT] [--bad-tools]`` with MODE one of
+
+* ``stdio``;
+* ``stateful``, ``json`` (``json_response=True``), ``stateless`` (``stateless_http=True``),
+  ``resumable`` (stateful, an in-memory event store, retry 200 ms), ``idle`` (stateful, sessions
+  expire after 1 s idle): Streamable HTTP at ``/mcp``;
+* ``sse``: the legacy HTTP+SSE transport at ``/sse``.
+
+HTTP modes bind 127.0.0.1 only. Tools: ``add``, ``echo``, ``boom`` (raises), ``slow`` (sleeps),
+``poll`` (closes its answer stream, then answers: the client must resume), ``roots`` (asks the
+client for its roots and returns what it got, with the capabilities the client declared).
+``--bad-tools`` adds tools a remote catalog must reject: ``bad.name`` (a dot in the name),
+``remote_ref`` (an input schema with a ``$ref`` to another document) and ``wordy`` (a
+300-character description).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from itertools import count
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+
+mcp = MCPServer("kxen-sdk-peer")
+
+
+@mcp.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+@mcp.tool()
+def boom() -> str:
+    """Always fails."""
+    raise RuntimeError("boom on purpose")
+
+
+@mcp.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+@mcp.tool()
+async def poll(ctx: Context) -> str:
+    """Close the answer stream (resumable mode), then answer: the client must resume with GET."""
+    await ctx.close_sse_stream()
+    await anyio.sleep(0.3)
+    return "resumed"
+
+
+@mcp.tool()
+async def roots(ctx: Context) -> str:
+    """Ask the client for its roots; answer with what came back and what the client declared."""
+    caps = ctx.client_capabilities
+    declared = None if caps is None else caps.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # roots is deprecated in newer protocol versions
+            result = await ctx.session.list_roots()
+        got: Any = [r.model_dump(by_alias=True, mode="json", exclude_none=True) for r in result.roots]
+        error = None
+    except Exception as exc:  # report it: the test decides what it means
+        got, error = None, f"{type(exc).__name__}: {exc}"
+    return json.dumps({"capabilities": declared, "roots": got, "error": error})
+
+
+def add_bad_tools() -> None:
+    def bad_name() -> str:
+        return "should never be called"
+
+    def remote_ref(x: str) -> str:
+        return x
+
+    def wordy() -> str:
+        return "wordy"
+
+    mcp.add_tool(bad_name, name="bad.name", description="a dot is not allowed in a remote tool name")
+    mcp.add_tool(remote_ref, name="remote_ref", description="its schema points at another document")
+    mcp.add_tool(wordy, name="wordy", description="w" * 300)
+    # the SDK builds the schema from the signature; point one property at a remote document
+    tool = mcp._tool_manager.get_tool("remote_ref")
+    tool.parameters["properties"]["x"] = {"$ref": "https://schemas.example.invalid/x.json"}
+
+
+class MemoryEventStore(EventStore):
+    """Keeps every event in a list; replays those of the same stream after a given id."""
+
+    def __init__(self) -> None:
+        self._events: list[tuple[str, str, object]] = []
+        self._ids = count(1)
+
+    async def store_event(self, stream_id, message):  # type: ignore[override]
+        event_id = str(next(self._ids))
+        self._events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id, send_callback: EventCallback):  # type: ignore[override]
+        stream = next((s for e, s, _ in self._events if e == last_event_id), None)
+        if stream is None:
+            return None
+        after = False
+        for event_id, stream_id, message in self._events:
+            if after and stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))  # type: ignore[arg-type]
+            after = after or event_id == last_event_id
+        return stream
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if "--bad-tools" in sys.argv[1:]:
+        add_bad_tools()
+    mode = args[0] if args else "stdio"
+    if mode == "stdio":
+        mcp.run("stdio")
+        return
+    port = int(args[1])
+    if mode == "sse":
+        mcp.run("sse", host="127.0.0.1", port=port)
+        return
+    options: dict[str, object] = {}
+    if mode == "json":
+        options["json_response"] = True
+    elif mode == "stateless":
+        options["stateless_http"] = True
+    elif mode == "resumable":
+        options.update(event_store=MemoryEventStore(), retry_interval=200)
+    elif mode == "idle":
+        options["session_idle_timeout"] = 1.0
+    elif mode != "stateful":
+        raise SystemExit(f"unknown mode {mode!r}")
+    mcp.run("streamable-http", host="127.0.0.1", port=port, **options)
+
+
+if __name__ == "__main__":
+    main()
