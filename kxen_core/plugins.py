@@ -46,11 +46,27 @@ class LoadFailure:
         return f"{self.dist or '?'}[{self.entry_point}]"
 
 
-@attrs.define
 class _Discovered:
-    dist: str | None
-    version: str | None
-    ep: Any
+    """An entry point and, read only when someone asks, its distribution's name and version
+    (reading them parses the distribution's metadata, which start-up does not need)."""
+
+    def __init__(self, ep: Any) -> None:
+        self.ep = ep
+        self._meta: tuple[str | None, str | None] | None = None
+
+    def _read(self) -> tuple[str | None, str | None]:
+        if self._meta is None:
+            dist = getattr(self.ep, "dist", None)
+            self._meta = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
+        return self._meta
+
+    @property
+    def dist(self) -> str | None:
+        return self._read()[0]
+
+    @property
+    def version(self) -> str | None:
+        return self._read()[1]
 
 
 def _split_env(name: str) -> set[str] | None:
@@ -62,17 +78,8 @@ def _split_env(name: str) -> set[str] | None:
 
 def discover() -> list[_Discovered]:
     """Every entry point in the ``kxen`` group, sorted, nothing imported."""
-    found = []
-    for ep in importlib_metadata.entry_points(group=GROUP):
-        dist = getattr(ep, "dist", None)
-        found.append(
-            _Discovered(
-                dist=dist.metadata["Name"] if dist is not None else None,
-                version=dist.version if dist is not None else None,
-                ep=ep,
-            )
-        )
-    found.sort(key=lambda d: (d.ep.name, d.dist or ""))
+    found = [_Discovered(ep) for ep in importlib_metadata.entry_points(group=GROUP)]
+    found.sort(key=lambda d: (d.ep.name, getattr(d.ep, "value", "")))
     return found
 
 
@@ -82,7 +89,7 @@ class KxenPluginManager(pluggy.PluginManager):
     def __init__(self) -> None:
         super().__init__("kxen")
         self.add_hookspecs(hookspecs)
-        self.origins: dict[str, tuple[str, str | None, str | None, str | None]] = {}
+        self.origins: dict[str, tuple[str, _Discovered | None]] = {}
         self.failures: list[LoadFailure] = []
 
     def register_from(
@@ -91,22 +98,27 @@ class KxenPluginManager(pluggy.PluginManager):
         name: str,
         *,
         source: str,
-        dist: str | None = None,
-        version: str | None = None,
-        entry_point: str | None = None,
+        discovered: _Discovered | None = None,
     ) -> None:
         self.register(plugin, name=name)
-        self.origins[name] = (source, dist, version, entry_point)
+        self.origins[name] = (source, discovered)
 
     def infos(self) -> list[PluginInfo]:
         out = []
         for name, plugin in self.list_name_plugin():
             if plugin is None:
                 continue
-            source, dist, version, ep = self.origins.get(name, ("registered", None, None, None))
+            source, found = self.origins.get(name, ("registered", None))
             hooks = tuple(sorted(h.name for h in self.get_hookcallers(plugin) or ()))
             out.append(
-                PluginInfo(name=name, dist=dist, version=version, entry_point=ep, source=source, hooks=hooks)
+                PluginInfo(
+                    name=name,
+                    dist=found.dist if found else None,
+                    version=found.version if found else None,
+                    entry_point=found.ep.name if found else None,
+                    source=source,
+                    hooks=hooks,
+                )
             )
         out.sort(key=lambda p: (p.source != "entry point", p.name))
         return out
@@ -142,7 +154,8 @@ def make_plugin_manager(
         allow_set = set(allow) if allow is not None else env_allow
         block_set = set(block) | (_split_env("KXEN_DISABLE_PLUGINS") or set())
         for d in discover():
-            names = {d.ep.name, d.dist or ""}
+            # the dist name is read only when a list could name it
+            names = {d.ep.name, d.dist or ""} if (allow_set is not None or block_set) else {d.ep.name}
             if (allow_set is not None and not names & allow_set) or names & block_set:
                 pm.failures.append(
                     LoadFailure(dist=d.dist, entry_point=d.ep.name, error="not loaded (allowlist/blocklist)", skipped=True)
@@ -160,7 +173,7 @@ def make_plugin_manager(
             try:
                 plugin = d.ep.load()
                 pm.register_from(
-                    plugin, d.ep.name, source="entry point", dist=d.dist, version=d.version, entry_point=d.ep.name
+                    plugin, d.ep.name, source="entry point", discovered=d
                 )
                 _validate(pm, plugin)
             except Exception as exc:  # a broken plugin must never take the host down
