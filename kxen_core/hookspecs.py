@@ -91,7 +91,7 @@ def kxen_policy_decision(call: ToolCall) -> Vote | None:
 
     Veto, async-capable (called via ``acall_all``). Return a :class:`kxen_core.policy.Vote`
     (``allow``, ``ask`` or ``deny`` with a reason) or ``None`` to abstain. ``deny`` beats ``ask`` beats
-    ``allow``; when every plugin abstains the server's ``defaultToolPolicy`` applies. An
+    ``allow``; the core's config vote always answers (``toolPolicies``, else ``defaultToolPolicy``). An
     implementation that raises counts as ``deny`` and is reported with its plugin name.
 
     .. versionadded:: 0.1
