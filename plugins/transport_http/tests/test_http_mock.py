@@ -471,6 +471,55 @@ async def test_header_values_never_leak() -> None:
         assert secret not in everything
 
 
+async def test_a_credential_plugin_is_asked_even_when_it_came_late() -> None:
+    """Without a kxen_credential_lookup plugin the POST headers are built once; one registered later is asked."""
+
+    class Credentials:
+        @hookimpl
+        async def kxen_credential_lookup(self, server, request):
+            return {"X-Api-Key": CRED}
+
+    pm = KxenPluginManager()
+    app = App()
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(server(headers={"X-Static": "v1"}), context(pm=pm), http_transport=httpx.MockTransport(app)) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                await session.request("tools/list")
+                pm.register(Credentials())
+                await session.request("tools/list")
+    posts = [r for r in app.requests if r.method == "POST"]
+    assert [r.headers.get("x-api-key") for r in posts] == [None, None, None, CRED]
+    assert all(r.headers["x-static"] == "v1" for r in posts)
+    assert [r.headers.get("mcp-session-id") for r in posts] == [None, "sess-1", "sess-1", "sess-1"]
+    assert app.requests[-1].method == "DELETE" and app.requests[-1].headers["x-api-key"] == CRED
+
+
+async def test_requests_start_without_waiting_and_close_cancels_them() -> None:
+    cancelled: list[Any] = []
+
+    class Hanging(App):
+        async def call(self, rid, method, params, request):
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancelled.append(rid)
+            raise AssertionError("unreachable")
+
+    app = Hanging()
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(app)) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+            # a request starts at once; a notification is POSTed inline by send(), not here
+            assert stream.send_nowait({"jsonrpc": "2.0", "id": "r1", "method": "tools/call", "params": {"name": "x"}})
+            assert not stream.send_nowait({"jsonrpc": "2.0", "method": "notifications/progress"})
+            await anyio.sleep(0.05)
+            assert cancelled == []
+    assert cancelled == ["r1"]  # closing cancelled its POST and waited for it
+    assert app.deleted
+
+
 async def test_invalid_options_raise_config_error_on_enter() -> None:
     srv = server(options={"maxMessageBytes": "big", "nope": 1, "getStream": 1})
     with pytest.raises(ConfigError) as err:

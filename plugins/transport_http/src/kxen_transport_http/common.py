@@ -154,6 +154,27 @@ def map_http_error(exc: BaseException, where: str, redact: Redactor, server: str
 # --- headers --------------------------------------------------------------------------------------
 
 
+def has_credential_hook(context: TransportContext) -> bool:
+    """True when some plugin implements ``kxen_credential_lookup`` (asked on every request: cheap)."""
+    pm = context.pm
+    if pm is None:
+        return False
+    caller = getattr(pm.hook, "kxen_credential_lookup", None)
+    return caller is not None and bool(caller.get_hookimpls())
+
+
+def config_headers(server: ServerConfig, redact: Redactor) -> httpx.Headers:
+    """``server.headers`` as request headers; their values are remembered as secrets."""
+    redact.remember(server.headers.values())
+    headers = httpx.Headers()
+    try:
+        for name, value in server.headers.items():
+            headers[name] = value
+    except UnicodeEncodeError:
+        raise ProtocolError("a request header value is not ASCII; it cannot be sent", server=server.name) from None
+    return headers
+
+
 async def request_headers(
     server: ServerConfig,
     context: TransportContext,
@@ -161,17 +182,17 @@ async def request_headers(
     url: str,
     redact: Redactor,
 ) -> httpx.Headers:
-    """``server.headers`` plus what ``kxen_credential_lookup`` adds for this request."""
+    """``server.headers`` plus what ``kxen_credential_lookup`` adds for this request.
+
+    The hook is not called at all when no plugin implements it.
+    """
     extra: Any = None
-    if context.pm is not None:
+    if has_credential_hook(context):
         extra = await hookcall.acall_first(
             context.pm, "kxen_credential_lookup", server=server, request=CredentialRequest(method=method, url=url)
         )
-    redact.remember(server.headers.values())
-    headers = httpx.Headers()
+    headers = config_headers(server, redact)
     try:
-        for name, value in server.headers.items():
-            headers[name] = value
         if isinstance(extra, dict):
             for name, value in extra.items():
                 if not isinstance(name, str) or not isinstance(value, str):

@@ -1,9 +1,15 @@
 """Streamable HTTP (MCP 2025-03-26 .. 2025-11-25) as a :class:`kxen_core.transport.MessageStream`.
 
-Every outgoing message is one POST to the endpoint. A *request* is POSTed from its own task in the
-transport's task group, so ``send`` returns at once and the session's timeout governs the wait; its
-answer (a JSON body or an SSE stream) is fed into one bounded queue that ``receive`` reads.
-Notifications and responses are POSTed inline and expect ``202``, which keeps them in order.
+Every outgoing message is one POST to the endpoint. A *request* is POSTed from its own task, so
+``send`` (or ``send_nowait``) returns at once and the session's timeout governs the wait; its answer
+(a JSON body or an SSE stream) is fed into one bounded queue that ``receive`` reads. Notifications
+and responses are POSTed inline and expect ``202``, which keeps them in order.
+
+Hot path (see docs/performance.md, W6): on asyncio a request's task is a plain asyncio task (no anyio
+task-group wrapper), tracked and cancelled by the transport itself; when no plugin implements
+``kxen_credential_lookup`` the POST headers are built once (again only when the session id or the
+protocol version changes) and ``send_nowait`` starts the request without an ``await``; answers go
+into the queue and come out of it without a checkpoint unless it is full or empty.
 
 * ``Mcp-Session-Id`` is taken from the answer to ``initialize`` and sent on every later request;
   ``MCP-Protocol-Version`` is taken from the initialize result as it passes through and sent after.
@@ -23,6 +29,7 @@ Notifications and responses are POSTed inline and expect ``202``, which keeps th
 
 from __future__ import annotations
 
+import asyncio
 import re
 from contextlib import aclosing
 from typing import Any, Callable
@@ -43,9 +50,11 @@ from .common import (
     MessageTooLarge,
     Options,
     Redactor,
+    config_headers,
     content_type,
     encode,
     error_from_http,
+    has_credential_hook,
     iter_events,
     map_http_error,
     parse_messages,
@@ -109,6 +118,11 @@ class StreamableHTTPStream:
         self._tg = tg
         self._opts = opts
         self._url = server.url or ""
+        self._post_url: httpx.URL | str = self._url
+        try:
+            self._post_url = httpx.URL(self._url)  # parsed once, not on every POST
+        except Exception:
+            pass  # the POST fails with the same error the string gives (a ConnectError)
         self._safe_url = safe_url(self._url)
         self._redact = Redactor()
         self._inline_timeout = httpx.Timeout(
@@ -118,7 +132,16 @@ class StreamableHTTPStream:
         self._session_id: str | None = None
         self._protocol_version: str | None = None
         self._init_id: Any = None
-        self._in_flight: dict[Any, anyio.CancelScope] = {}
+        #: what cancels each request's POST: its asyncio task, or its cancel scope on other backends
+        self._in_flight: dict[Any, asyncio.Task | anyio.CancelScope] = {}
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend: requests run in the task group
+            self._loop = None
+        #: request tasks on asyncio (not in the task group): cancelled and awaited on close
+        self._tasks: set[asyncio.Task] = set()
+        #: the POST headers while no plugin implements kxen_credential_lookup; None: build them again
+        self._fixed_post_headers: httpx.Headers | None = None
         self._failure: TransportError | None = None
         self._closing = False
         self._expired = False
@@ -127,36 +150,58 @@ class StreamableHTTPStream:
 
     # --- MessageStream ------------------------------------------------------------------------
 
+    def send_nowait(self, message: Message) -> bool:
+        """Start a request's POST without waiting (the session's hot path); True when it did.
+
+        False (nothing sent) for what ``send`` must do instead: notifications and responses (POSTed
+        inline), a request whose headers need the ``kxen_credential_lookup`` hook, a closed transport.
+        """
+        if self._failure is not None:
+            return False
+        method = message.get("method")
+        rid = message.get("id")
+        if not isinstance(method, str) or rid is None:
+            return False
+        headers = self._post_headers_now()
+        if headers is None:
+            return False
+        self._start_request(method, rid, encode(message), headers)
+        return True
+
     async def send(self, message: Message) -> None:
         if self._failure is not None:
             raise self._closed_error()
         method = message.get("method")
         rid = message.get("id")
         body = encode(message)
-        headers = await self._headers("POST")
-        headers["Accept"] = ACCEPT_POST
-        headers["Content-Type"] = "application/json"
-        self._posts += 1
+        headers = self._post_headers_now()
+        if headers is None:
+            headers = await self._headers("POST")
+            headers["Accept"] = ACCEPT_POST
+            headers["Content-Type"] = "application/json"
         if isinstance(method, str) and rid is not None:
-            if method == "initialize":
-                self._init_id = rid
-            scope = anyio.CancelScope()
-            self._in_flight[rid] = scope
-            self._tg.start_soon(self._request_task, rid, body, headers, scope, name=f"kxen-http-{rid}")
+            self._start_request(method, rid, body, headers)
             return
+        self._posts += 1
         await self._post_inline(method if isinstance(method, str) else "response", body, headers)
         if method == "notifications/cancelled":
             # the session gave up on that request: stop reading its answer
             params = message.get("params")
             target = params.get("requestId") if isinstance(params, dict) else None
-            scope = self._in_flight.get(target) if isinstance(target, (int, str)) else None
-            if scope is not None:
-                scope.cancel()
+            handle = self._in_flight.pop(target, None) if isinstance(target, (int, str)) else None
+            if handle is not None:
+                handle.cancel()  # once: a task's own shielded cleanup is not interrupted again on close
         elif method == "notifications/initialized" and self._opts.getStream and self._get_state == "off":
             self._get_state = "opening"
             self._tg.start_soon(self._get_loop, name="kxen-http-get")
 
     async def receive(self) -> Message:
+        try:
+            return self._inbox.receive_nowait()  # no checkpoint while answers are queued
+        except anyio.WouldBlock:
+            pass
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise self._closed()
         try:
             return await self._inbox.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -206,11 +251,61 @@ class StreamableHTTPStream:
 
     async def _headers(self, method: str) -> httpx.Headers:
         headers = await request_headers(self._server, self._context, method, self._url, self._redact)
+        self._add_session_headers(headers)
+        return headers
+
+    def _add_session_headers(self, headers: httpx.Headers) -> None:
         if self._session_id is not None:
             headers[SESSION_HEADER] = self._session_id
         if self._protocol_version is not None:
             headers[VERSION_HEADER] = self._protocol_version
+
+    def _post_headers_now(self) -> httpx.Headers | None:
+        """The POST headers without asking anyone, or None when a credential plugin must be asked.
+
+        Without such a plugin they are the config's headers, the session's and the fixed ones: the
+        same for every POST until the session id or the protocol version changes. httpx copies the
+        headers it is given, so one object serves every request.
+        """
+        if has_credential_hook(self._context):
+            return None
+        headers = self._fixed_post_headers
+        if headers is None:
+            headers = config_headers(self._server, self._redact)
+            self._add_session_headers(headers)
+            headers["Accept"] = ACCEPT_POST
+            headers["Content-Type"] = "application/json"
+            self._fixed_post_headers = headers
         return headers
+
+    def _start_request(self, method: str, rid: Any, body: bytes, headers: httpx.Headers) -> None:
+        self._posts += 1
+        if method == "initialize":
+            self._init_id = rid
+        loop = self._loop
+        if loop is None:
+            scope = anyio.CancelScope()
+            self._in_flight[rid] = scope
+            self._tg.start_soon(self._request_task, rid, body, headers, scope, name=f"kxen-http-{rid}")
+            return
+        task = loop.create_task(self._request_task(rid, body, headers, None), name=f"kxen-http-{rid}")
+        self._in_flight[rid] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _cancel_requests(self) -> None:
+        """Cancel the request tasks still running (what cancelling the task group does to its own)."""
+        in_flight = set(self._in_flight.values())
+        for task in self._tasks:
+            if task in in_flight:  # (one that notifications/cancelled cancelled is not cancelled twice)
+                task.cancel()
+
+    async def _wait_requests(self) -> None:
+        """Wait (bounded) for the cancelled request tasks to finish. Call shielded."""
+        tasks = [t for t in self._tasks if not t.done()]
+        if tasks:
+            with anyio.move_on_after(CLOSE_STEP_SECONDS):
+                await asyncio.wait(tasks)
 
     async def _stream_headers(self, cursor: _Cursor) -> httpx.Headers:
         headers = await self._headers("GET")
@@ -225,10 +320,16 @@ class StreamableHTTPStream:
             version = result.get("protocolVersion") if isinstance(result, dict) else None
             if isinstance(version, str) and _VERSION_RE.match(version):
                 self._protocol_version = version
+                self._fixed_post_headers = None
             self._init_id = None  # answered: stop looking
         self._received += 1
         try:
-            await self._feed.send(message)
+            self._feed.send_nowait(message)  # no checkpoint unless the queue is full
+        except anyio.WouldBlock:
+            try:
+                await self._feed.send(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # closed: nobody reads any more
 
@@ -243,6 +344,7 @@ class StreamableHTTPStream:
             return
         if 0 < len(value) <= MAX_SESSION_ID_LENGTH and all(0x21 <= ord(c) <= 0x7E for c in value):
             self._session_id = value
+            self._fixed_post_headers = None
         else:
             self._diag("ignored an Mcp-Session-Id that is not visible ASCII")
 
@@ -254,12 +356,17 @@ class StreamableHTTPStream:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def _request_task(self, rid: Any, body: bytes, headers: httpx.Headers, scope: anyio.CancelScope) -> None:
+    async def _request_task(
+        self, rid: Any, body: bytes, headers: httpx.Headers, scope: anyio.CancelScope | None
+    ) -> None:
+        """POST request ``rid`` and feed its answer. On asyncio it runs in its own task (``scope`` is
+        None): cancelling that task stops it; elsewhere ``scope`` does."""
         try:
-            with scope:
-                cursor = await self._post_request(rid, body, headers)
-                if cursor is not None:
-                    await self._resume(rid, cursor)
+            if scope is None:
+                await self._exchange(rid, body, headers)
+            else:
+                with scope:
+                    await self._exchange(rid, body, headers)
         except _SessionExpired:
             self._expire()
         except MessageTooLarge as exc:
@@ -269,9 +376,18 @@ class StreamableHTTPStream:
         finally:
             self._in_flight.pop(rid, None)
 
+    async def _exchange(self, rid: Any, body: bytes, headers: httpx.Headers) -> None:
+        cursor = await self._post_request(rid, body, headers)
+        if cursor is not None:
+            await self._resume(rid, cursor)
+
     async def _post_request(self, rid: Any, body: bytes, headers: httpx.Headers) -> _Cursor | None:
         """POST one request and feed its answer; return a cursor when its SSE stream must be resumed."""
-        async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
+        client = self._client
+        # what client.stream() does, without its context-manager generator
+        request = client.build_request("POST", self._post_url, content=body, headers=headers)
+        response = await client.send(request, stream=True)
+        try:
             status = response.status_code
             if status == 404 and self._session_id is not None:
                 raise _SessionExpired
@@ -310,6 +426,8 @@ class StreamableHTTPStream:
                 return cursor
             await self._deliver_error(rid, f"answer has an unexpected Content-Type {ctype[:60]!r} (HTTP {status})")
             return None
+        finally:
+            await response.aclose()
 
     async def _resume(self, rid: Any, cursor: _Cursor) -> None:
         """GET + Last-Event-ID until the response to ``rid`` arrives, a bounded number of times."""
@@ -369,7 +487,7 @@ class StreamableHTTPStream:
     async def _post_inline(self, label: str, body: bytes, headers: httpx.Headers) -> None:
         try:
             async with self._client.stream(
-                "POST", self._url, content=body, headers=headers, timeout=self._inline_timeout
+                "POST", self._post_url, content=body, headers=headers, timeout=self._inline_timeout
             ) as response:
                 status = response.status_code
                 if status == 404 and self._session_id is not None:
@@ -496,13 +614,18 @@ class StreamableHTTPTransport:
     async def __aexit__(self, *exc: Any) -> None:
         assert self._tg is not None and self._client is not None and self._stream is not None
         self._tg.cancel_scope.cancel()
+        self._stream._cancel_requests()
         try:
             with anyio.CancelScope(shield=True):
                 await self._stream._shutdown()
         finally:
             try:
                 # our tasks never raise, so this only waits for them to finish cancelling
-                await self._tg.__aexit__(None, None, None)
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._stream._wait_requests()
+                finally:
+                    await self._tg.__aexit__(None, None, None)
             finally:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_STEP_SECONDS):
                     await self._client.aclose()
