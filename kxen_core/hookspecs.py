@@ -16,7 +16,7 @@ methods are async (a transport is an async context manager).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 

@@ -22,7 +22,6 @@ from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.project import dangerous_env_key, secret_header
 from kxen_core.config.trust import trust
-from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core.plugins import hookimpl, make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 from kxen_core.runtime import Runtime

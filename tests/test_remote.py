@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import traceback
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 import anyio.abc
+
+if sys.version_info < (3, 11):  # pragma: no cover - anyio brings the backport there
+    from exceptiongroup import BaseExceptionGroup
 import attrs
 import httpx
 import pytest

@@ -302,3 +302,23 @@ def error_from_http(rid: Any, status: int, reason: str, body: bytes, redact: Red
 
 
 Diagnostic = Callable[[str], None]
+
+
+def open_client(
+    server: ServerConfig,
+    kind: str,
+    opts: Any,
+    http_transport: httpx.AsyncBaseTransport | None,
+    factory: Callable[[ServerConfig], httpx.AsyncBaseTransport | None] | None,
+) -> httpx.AsyncClient:
+    """The one ``httpx.AsyncClient`` of a transport: no redirects (a redirect must not carry
+    credentials elsewhere), bounded connect, an injected ``http_transport`` (tests) or ``factory``."""
+    if not server.url or not server.url.startswith(("http://", "https://")):
+        raise ConnectError(f"an {kind} server needs an http:// or https:// url", server=server.name)
+    if http_transport is None and factory is not None:
+        http_transport = factory(server)
+    return httpx.AsyncClient(
+        transport=http_transport,
+        timeout=httpx.Timeout(connect=opts.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
+        follow_redirects=False,
+    )

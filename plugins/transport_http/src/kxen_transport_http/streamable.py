@@ -40,10 +40,11 @@ import attrs
 import httpx
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import ClosedError, ConnectError, ProtocolError, TransportError
+from kxen_core.errors import ClosedError, ProtocolError, TransportError
 from kxen_core.transport import Message, RequestFailed, TransportContext
 
 from .common import (
+    open_client,
     CLOSE_STEP_SECONDS,
     ERROR_BODY_LIMIT,
     MAX_SESSION_ID_LENGTH,
@@ -596,16 +597,7 @@ class StreamableHTTPTransport:
             raise RuntimeError("a transport can be entered only once")
         server = self._server
         opts = parse_options(server, HTTP_OPTIONS)
-        if not server.url or not server.url.startswith(("http://", "https://")):
-            raise ConnectError("an http server needs an http:// or https:// url", server=server.name)
-        http_transport = self._http_transport
-        if http_transport is None and transport_factory is not None:
-            http_transport = transport_factory(server)
-        self._client = httpx.AsyncClient(
-            transport=http_transport,
-            timeout=httpx.Timeout(connect=opts.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
-            follow_redirects=False,  # a redirect must not carry credentials elsewhere
-        )
+        self._client = open_client(server, "http", opts, self._http_transport, transport_factory)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._stream = StreamableHTTPStream(server, self._context, self._client, self._tg, opts)

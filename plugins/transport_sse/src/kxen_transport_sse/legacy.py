@@ -25,6 +25,7 @@ from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError, ConnectError, TransportError
 from kxen_core.transport import Message, TransportContext
 from kxen_transport_http.common import (
+    open_client,
     CLOSE_STEP_SECONDS,
     ERROR_BODY_LIMIT,
     MessageTooLarge,
@@ -263,16 +264,7 @@ class LegacySSETransport:
             raise RuntimeError("a transport can be entered only once")
         server = self._server
         opts = parse_options(server, SSE_OPTIONS)
-        if not server.url or not server.url.startswith(("http://", "https://")):
-            raise ConnectError("an sse server needs an http:// or https:// url", server=server.name)
-        http_transport = self._http_transport
-        if http_transport is None and transport_factory is not None:
-            http_transport = transport_factory(server)
-        self._client = httpx.AsyncClient(
-            transport=http_transport,
-            timeout=httpx.Timeout(connect=opts.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
-            follow_redirects=False,  # a redirect must not carry credentials elsewhere
-        )
+        self._client = open_client(server, "sse", opts, self._http_transport, transport_factory)
         self._stream = LegacySSEStream(server, self._context, self._client, opts)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
