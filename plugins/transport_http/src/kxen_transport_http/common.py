@@ -322,3 +322,26 @@ def open_client(
         timeout=httpx.Timeout(connect=opts.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
         follow_redirects=False,
     )
+
+
+class ClientTransport:
+    """What both HTTP transports hold: the server, the context, one ``httpx.AsyncClient`` (an
+    injected ``http_transport`` for tests), one task group and the stream; entered once."""
+
+    def __init__(
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._server = server
+        self._context = context
+        self._http_transport = http_transport
+        self._client: httpx.AsyncClient | None = None
+        self._tg: Any = None
+        self._stream: Any = None
+
+    def _check_fresh(self) -> ServerConfig:
+        if self._client is not None:
+            raise RuntimeError("a transport can be entered only once")
+        return self._server

@@ -44,6 +44,7 @@ from kxen_core.errors import ClosedError, ProtocolError, TransportError
 from kxen_core.transport import Message, RequestFailed, TransportContext
 
 from .common import (
+    ClientTransport,
     open_client,
     CLOSE_STEP_SECONDS,
     ERROR_BODY_LIMIT,
@@ -571,7 +572,7 @@ class StreamableHTTPStream:
                 )
 
 
-class StreamableHTTPTransport:
+class StreamableHTTPTransport(ClientTransport):
     """The async context manager ``kxen_transport_open`` returns for kind ``http``.
 
     Entering validates ``server.options`` (``ConfigError``), makes the one ``httpx.AsyncClient`` and
@@ -579,23 +580,8 @@ class StreamableHTTPTransport:
     the body of the ``async with`` pass through unchanged (the task group never wraps them).
     """
 
-    def __init__(
-        self,
-        server: ServerConfig,
-        context: TransportContext,
-        http_transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._server = server
-        self._context = context
-        self._http_transport = http_transport
-        self._client: httpx.AsyncClient | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._stream: StreamableHTTPStream | None = None
-
     async def __aenter__(self) -> StreamableHTTPStream:
-        if self._client is not None:
-            raise RuntimeError("a transport can be entered only once")
-        server = self._server
+        server = self._check_fresh()
         opts = parse_options(server, HTTP_OPTIONS)
         self._client = open_client(server, "http", opts, self._http_transport, transport_factory)
         self._tg = anyio.create_task_group()

@@ -25,6 +25,7 @@ from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError, ConnectError, TransportError
 from kxen_core.transport import Message, TransportContext
 from kxen_transport_http.common import (
+    ClientTransport,
     open_client,
     CLOSE_STEP_SECONDS,
     ERROR_BODY_LIMIT,
@@ -238,7 +239,7 @@ class LegacySSEStream:
         self._inbox.close()
 
 
-class LegacySSETransport:
+class LegacySSETransport(ClientTransport):
     """The async context manager ``kxen_transport_open`` returns for kind ``sse``.
 
     Entering raises ``ConnectError`` when the stream cannot be opened or gives no usable endpoint,
@@ -246,23 +247,8 @@ class LegacySSETransport:
     ``async with`` pass through unchanged (the task group never wraps them).
     """
 
-    def __init__(
-        self,
-        server: ServerConfig,
-        context: TransportContext,
-        http_transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._server = server
-        self._context = context
-        self._http_transport = http_transport
-        self._client: httpx.AsyncClient | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._stream: LegacySSEStream | None = None
-
     async def __aenter__(self) -> LegacySSEStream:
-        if self._client is not None:
-            raise RuntimeError("a transport can be entered only once")
-        server = self._server
+        server = self._check_fresh()
         opts = parse_options(server, SSE_OPTIONS)
         self._client = open_client(server, "sse", opts, self._http_transport, transport_factory)
         self._stream = LegacySSEStream(server, self._context, self._client, opts)
