@@ -29,12 +29,11 @@ from kxen_core.policy import (
     sensitive_key,
 )
 from kxen_core.runtime import Runtime
+from support import DEMO, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "demo" / "server.py"
-WAIT = 30
 
 SECRETS = {"API_TOKEN": "tok-SECRET-0001", "DB_PASSWORD": "pw-SECRET-0002", "GITHUB_PAT": "ghp-SECRET-0003",
            "aws_secret_access_key": "aws-SECRET-0004", "SESSION_COOKIE": "ck-SECRET-0005"}  # fmt: skip
@@ -44,18 +43,6 @@ PLAIN = {"MODE": "fast", "LOG_LEVEL": "debug", "REGION": "eu-west-1"}
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def demo_entry(log: Path | None = None, **extra: Any) -> dict[str, Any]:
-    args = [str(DEMO)] + (["--log", str(log)] if log is not None else [])
-    return {"command": sys.executable, "args": args, **extra}
-
-
-def write_project(ws: Path, servers: dict[str, Any]) -> Path:
-    (ws / ".kxen").mkdir(exist_ok=True)
-    path = ws / ".kxen" / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}))
-    return path
-
-
 def channel_pm(*channels: Any, entrypoints: bool = True):
     """A plugin manager whose only approval channels are ``channels`` (the installed ones removed)."""
     pm = make_plugin_manager(load_entrypoints=entrypoints, extra=list(channels))
@@ -63,15 +50,6 @@ def channel_pm(*channels: Any, entrypoints: bool = True):
         if impl.plugin not in channels:
             pm.unregister(impl.plugin)
     return pm
-
-
-def state(rt: Runtime, name: str) -> dict[str, Any]:
-    return next(s for s in rt.status() if s["name"] == name)
-
-
-async def settle(rt: Runtime) -> None:
-    with anyio.fail_after(WAIT):
-        assert await rt.wait_ready()
 
 
 class Channel:
@@ -93,13 +71,6 @@ class Channel:
 def assert_no_secret(text: str) -> None:
     for value in SECRETS.values():
         assert value not in text
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path.resolve()
 
 
 # --- what an approval request shows -----------------------------------------------------------

@@ -8,7 +8,6 @@ and the in-memory fake server records its ``received`` messages.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +19,14 @@ from kxen_core.plugins import hookimpl, make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
 from kxen_core.runtime import Runtime
 from kxen_testing.fake import text_result
+from support import demo_entry
 
 pytestmark = pytest.mark.anyio
 
-DEMO = Path(__file__).resolve().parents[1] / "demo" / "server.py"
 WAIT = 30
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def demo_entry(log: Path | None = None, **extra: Any) -> dict[str, Any]:
-    args = [str(DEMO)] + (["--log", str(log)] if log is not None else [])
-    return {"command": sys.executable, "args": args, **extra}
 
 
 def pm_with(*extra: Any):

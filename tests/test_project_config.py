@@ -25,11 +25,10 @@ from kxen_core.config.trust import trust
 from kxen_core.plugins import hookimpl, make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 from kxen_core.runtime import Runtime
+from support import WAIT, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
-DEMO = Path(__file__).resolve().parents[1] / "demo" / "server.py"
-WAIT = 30
 
 #: env keys a project may never set (each also in lower case and mixed case below)
 DANGEROUS_ENV = [
@@ -47,27 +46,6 @@ SAFE_HEADERS = ["Accept-Language", "X-Request-Source", "User-Agent", "X-Trace-Id
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def demo_entry(log: Path | None = None, **extra: Any) -> dict[str, Any]:
-    args = [str(DEMO)] + (["--log", str(log)] if log is not None else [])
-    return {"command": sys.executable, "args": args, **extra}
-
-
-def write_project(ws: Path, servers: dict[str, Any]) -> Path:
-    (ws / ".kxen").mkdir(exist_ok=True)
-    path = ws / ".kxen" / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}))
-    return path
-
-
-def state(rt: Runtime, name: str) -> dict[str, Any]:
-    return next(s for s in rt.status() if s["name"] == name)
-
-
-async def settle(rt: Runtime) -> None:
-    with anyio.fail_after(WAIT):
-        assert await rt.wait_ready()
 
 
 class ApproveAll:
@@ -101,13 +79,6 @@ class Spy:
 def spy_pm(*extra: Any):
     """No installed plugin at all: nothing can really start, the spy sees what would."""
     return make_plugin_manager(load_entrypoints=False, extra=list(extra))
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path.resolve()
 
 
 def mixed_case(key: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,26 +22,13 @@ from kxen_core.errors import ConfigError, ServerNotReady
 from kxen_core.plugins import hookimpl, make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, resolve_stdio_launch
 from kxen_core.runtime import Runtime
+from support import WAIT, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
-DEMO = Path(__file__).resolve().parents[1] / "demo" / "server.py"
-WAIT = 30
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def demo_entry(log: Path | None = None, **extra: Any) -> dict[str, Any]:
-    args = [str(DEMO)] + (["--log", str(log)] if log is not None else [])
-    return {"command": sys.executable, "args": args, **extra}
-
-
-def write_project(ws: Path, servers: dict[str, Any]) -> Path:
-    (ws / ".kxen").mkdir(exist_ok=True)
-    path = ws / ".kxen" / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}))
-    return path
 
 
 def no_channel_pm(*extra: Any):
@@ -56,15 +42,6 @@ def no_channel_pm(*extra: Any):
 
 def logged_methods(log: Path) -> list[str]:
     return [json.loads(line).get("method", "<response>") for line in log.read_text().splitlines() if line.strip()]
-
-
-def state(rt: Runtime, name: str) -> dict[str, Any]:
-    return next(s for s in rt.status() if s["name"] == name)
-
-
-async def settle(rt: Runtime) -> None:
-    with anyio.fail_after(WAIT):
-        assert await rt.wait_ready()
 
 
 class Recorder:
@@ -81,13 +58,6 @@ class Recorder:
         if self.approved is None:
             return None
         return ApprovalDecision(approved=self.approved, reason="" if self.approved else "test says no", channel="test")
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path.resolve()
 
 
 # --- trust ------------------------------------------------------------------------------------
