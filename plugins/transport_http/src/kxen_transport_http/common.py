@@ -345,3 +345,41 @@ class ClientTransport:
         if self._client is not None:
             raise RuntimeError("a transport can be entered only once")
         return self._server
+
+
+class StreamFailures:
+    """How both HTTP streams report trouble: redacted diagnostics, one sticky failure that closes
+    the feed, and the ``ClosedError`` every later call raises (cause kept, httpx context dropped).
+
+    Expects ``_name``, ``_context``, ``_redact``, ``_closing``, ``_failure`` and ``_feed``.
+    """
+
+    _name: str
+    _context: TransportContext
+    _redact: Redactor
+    _closing: bool
+    _failure: TransportError | None
+    _feed: Any
+
+    def _diag(self, text: str) -> None:
+        if not self._closing:
+            self._context.diagnostic(self._redact(f"{self._name}: {text}", 500))
+
+    def _closed_error(self) -> ClosedError:
+        failure = self._failure or ClosedError("transport closed", server=self._name)
+        error = ClosedError(str(failure), server=self._name)
+        if not isinstance(failure, ClosedError):
+            error.__cause__ = failure
+        return error
+
+    def _closed(self) -> ClosedError:
+        """Raise this: the cause (a ConnectError/ProtocolError) is kept, the httpx context is not."""
+        error = self._closed_error()
+        error.__suppress_context__ = True
+        return error
+
+    def _fail(self, error: TransportError) -> None:
+        if self._failure is None:
+            self._failure = error
+            self._diag(str(error))
+            self._feed.close()

@@ -44,6 +44,7 @@ from kxen_core.errors import ClosedError, ProtocolError, TransportError
 from kxen_core.transport import Message, RequestFailed, TransportContext
 
 from .common import (
+    StreamFailures,
     ClientTransport,
     open_client,
     CLOSE_STEP_SECONDS,
@@ -102,7 +103,7 @@ def _answers(message: Message, rid: Any) -> bool:
     return type(message) is dict and "method" not in message and message.get("id") == rid and ("result" in message or "error" in message)
 
 
-class StreamableHTTPStream:
+class StreamableHTTPStream(StreamFailures):
     """The :class:`~kxen_core.transport.MessageStream` of one Streamable HTTP connection."""
 
     def __init__(
@@ -223,29 +224,6 @@ class StreamableHTTPStream:
         }
 
     # --- plumbing -----------------------------------------------------------------------------
-
-    def _diag(self, text: str) -> None:
-        if not self._closing:
-            self._context.diagnostic(self._redact(f"{self._name}: {text}", 500))
-
-    def _closed_error(self) -> ClosedError:
-        failure = self._failure or ClosedError("transport closed", server=self._name)
-        error = ClosedError(str(failure), server=self._name)
-        if not isinstance(failure, ClosedError):
-            error.__cause__ = failure
-        return error
-
-    def _closed(self) -> ClosedError:
-        """Raise this: the cause (a ConnectError/ProtocolError) is kept, the httpx context is not."""
-        error = self._closed_error()
-        error.__suppress_context__ = True
-        return error
-
-    def _fail(self, error: TransportError) -> None:
-        if self._failure is None:
-            self._failure = error
-            self._diag(str(error))
-            self._feed.close()
 
     def _expire(self) -> None:
         self._expired = True

@@ -25,6 +25,7 @@ from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError, ConnectError, TransportError
 from kxen_core.transport import Message, TransportContext
 from kxen_transport_http.common import (
+    StreamFailures,
     ClientTransport,
     open_client,
     CLOSE_STEP_SECONDS,
@@ -75,7 +76,7 @@ def resolve_endpoint(sse_url: str, data: str, server: str = "") -> str:
     return target
 
 
-class LegacySSEStream:
+class LegacySSEStream(StreamFailures):
     """The :class:`~kxen_core.transport.MessageStream` of one HTTP+SSE connection."""
 
     def __init__(self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, opts: Options) -> None:
@@ -143,24 +144,6 @@ class LegacySSEStream:
         }
 
     # --- plumbing -----------------------------------------------------------------------------
-
-    def _diag(self, text: str) -> None:
-        if not self._closing:
-            self._context.diagnostic(self._redact(f"{self._name}: {text}", 500))
-
-    def _closed(self) -> ClosedError:
-        failure = self._failure or ClosedError("transport closed", server=self._name)
-        error = ClosedError(str(failure), server=self._name)
-        if not isinstance(failure, ClosedError):
-            error.__cause__ = failure
-        error.__suppress_context__ = True
-        return error
-
-    def _fail(self, error: TransportError) -> None:
-        if self._failure is None:
-            self._failure = error
-            self._diag(str(error))
-            self._feed.close()
 
     async def _deliver(self, message: Message) -> None:
         self._received += 1
