@@ -261,25 +261,7 @@ class KxenStdioClient:
 
     async def start(self) -> None:
         Session, StdioTransport = self.classes()
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        self._stack = stack
-        try:
-            stream = await stack.enter_async_context(StdioTransport(self.server, self.context))
-            self.session = await stack.enter_async_context(
-                Session(
-                    stream,
-                    server=self.server.name,
-                    request_timeout=self.server.timeouts.requestSeconds,
-                    initialize_timeout=self.server.timeouts.initializeSeconds,
-                )
-            )
-            init = await self.session.initialize()
-        except BaseException:
-            await self.close()
-            raise
-        if init.protocol_version != PROTOCOL_VERSION:
-            raise BenchError(f"kxen: unexpected protocol version {init.protocol_version!r}")
+        await _open_session(self, StdioTransport(self.server, self.context), Session, "kxen")
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
@@ -455,25 +437,7 @@ class KxenHttpClient(KxenStdioClient):
 
         self._peer = await HttpPeer.start(self.spec)
         self.server = ServerConfig(name=self.spec.name, url=self._peer.url, transport="http")
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        self._stack = stack
-        try:
-            stream = await stack.enter_async_context(self.opener()(self.server, self.context))
-            self.session = await stack.enter_async_context(
-                Session(
-                    stream,
-                    server=self.server.name,
-                    request_timeout=self.server.timeouts.requestSeconds,
-                    initialize_timeout=self.server.timeouts.initializeSeconds,
-                )
-            )
-            init = await self.session.initialize()
-        except BaseException:
-            await self.close()
-            raise
-        if init.protocol_version != PROTOCOL_VERSION:
-            raise BenchError(f"kxen http: unexpected protocol version {init.protocol_version!r}")
+        await _open_session(self, self.opener()(self.server, self.context), Session, "kxen http")
 
     async def close(self) -> None:
         peer, self._peer = self._peer, None
@@ -488,3 +452,29 @@ ADAPTERS: dict[str, dict[str, type]] = {
     "stdio": {"raw": RawStdioClient, "kxen": KxenStdioClient},
     "http": {"raw": RawHttpClient, "kxen": KxenHttpClient},
 }
+
+
+async def _open_session(client: Any, transport: Any, session_class: Any, label: str) -> None:
+    """Enter ``transport`` and a Session on it into ``client._stack``, initialize, check the version.
+
+    On failure ``client.close()`` undoes whatever was entered.
+    """
+    stack = contextlib.AsyncExitStack()
+    await stack.__aenter__()
+    client._stack = stack
+    try:
+        stream = await stack.enter_async_context(transport)
+        client.session = await stack.enter_async_context(
+            session_class(
+                stream,
+                server=client.server.name,
+                request_timeout=client.server.timeouts.requestSeconds,
+                initialize_timeout=client.server.timeouts.initializeSeconds,
+            )
+        )
+        init = await client.session.initialize()
+    except BaseException:
+        await client.close()
+        raise
+    if init.protocol_version != PROTOCOL_VERSION:
+        raise BenchError(f"{label}: unexpected protocol version {init.protocol_version!r}")

@@ -25,8 +25,13 @@ stdin reaches EOF (so it never outlives the benchmark that started it).
 
 import asyncio
 import json
+import os
 import secrets
 import sys
+
+# run with -I (no script directory on sys.path): find the stdio peer beside this file
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server import make_tools  # noqa: E402
 
 MAX_HEAD = 16 * 1024  # request line + headers
 MAX_HEADERS = 100
@@ -54,22 +59,7 @@ class BadRequest(Exception):
 
 class Server:
     def __init__(self, n_tools: int, page_size: int) -> None:
-        tools = [
-            {
-                "name": "echo",
-                "description": "Return the given text.",
-                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-            }
-        ]
-        tools += [
-            {
-                "name": f"tool_{i}",
-                "description": f"Generated tool number {i}.",
-                "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
-            }
-            for i in range(n_tools)
-        ]
-        self.tools = tools
+        self.tools = make_tools(n_tools)
         self.page_size = page_size
         self.sessions: set[str] = set()
         self.dumps = json.JSONEncoder(separators=(",", ":")).encode

@@ -15,10 +15,8 @@ import json
 import sys
 
 
-def main() -> None:
-    argv = sys.argv[1:]
-    n_tools = int(argv[argv.index("--tools") + 1]) if "--tools" in argv else 0
-    page_size = int(argv[argv.index("--page-size") + 1]) if "--page-size" in argv else 100
+def make_tools(n_tools: int) -> list[dict]:
+    """``echo`` and ``tool_0`` .. ``tool_<n-1>``: the catalog both bench peers serve."""
     tools = [
         {
             "name": "echo",
@@ -34,6 +32,14 @@ def main() -> None:
         }
         for i in range(n_tools)
     ]
+    return tools
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    n_tools = int(argv[argv.index("--tools") + 1]) if "--tools" in argv else 0
+    page_size = int(argv[argv.index("--page-size") + 1]) if "--page-size" in argv else 100
+    tools = make_tools(n_tools)
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     loads = json.loads
     read = sys.stdin.buffer.readline

@@ -62,15 +62,15 @@ async def w1_spawn_init(make: Make, sizes: Sizes) -> dict[str, float]:
     return {"ms": (t1 - t0) * 1e3, "cpu_ms": (c1 - c0) * 1e3, "close_ms": (t3 - t2) * 1e3}
 
 
-async def w2_sequential(make: Make, sizes: Sizes) -> dict[str, float]:
-    """W2: time ``calls`` sequential echo calls on one session (after 100 untimed warm-up calls)."""
+async def _sequential(make: Make, calls: int, label: str) -> dict[str, float]:
+    """Time ``calls`` sequential echo calls on one session, after 100 untimed warm-up calls."""
     client = make(ServerSpec())
     await client.start()
     try:
         call = client.call
         for i in range(100):
             _check_echo(await call("echo", {"text": f"warm-{i}"}), f"warm-{i}")
-        texts = [f"w2-{i}" for i in range(sizes.calls)]
+        texts = [f"{label}-{i}" for i in range(calls)]
         gc.collect()
         c0, t0 = cpu(), perf()
         for text in texts:
@@ -80,29 +80,18 @@ async def w2_sequential(make: Make, sizes: Sizes) -> dict[str, float]:
         elapsed, cpu_used = perf() - t0, cpu() - c0
     finally:
         await client.close()
-    return {"us_per_call": elapsed / sizes.calls * 1e6, "cpu_us_per_call": cpu_used / sizes.calls * 1e6}
+    return {"us_per_call": elapsed / calls * 1e6, "cpu_us_per_call": cpu_used / calls * 1e6}
+
+
+async def w2_sequential(make: Make, sizes: Sizes) -> dict[str, float]:
+    """W2: ``calls`` sequential echo calls on one stdio session."""
+    return await _sequential(make, sizes.calls, "w2")
 
 
 async def w6_http_sequential(make: Make, sizes: Sizes) -> dict[str, float]:
-    """W6: time ``http_calls`` sequential echo calls over Streamable HTTP on one session (after 100
-    untimed warm-up calls); the peer is ``http_server.py``, one keep-alive connection."""
-    client = make(ServerSpec())
-    await client.start()
-    try:
-        call = client.call
-        for i in range(100):
-            _check_echo(await call("echo", {"text": f"warm-{i}"}), f"warm-{i}")
-        texts = [f"w6-{i}" for i in range(sizes.http_calls)]
-        gc.collect()
-        c0, t0 = cpu(), perf()
-        for text in texts:
-            result = await call("echo", {"text": text})
-            if result["content"][0]["text"] != text:
-                _check_echo(result, text)
-        elapsed, cpu_used = perf() - t0, cpu() - c0
-    finally:
-        await client.close()
-    return {"us_per_call": elapsed / sizes.http_calls * 1e6, "cpu_us_per_call": cpu_used / sizes.http_calls * 1e6}
+    """W6: ``http_calls`` sequential echo calls over Streamable HTTP on one session; the peer is
+    ``http_server.py``, one keep-alive connection."""
+    return await _sequential(make, sizes.http_calls, "w6")
 
 
 async def w3_concurrent(make: Make, sizes: Sizes) -> dict[str, float]:
