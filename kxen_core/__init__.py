@@ -1,28 +1,109 @@
 """kxen: a strict, fast MCP host runtime.
 
-Public names: :class:`Runtime`, ``hookimpl`` (the marker plugins use), the config loader and the
-error tree. Everything else is importable from its module.
+The names hosts and plugin authors use, importable from here:
+
+* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`;
+* plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
+  :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
+  :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
+  :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`;
+* the error tree (:mod:`kxen_core.errors`): :class:`KxenError` and every subclass.
+
+Everything but ``hookimpl`` is loaded on first use, so a plugin's entry point stays cheap to import.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
+
+from .hookspecs import hookimpl
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .catalog import CatalogPage, Verdict
+    from .config import Config, ServerConfig, Settings, load_config
+    from .errors import (
+        ApprovalDenied,
+        ClosedError,
+        ConfigError,
+        ConnectError,
+        HTTPStatusError,
+        KxenError,
+        PluginError,
+        PluginHookError,
+        PolicyDenied,
+        ProtocolError,
+        RemoteError,
+        RequestError,
+        RequestTimeout,
+        ServerNotReady,
+        TransportError,
+        UnknownTool,
+    )
+    from .launch import Launch
+    from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .runtime import Runtime
+    from .transport import (
+        CredentialRequest,
+        Message,
+        MessageStream,
+        RegisterTransport,
+        RequestFailed,
+        Transport,
+        TransportContext,
+    )
 
-from .plugins import hookimpl
+_LAZY = {
+    "Runtime": "runtime",
+    "Config": "config",
+    "ServerConfig": "config",
+    "Settings": "config",
+    "load_config": "config",
+    "CatalogPage": "catalog",
+    "Verdict": "catalog",
+    "Launch": "launch",
+    "ApprovalDecision": "policy",
+    "ApprovalRequest": "policy",
+    "ToolCall": "policy",
+    "Vote": "policy",
+    "CredentialRequest": "transport",
+    "Message": "transport",
+    "MessageStream": "transport",
+    "RegisterTransport": "transport",
+    "RequestFailed": "transport",
+    "Transport": "transport",
+    "TransportContext": "transport",
+}
+_ERRORS = (
+    "ApprovalDenied",
+    "ClosedError",
+    "ConfigError",
+    "ConnectError",
+    "HTTPStatusError",
+    "KxenError",
+    "PluginError",
+    "PluginHookError",
+    "PolicyDenied",
+    "ProtocolError",
+    "RemoteError",
+    "RequestError",
+    "RequestTimeout",
+    "ServerNotReady",
+    "TransportError",
+    "UnknownTool",
+)
+_LAZY.update({name: "errors" for name in _ERRORS})
 
 
 def __getattr__(name: str) -> Any:
-    # the runtime pulls in anyio and the session; load it on first use to keep imports cheap
-    if name == "Runtime":
-        from .runtime import Runtime
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kxen_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
 
-        return Runtime
-    raise AttributeError(name)
 
-
-__all__ = ["Runtime", "hookimpl", "__version__"]
+__all__ = ["__version__", "hookimpl", *sorted(_LAZY)]

@@ -108,7 +108,10 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    config = load_config(args.home, args.workspace)  # raises ConfigError with every user-config problem
+    from .plugins import make_plugin_manager
+
+    # kinds and their options are checked against the installed plugins
+    config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
     problems = list(config.project_problems)
     if args.json:
         _print_json(
@@ -146,7 +149,7 @@ def _approvals(args: argparse.Namespace) -> int:
     from .runtime import Runtime
 
     rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
-    rt.config = load_config(args.home, rt.workspace)
+    config = rt.load()  # nothing starts
     rows = []
     for server, launch, error in rt.pending_launches():
         rows.append(
@@ -155,14 +158,14 @@ def _approvals(args: argparse.Namespace) -> int:
                 "kind": "stdio_launch",
                 "transport": server.kind,
                 "source": server.source,
-                "trusted": rt.config.trusted,
-                "approved": bool(launch and launch.fingerprint in rt.approved),
+                "trusted": config.trusted,
+                "approved": bool(launch and rt.approvals.is_approved(launch.fingerprint)),
                 "fingerprint": launch.fingerprint if launch else None,
                 "launch": launch.display() if launch else None,
                 "error": error,
             }
         )
-    problems = list(rt.config.project_problems)
+    problems = list(config.project_problems)
     if args.json:
         _print_json({"approvals": rows, "problems": problems})
     else:
@@ -187,7 +190,14 @@ def _plugins(args: argparse.Namespace) -> int:
 
     pm = make_plugin_manager()
     plugins = [
-        {"name": p.name, "dist": p.dist, "version": p.version, "source": p.source, "hooks": list(p.hooks)}
+        {
+            "name": p.name,
+            "dist": p.dist,
+            "version": p.version,
+            "source": p.source,
+            "hooks": list(p.hooks),
+            "transports": list(p.transports),
+        }
         for p in pm.infos()
     ]
     failures = [{"dist": f.dist, "entryPoint": f.entry_point, "error": f.error} for f in pm.failures if not f.skipped]
@@ -197,8 +207,11 @@ def _plugins(args: argparse.Namespace) -> int:
     else:
         _table(
             "plugins",
-            ["name", "dist", "version", "source", "hooks"],
-            [[p["name"], p["dist"], p["version"], p["source"], ", ".join(p["hooks"])] for p in plugins],
+            ["name", "dist", "version", "source", "transports", "hooks"],
+            [
+                [p["name"], p["dist"], p["version"], p["source"], ", ".join(p["transports"]), ", ".join(p["hooks"])]
+                for p in plugins
+            ],
         )
         for f in failures:
             print(f"failed to load {f['dist']}[{f['entryPoint']}]: {f['error']}", file=sys.stderr)

@@ -37,6 +37,22 @@ def _short(value: Any) -> str:
 _NOT_FROM_FILE = ("name", "scope", "source")
 
 
+def _validated(c: cattrs.Converter, attribute: attrs.Attribute) -> Any:
+    base = c.get_structure_hook(attribute.type)
+
+    def hook(value: Any, type_: Any) -> Any:
+        value = base(value, type_)
+        try:
+            attribute.validator(None, attribute, value)  # type: ignore[misc]
+        except (ValueError, TypeError):
+            raise
+        except Exception:  # a validator that needs the instance runs again in __init__
+            pass
+        return value
+
+    return hook
+
+
 def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
     c.register_structure_hook(str, _exact(str, "a string"))
     c.register_structure_hook(int, _exact(int, "an integer"))
@@ -76,9 +92,16 @@ def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
         )
 
     def attrs_factory(cl: type) -> Any:
-        # fields the loader fills in (name, scope, source) must not be accepted from a file
-        omit = {a.name: override(omit=True) for a in attrs.fields(cl) if a.name in _NOT_FROM_FILE}
-        return make_dict_structure_fn(cl, c, _cattrs_forbid_extra_keys=True, **omit)
+        attrs.resolve_types(cl)
+        overrides = {}
+        for a in attrs.fields(cl):
+            if a.name in _NOT_FROM_FILE:
+                # fields the loader fills in (name, scope, source) must not be accepted from a file
+                overrides[a.name] = override(omit=True)
+            elif a.validator is not None:
+                # run the field's validator while structuring it, so a problem names its key path
+                overrides[a.name] = override(struct_hook=_validated(c, a))
+        return make_dict_structure_fn(cl, c, _cattrs_forbid_extra_keys=True, **overrides)
 
     c.register_structure_hook_factory(attrs.has, attrs_factory)
     return c

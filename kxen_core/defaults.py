@@ -14,8 +14,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from .catalog import CatalogPage, Verdict
-from .config.models import RemoteCatalogLimits
-from .plugins import hookimpl
+from .config.models import RemoteCatalogLimits, ServerConfig
+from .hookspecs import hookimpl
 from .policy import ToolCall, Vote
 
 #: tool arguments larger than this (as compact JSON) are refused
@@ -89,7 +89,7 @@ class RemoteToolCatalog:
     with the rule they break, the rest of the page is kept. Bounds come from ``[mcp.remote_catalog]``."""
 
     @hookimpl(trylast=True)
-    def kxen_catalog_page(self, server: Any, kind: str, page: CatalogPage) -> list[Verdict] | None:
+    def kxen_catalog_page(self, server: ServerConfig, kind: str, page: CatalogPage) -> list[Verdict] | None:
         if kind != "tools" or not server.is_remote:
             return None
         limits = page.settings.mcp.remote_catalog if page.settings is not None else RemoteCatalogLimits()

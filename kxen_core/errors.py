@@ -5,7 +5,6 @@
     KxenError
     ├── ConfigError                 a config file was rejected; ``.problems`` lists every file + key path + rule
     ├── PluginError                 carries ``plugin`` and ``hook``
-    │   ├── PluginLoadError         an entry point failed to import (the host keeps running)
     │   └── PluginHookError         a hook implementation raised
     ├── TransportError              carries ``server``
     │   ├── ConnectError            the transport could not be opened (spawn failed, refused, ...)
@@ -17,9 +16,11 @@
     │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
     ├── ServerNotReady              the server is not in the ``ready`` state (``state``, ``phase``, ``reason``)
     ├── UnknownTool                 no such qualified tool name
-    ├── AuthError                   credentials could not be obtained
     ├── PolicyDenied                a tool call was denied by policy (``votes`` says who and why)
     └── ApprovalDenied              a human (or the lack of an approval channel) said no
+
+A plugin that fails to load is not an exception: it is recorded (``kxen_core.plugins.LoadFailure``)
+and reported by ``kxen plugins``, and the host keeps running.
 
 Messages never contain secrets: header values, tokens and env values are never formatted into them.
 """
@@ -54,10 +55,6 @@ class PluginError(KxenError):
         self.plugin = plugin
         self.hook = hook
         super().__init__(message)
-
-
-class PluginLoadError(PluginError):
-    """An entry point of the ``kxen`` group failed to load."""
 
 
 class PluginHookError(PluginError):
@@ -128,10 +125,6 @@ class ServerNotReady(KxenError):
 
 class UnknownTool(KxenError):
     """No such server or tool."""
-
-
-class AuthError(KxenError):
-    """Credentials could not be obtained for a remote server."""
 
 
 class PolicyDenied(KxenError):

@@ -10,8 +10,8 @@ Result protocols used below:
   never called as ``pm.hook.x(...)``: the core calls them through :mod:`kxen_core.hookcall`, which
   awaits each answer and names the plugin that raised. Hook wrappers are refused on them.
 
-Hooks that are not async-capable must not block: they select or vote, and return objects whose
-methods are async (a transport is an async context manager).
+Hooks that are not async-capable must not block: they register, select or vote, and hand over
+objects whose methods are async (a transport is an async context manager).
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from .catalog import CatalogPage, Verdict
     from .config.models import ServerConfig
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
-    from .transport import CredentialRequest, Transport, TransportContext
+    from .transport import CredentialRequest, RegisterTransport
 
 _spec = pluggy.HookspecMarker("kxen")
+#: the marker plugins put on their hook implementations (``from kxen_core import hookimpl``)
+hookimpl = pluggy.HookimplMarker("kxen")
 
 #: Hooks whose implementations may be ``async def``; called only through :mod:`kxen_core.hookcall`.
 ASYNC_HOOKS = frozenset(
@@ -37,20 +39,31 @@ ASYNC_HOOKS = frozenset(
 # --- transports -------------------------------------------------------------------------------
 
 
-@_spec(firstresult=True)
-def kxen_transport_open(server: ServerConfig, context: TransportContext) -> Transport | None:
-    """Return a transport for ``server``, or ``None`` if this plugin does not serve its kind.
+@_spec
+def kxen_register_transports(register: RegisterTransport) -> None:
+    """Declare the transport kinds this plugin provides.
 
-    First non-None wins. Look at ``server.kind`` (``"stdio"``, ``"http"``, ``"sse"``, or a plugin's own
-    kind such as ``"memory"``). The result is an async context manager: entering it opens the
-    connection and yields a :class:`kxen_core.transport.MessageStream`; leaving it closes everything
-    the transport started (processes, sockets, tasks), bounded in time, even when cancelled. Do no
-    I/O here: this hook only selects.
+    Registration; called once per plugin manager, at start-up. Call ``register(name, opener,
+    options=OptionsClass)`` for each kind (see :class:`kxen_core.transport.RegisterTransport`):
 
-    :param server: the validated server definition (name, scope, kind and the kind's fields).
-    :param context: workspace directory, timeouts, a diagnostics sink, the credential seam.
+    * ``name`` -- the kind a server entry selects with ``"transport": name`` (``stdio`` for a
+      ``command``, ``http`` for a ``url`` when ``transport`` is not given);
+    * ``options`` -- an attrs class for the entry's ``options`` object, structured and validated by
+      the host's converter when the config is loaded (unknown keys and bad values are config
+      errors with their key path); ``None`` when the kind takes no options;
+    * ``opener(server, context)`` -- returns a :class:`kxen_core.transport.Transport`, an async
+      context manager: entering it opens the connection and yields a
+      :class:`kxen_core.transport.MessageStream`; leaving it closes everything the transport
+      started (processes, sockets, tasks), bounded in time, even when cancelled. The opener itself
+      does no I/O. ``context.options`` holds the structured options and, for a local kind,
+      ``context.launch`` the resolved launch the core fingerprinted and approved.
 
-    .. versionadded:: 0.1
+    A kind claimed by two plugins is a load failure naming both, and neither serves it. Do no I/O
+    and import nothing heavy here: keep the opener's module imported on first use.
+
+    :param register: the callback that records one kind.
+
+    .. versionadded:: 0.2
     """
 
 
@@ -131,6 +144,6 @@ def _all_hook_names() -> list[str]:
 
 HOOK_NAMES: tuple[str, ...] = tuple(_all_hook_names())
 
-__all__ = ["ASYNC_HOOKS", "HOOK_NAMES"] + list(HOOK_NAMES)
+__all__ = ["ASYNC_HOOKS", "HOOK_NAMES", "hookimpl"] + list(HOOK_NAMES)
 
 

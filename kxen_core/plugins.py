@@ -18,11 +18,11 @@ import pluggy
 
 from . import hookspecs
 from .hookcall import check_async_impls
+from .kinds import TransportRegistry, collect
 
 import importlib_metadata  # the one metadata seam; tests monkeypatch it
 
 GROUP = "kxen"
-hookimpl = pluggy.HookimplMarker("kxen")
 
 
 @attrs.frozen(kw_only=True)
@@ -33,6 +33,7 @@ class PluginInfo:
     entry_point: str | None
     source: str  # "entry point" | "default" | "registered"
     hooks: tuple[str, ...]
+    transports: tuple[str, ...] = ()  # the transport kinds it registered
 
 
 @attrs.frozen(kw_only=True)
@@ -84,13 +85,51 @@ def discover() -> list[_Discovered]:
 
 
 class KxenPluginManager(pluggy.PluginManager):
-    """A pluggy manager that also remembers where each plugin came from and what failed."""
+    """A pluggy manager that also remembers where each plugin came from, what failed, and which
+    transport kinds each plugin registered."""
 
     def __init__(self) -> None:
         super().__init__("kxen")
         self.add_hookspecs(hookspecs)
         self.origins: dict[str, tuple[str, _Discovered | None]] = {}
-        self.failures: list[LoadFailure] = []
+        #: entry points that could not be loaded (or were skipped by the allow/block lists)
+        self.entry_failures: list[LoadFailure] = []
+        self._transports: tuple[tuple[Any, ...], TransportRegistry] | None = None
+
+    @property
+    def transports(self) -> TransportRegistry:
+        """The registry of transport kinds, collected once and again only when the registered
+        ``kxen_register_transports`` implementations change."""
+        impls = tuple(self.hook.kxen_register_transports.get_hookimpls())
+        cached = self._transports
+        if cached is None or cached[0] != impls:
+            cached = self._transports = (impls, collect(self, self.display_name))
+        return cached[1]
+
+    @property
+    def failures(self) -> list[LoadFailure]:
+        """Every load failure: entry points that did not load, registrations that raised, and
+        transport kinds claimed by more than one plugin."""
+        registry = self.transports
+        out = list(self.entry_failures)
+        for name, error in sorted(registry.broken.items()):
+            out.append(self._failure(name, f"kxen_register_transports raised {error}"))
+        for kind, plugins in sorted(registry.clashes.items()):
+            for name in plugins:
+                others = ", ".join(self.display_name(p) for p in plugins if p != name)
+                out.append(self._failure(name, f"transport kind {kind!r} is also claimed by {others}; neither serves it"))
+        return out
+
+    def _failure(self, name: str, error: str) -> LoadFailure:
+        _source, found = self.origins.get(name, ("registered", None))
+        if found is not None:
+            return LoadFailure(dist=found.dist, entry_point=found.ep.name, error=error)
+        return LoadFailure(dist=None, entry_point=name, error=error)
+
+    def display_name(self, name: str) -> str:
+        """``dist[entry point]`` for a plugin from an entry point, else its registered name."""
+        _source, found = self.origins.get(name, ("registered", None))
+        return f"{found.dist or '?'}[{found.ep.name}]" if found is not None else name
 
     def register_from(
         self,
@@ -104,6 +143,7 @@ class KxenPluginManager(pluggy.PluginManager):
         self.origins[name] = (source, discovered)
 
     def infos(self) -> list[PluginInfo]:
+        kinds = self.transports.by_plugin()
         out = []
         for name, plugin in self.list_name_plugin():
             if plugin is None:
@@ -118,17 +158,11 @@ class KxenPluginManager(pluggy.PluginManager):
                     entry_point=found.ep.name if found else None,
                     source=source,
                     hooks=hooks,
+                    transports=tuple(kinds.get(name, ())),
                 )
             )
         out.sort(key=lambda p: (p.source != "entry point", p.name))
         return out
-
-    def failure_for_kind(self, kind: str) -> LoadFailure | None:
-        """The load failure of a plugin whose entry point is named like ``kind``, if any."""
-        for f in self.failures:
-            if f.entry_point == kind and not f.skipped:
-                return f
-        return None
 
 
 def make_plugin_manager(
@@ -157,12 +191,12 @@ def make_plugin_manager(
             # the dist name is read only when a list could name it
             names = {d.ep.name, d.dist or ""} if (allow_set is not None or block_set) else {d.ep.name}
             if (allow_set is not None and not names & allow_set) or names & block_set:
-                pm.failures.append(
+                pm.entry_failures.append(
                     LoadFailure(dist=d.dist, entry_point=d.ep.name, error="not loaded (allowlist/blocklist)", skipped=True)
                 )
                 continue
             if pm.has_plugin(d.ep.name):
-                pm.failures.append(
+                pm.entry_failures.append(
                     LoadFailure(
                         dist=d.dist,
                         entry_point=d.ep.name,
@@ -180,7 +214,7 @@ def make_plugin_manager(
                 if pm.has_plugin(d.ep.name):
                     pm.unregister(name=d.ep.name)
                     pm.origins.pop(d.ep.name, None)
-                pm.failures.append(
+                pm.entry_failures.append(
                     LoadFailure(dist=d.dist, entry_point=d.ep.name, error=f"{type(exc).__name__}: {exc}")
                 )
     for i, plugin in enumerate(extra):

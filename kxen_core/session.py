@@ -188,17 +188,16 @@ class Session:
         try:
             # the timeout covers the send too: a server that stops reading must not block us forever
             response = None
-            send_nowait = getattr(self._stream, "send_nowait", None)
             if loop is None:  # generic anyio path
                 with anyio.move_on_after(timeout):
                     await self._stream.send(message)
                     sent = True
                     await pending.event.wait()  # type: ignore[union-attr]
                 response = pending.response
-            elif send_nowait is not None and send_nowait(message):
+            elif self._stream.send_nowait(message):
                 sent = True  # queued without waiting: the common case
                 remaining = timeout
-            else:  # backpressure or a stream without send_nowait: the send counts against the timeout
+            else:  # backpressure (nothing queued): the send counts against the timeout
                 start = loop.time()
                 with anyio.move_on_after(timeout):
                     await self._stream.send(message)

@@ -1,8 +1,14 @@
 """What a transport plugin provides, and what the core gives it.
 
-A transport is an async context manager (returned by ``kxen_transport_open``). Entering it opens the
-connection and yields a :class:`MessageStream`; leaving it closes everything it started, bounded in
-time, even when the surrounding task is cancelled.
+A plugin declares its kinds through ``kxen_register_transports(register)``::
+
+    @hookimpl
+    def kxen_register_transports(register):
+        register("stdio", open_stdio, options=StdioOptions)
+
+The opener is called as ``opener(server, context)`` and returns a :class:`Transport`: an async context
+manager whose entering opens the connection and yields a :class:`MessageStream`; leaving it closes
+everything it started, bounded in time, even when the surrounding task is cancelled.
 
 Messages are plain JSON-RPC dicts. A transport reports trouble that is not fatal (a non-JSON stdout
 line, an oversized frame, stderr output) through ``context.diagnostic`` and keeps going; when the
@@ -12,29 +18,16 @@ connection ends it raises :class:`kxen_core.errors.ClosedError` from ``receive``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union, runtime_checkable
 
 import attrs
 
+if TYPE_CHECKING:
+    from .config.models import ServerConfig, Settings
+    from .launch import Launch
+    from .plugins import KxenPluginManager
+
 Message = dict[str, Any]
-
-
-@runtime_checkable
-class MessageStream(Protocol):
-    async def send(self, message: Message) -> None:
-        """Send one JSON-RPC message. Raises ``ClosedError`` once the connection is gone."""
-
-    async def receive(self) -> Message:
-        """Return the next message from the server. Raises ``ClosedError`` at the end."""
-
-    def describe(self) -> dict[str, Any]:
-        """Secret-free facts for status and diagnostics (pid, url, recent stderr...)."""
-
-
-class Transport(Protocol):
-    async def __aenter__(self) -> MessageStream: ...
-
-    async def __aexit__(self, *exc: Any) -> bool | None: ...
 
 
 @attrs.frozen
@@ -49,15 +42,63 @@ class RequestFailed:
     error: BaseException
 
 
+@runtime_checkable
+class MessageStream(Protocol):
+    """The connection a transport yields. The session calls exactly these four methods."""
+
+    async def send(self, message: Message) -> None:
+        """Send one JSON-RPC message, waiting for room if needed. Raises ``ClosedError`` once the
+        connection is gone."""
+
+    def send_nowait(self, message: Message) -> bool:
+        """Queue ``message`` without waiting and return True, or return False having queued
+        nothing (backpressure, closed, or a stream that cannot): the caller then awaits ``send``."""
+
+    async def receive(self) -> Message | RequestFailed:
+        """Return the next message from the server. Raises ``ClosedError`` at the end."""
+
+    def describe(self) -> dict[str, Any]:
+        """Secret-free facts for status and diagnostics (pid, url, recent stderr...)."""
+
+
+class Transport(Protocol):
+    """What an opener returns: entering connects, leaving closes everything (bounded)."""
+
+    async def __aenter__(self) -> MessageStream: ...
+
+    async def __aexit__(self, *exc: Any) -> bool | None: ...
+
+
+def _no_diagnostic(message: str) -> None:
+    pass
+
+
 @attrs.define(kw_only=True)
 class TransportContext:
-    """What the core hands to a transport plugin when it opens a server."""
+    """What the core hands to a transport opener with the server's config.
+
+    ``options`` is the kind's options object, structured and validated at config load (``None`` for
+    a kind registered without options). ``launch`` is the resolved launch of a local kind -- the
+    exact command, args, cwd and env the core fingerprinted (and, for a project server, had
+    approved): start exactly that, never resolve again. It is ``None`` for remote kinds.
+    """
 
     workspace: Path
-    diagnostic: Callable[[str], None] = lambda message: None
+    diagnostic: Callable[[str], None] = _no_diagnostic
     #: the host's plugin manager, for the credential seam (call it through kxen_core.hookcall)
-    pm: Any = None
-    settings: Any = None
+    pm: Optional[KxenPluginManager] = None
+    settings: Optional[Settings] = None
+    options: Any = None
+    launch: Optional[Launch] = None
+
+
+Opener = Callable[["ServerConfig", TransportContext], Transport]
+
+
+class RegisterTransport(Protocol):
+    """The ``register`` callback of ``kxen_register_transports``."""
+
+    def __call__(self, name: str, opener: Opener, *, options: Union[type, None] = None) -> None: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -66,3 +107,15 @@ class CredentialRequest:
 
     method: str
     url: str
+
+
+__all__ = [
+    "CredentialRequest",
+    "Message",
+    "MessageStream",
+    "Opener",
+    "RegisterTransport",
+    "RequestFailed",
+    "Transport",
+    "TransportContext",
+]

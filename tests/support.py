@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 
-from kxen_core import Runtime
+from kxen_core import Runtime, hookimpl
+from kxen_core.errors import ConnectError
 
 #: the stdlib demo server; ``--log FILE`` makes it record every message it receives
 DEMO = Path(__file__).resolve().parents[1] / "demo" / "server.py"
@@ -35,3 +37,33 @@ def state(rt: Runtime, name: str) -> dict[str, Any]:
 async def settle(rt: Runtime) -> None:
     with anyio.fail_after(WAIT):
         assert await rt.wait_ready()
+
+
+@attrs.frozen(kw_only=True)
+class ContainerOptions:
+    """Options of the spy's ``container`` kind: a plugin's own local kind, for tests."""
+
+    image: str = ""
+
+
+class Spy:
+    """A transport plugin that registers the built-in kinds (and ``container``) with openers that
+    record the server and context they were handed, and open nothing (a ``ConnectError``)."""
+
+    __name__ = "transport-spy"
+
+    def __init__(self, kinds: tuple[str, ...] = ("stdio", "http", "sse", "container")) -> None:
+        self.kinds = kinds
+        self.opened: list[Any] = []
+        self.contexts: list[Any] = []
+
+    @hookimpl
+    def kxen_register_transports(self, register: Any) -> None:
+        for kind in self.kinds:
+            register(kind, self._open, options=ContainerOptions if kind == "container" else None)
+
+    def _open(self, server: Any, context: Any) -> Any:
+        # copies: what reached the transport, not a view of something that may change later
+        self.opened.append(attrs.evolve(server, env=dict(server.env), headers=dict(server.headers)))
+        self.contexts.append(context)
+        raise ConnectError("the spy opens nothing", server=server.name)

@@ -18,18 +18,12 @@ import pytest
 from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
-from kxen_core.plugins import hookimpl, make_plugin_manager
-from kxen_core.policy import (
-    ApprovalDecision,
-    ApprovalRequest,
-    StdioLaunch,
-    digest,
-    fingerprint,
-    resolve_stdio_launch,
-    sensitive_key,
-)
+from kxen_core import hookimpl
+from kxen_core.plugins import make_plugin_manager
+from kxen_core.launch import Launch, digest, resolve_launch, sensitive_key
+from kxen_core.policy import ApprovalDecision, ApprovalRequest, fingerprint
 from kxen_core.runtime import Runtime
-from support import DEMO, demo_entry, settle, state, write_project
+from support import Spy, DEMO, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -106,7 +100,7 @@ async def test_launch_request_shows_plain_env_and_only_digests_of_sensitive_keys
             "AWS_SECRET_ACCESS_KEY", "SESSION_ID", "AUTH_HEADER", "PRIVATE_KEY_PEM", "COOKIE_JAR", "CREDENTIALS"],
 )  # fmt: skip
 def test_sensitive_keys_are_shown_as_digests(key):
-    launch = StdioLaunch(command="/bin/true", args=(), cwd="/", env={key: "hunter2-value", "MODE": "x"})
+    launch = Launch(command="/bin/true", args=(), cwd="/", env={key: "hunter2-value", "MODE": "x"})
     shown = launch.display()["env"]
     assert sensitive_key(key)
     assert shown[key] == digest("hunter2-value") and shown[key].startswith("sha256:")
@@ -115,18 +109,18 @@ def test_sensitive_keys_are_shown_as_digests(key):
 
 
 def test_fingerprint_is_canonical_and_covers_env_values():
-    a = StdioLaunch(command="/bin/x", args=("1",), cwd="/w", env={"A": "1", "B": "2"})
-    b = StdioLaunch(command="/bin/x", args=("1",), cwd="/w", env={"B": "2", "A": "1"})
+    a = Launch(command="/bin/x", args=("1",), cwd="/w", env={"A": "1", "B": "2"})
+    b = Launch(command="/bin/x", args=("1",), cwd="/w", env={"B": "2", "A": "1"})
     assert a.fingerprint == b.fingerprint  # key order does not matter
     assert len(a.fingerprint) == 64 and int(a.fingerprint, 16) >= 0
-    c = StdioLaunch(command="/bin/x", args=("1",), cwd="/w", env={"A": "1", "B": "3"})
+    c = Launch(command="/bin/x", args=("1",), cwd="/w", env={"A": "1", "B": "3"})
     assert c.fingerprint != a.fingerprint
     # a secret's digest is shown, but the fingerprint covers the value itself
-    s1 = StdioLaunch(command="/bin/x", args=(), cwd="/w", env={"API_TOKEN": "one"})
-    s2 = StdioLaunch(command="/bin/x", args=(), cwd="/w", env={"API_TOKEN": "two"})
+    s1 = Launch(command="/bin/x", args=(), cwd="/w", env={"API_TOKEN": "one"})
+    s2 = Launch(command="/bin/x", args=(), cwd="/w", env={"API_TOKEN": "two"})
     assert s1.fingerprint != s2.fingerprint
     # args are ordered and not joined: ["a b"] is not ["a", "b"]
-    assert StdioLaunch(command="/x", args=("a b",), cwd="/", env={}).fingerprint != StdioLaunch(
+    assert Launch(command="/x", args=("a b",), cwd="/", env={}).fingerprint != Launch(
         command="/x", args=("a", "b"), cwd="/", env={}
     ).fingerprint
     assert fingerprint({"x": 1, "y": [1, 2]}) == fingerprint({"y": [1, 2], "x": 1})
@@ -144,7 +138,7 @@ async def test_launch_runs_exactly_the_approved_interpreter_path(kxen_home, ws, 
     )
     write_project(ws, {"p": {"command": sys.executable, "args": ["wrap.py"]}})
     trust(kxen_home.path, ws)
-    launch = resolve_stdio_launch(load_config(None, ws).servers["p"], ws)
+    launch = resolve_launch(load_config(None, ws).servers["p"], ws)
     assert launch.command == os.path.abspath(sys.executable)
     async with Runtime(workspace=ws, pm=channel_pm(), approve=[launch.fingerprint]) as rt:
         await settle(rt)
@@ -181,7 +175,7 @@ async def test_a_missing_command_fails_without_asking(kxen_home, ws):
 
 
 def test_credentials_inside_url_values_are_not_shown():
-    launch = StdioLaunch(command="/bin/x", args=(), cwd="/", env={"DATABASE_URL": "postgres://app:pw-SECRET-9@db/app"})
+    launch = Launch(command="/bin/x", args=(), cwd="/", env={"DATABASE_URL": "postgres://app:pw-SECRET-9@db/app"})
     assert "pw-SECRET-9" not in json.dumps(launch.display())
 
 
@@ -297,20 +291,6 @@ async def test_a_channel_can_approve_one_server_and_decline_another(kxen_home, w
 # --- fallback and the other gates -------------------------------------------------------------
 
 
-class Spy:
-    """Records every server that reaches kxen_transport_open and opens none of them."""
-
-    __name__ = "transport-spy"
-
-    def __init__(self) -> None:
-        self.opened: list[Any] = []
-
-    @hookimpl(tryfirst=True)
-    def kxen_transport_open(self, server, context):
-        self.opened.append(server)
-        return None
-
-
 async def test_fallback_from_an_unapproved_project_entry_respects_the_remote_switch(kxen_home, ws):
     kxen_home.write_servers({"s": {"url": "https://example.com/mcp"}})  # remote_enabled is off (default)
     write_project(ws, {"s": demo_entry()})
@@ -366,7 +346,7 @@ def test_mcp_approvals_json_lists_fingerprints_and_redacted_env(kxen_home, ws, c
     assert set(rows) == {"p", "q"}  # user servers need no approval
     config = load_config(None, ws)
     for name, row in rows.items():
-        launch = resolve_stdio_launch(config.servers[name], ws)
+        launch = resolve_launch(config.servers[name], ws)
         assert row["fingerprint"] == launch.fingerprint
         assert row["kind"] == "stdio_launch"
         assert row["trusted"] is False and row["approved"] is False
@@ -393,7 +373,7 @@ def test_mcp_approvals_starts_nothing(kxen_home, ws, tmp_path, capsys):
     plog = tmp_path / "p.log"
     write_project(ws, {"p": demo_entry(plog)})
     trust(kxen_home.path, ws)
-    fp = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
     assert cli.main(["--workspace", str(ws), "--approve", fp, "mcp", "approvals", "--json"]) == 0
     capsys.readouterr()
     assert not plog.exists()
@@ -450,7 +430,7 @@ def test_cli_without_approval_shows_how_to_approve(kxen_home, ws, tmp_path):
     trust(kxen_home.path, ws)
     proc = _kxen("--workspace", str(ws), "mcp", "status", home=kxen_home.path)
     assert proc.returncode == 0, proc.stderr
-    fp = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
     assert f"--approve {fp}" in proc.stdout
     assert_no_secret(proc.stdout + proc.stderr)
     assert not plog.exists()

@@ -74,7 +74,7 @@ def test_status_json(kx, kxen_home, fakes):
 
 def test_status_with_a_failed_server_exits_1(kx, kxen_home, fakes):
     fakes.add("f", tools={"echo": echo})
-    kxen_home.write_servers({"ok": mem("f"), "bad": {"transport": "nope"}})
+    kxen_home.write_servers({"ok": mem("f"), "bad": mem("not-registered")})
     code, out, _ = kx("mcp", "status", "--json", "--wait", "10")
     assert code == 1
     by_name = {s["name"]: s for s in as_json(out)["servers"]}
@@ -130,7 +130,7 @@ def test_tools_of_one_server(kx, kxen_home, fakes):
 
 def test_tools_with_a_failed_server_exits_1(kx, kxen_home, fakes):
     fakes.add("f", tools={"echo": echo})
-    kxen_home.write_servers({"ok": mem("f"), "bad": {"transport": "nope"}})
+    kxen_home.write_servers({"ok": mem("f"), "bad": mem("not-registered")})
     code, out, err = kx("mcp", "tools", "--json", "--wait", "10")
     assert code == 1
     assert [t["qualifiedName"] for t in as_json(out)["tools"]] == ["ok__echo"]
@@ -218,7 +218,7 @@ def test_call_tool_error_result_exits_1(kx, kxen_home, fakes):
 
 
 def test_call_on_a_failed_server_exits_1(kx, kxen_home, fakes):
-    kxen_home.write_servers({"bad": {"transport": "nope"}})
+    kxen_home.write_servers({"bad": mem("not-registered")})
     code, out, _ = kx("mcp", "call", "bad", "x", "--json", "--wait", "10")
     assert code == 1
     assert as_json(out)["error"]["type"] == "ServerNotReady"
@@ -260,7 +260,8 @@ def test_broken_config_text_goes_to_stderr(kx, kxen_home):
 # --- config check -----------------------------------------------------------------------------
 
 
-def test_config_check_json_ok(kx, kxen_home, ws):
+def test_config_check_json_ok(kx, kxen_home, ws, monkeypatch):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory,stdio,http")  # the kinds are checked against these
     kxen_home.write_servers({"a": {"command": "x"}, "b": {"url": "https://example.com/mcp"}})
     code, out, _ = kx("config", "check", "--json")
     assert code == 0
@@ -271,11 +272,33 @@ def test_config_check_json_ok(kx, kxen_home, ws):
     assert str(kxen_home.path / "config.toml") in data["files"]
 
 
-def test_config_check_text_ok(kx, kxen_home):
+def test_config_check_text_ok(kx, kxen_home, monkeypatch):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory,stdio")
     kxen_home.write_servers({"a": {"command": "x"}})
     code, out, _ = kx("config", "check")
     assert code == 0
     assert out.startswith("OK: 1 server")
+
+
+@pytest.mark.parametrize(
+    "entry, where, rule",
+    [
+        ({"url": "https://example.com/mcp", "transport": "streamable-http"}, "transport", "unknown transport kind 'streamable-http' (did you mean 'http'?"),
+        ({"url": "https://example.com/mcp", "transport": "htp"}, "transport", "unknown transport kind 'htp' (did you mean 'http'?"),
+        ({"command": "x", "options": {"maxLineByte": 4096}}, "options", "unknown key(s): maxLineByte (did you mean 'maxLineBytes'?)"),
+        ({"command": "x", "options": {"maxLineBytes": "64k"}}, "options.maxLineBytes", "expected an integer, got str '64k'"),
+        ({"url": "https://example.com/mcp", "options": {"queueSize": 0}}, "options.queueSize", "queueSize must be an integer from 1 to 65536"),
+        ({"url": "https://example.com/mcp", "transport": "sse", "options": {"getStream": False}}, "options", "unknown key(s): getStream"),
+        ({"transport": "memory", "options": {"servr": "f"}}, "options", "unknown key(s): servr (did you mean 'server'?)"),
+    ],
+)
+def test_config_check_rejects_a_typo_in_a_kind_or_an_option(kx, kxen_home, monkeypatch, entry, where, rule):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory,stdio,http,sse")
+    kxen_home.write_servers({"ok": {"command": "x"}, "typo": entry})
+    code, out, err = kx("config", "check")
+    assert code == 2 and out == ""
+    assert f"{kxen_home.path / 'mcp.json'}: mcpServers.typo.{where}: {rule}" in err
+    assert "mcpServers.ok" not in err
 
 
 def test_config_check_starts_nothing(kx, kxen_home, fakes):
@@ -295,12 +318,13 @@ def test_plugins_json(kx):
     data = as_json(out)
     assert set(data) == {"plugins", "failures", "skipped"}
     for p in data["plugins"]:
-        assert set(p) == {"name", "dist", "version", "source", "hooks"}
+        assert set(p) == {"name", "dist", "version", "source", "hooks", "transports"}
         assert p["source"] in ("entry point", "default", "registered")
         assert all(h.startswith("kxen_") for h in p["hooks"])
     memory = [p for p in data["plugins"] if p["name"] == "memory"]
     assert memory and memory[0]["dist"] == "kxen-testing" and memory[0]["source"] == "entry point"
-    assert memory[0]["hooks"] == ["kxen_transport_open"]
+    assert memory[0]["hooks"] == ["kxen_register_transports"]
+    assert memory[0]["transports"] == ["memory"]
     assert any(p["source"] == "default" for p in data["plugins"])
     assert data["failures"] == []
     # everything else installed was skipped by the allowlist, and says so

@@ -99,3 +99,25 @@ def test_each_example_implements_its_hook_and_validates(text, name):
         pm.register(mod, name=mod.__name__)  # raises on argument names the spec does not have
         pm.check_pending()
         assert any(i.plugin is mod for i in getattr(pm.hook, name).get_hookimpls())
+
+
+@pytest.mark.anyio
+async def test_the_transport_example_registers_a_kind_that_opens_and_answers(text, tmp_path):
+    """The kxen_register_transports example is a working kind: its options are checked at load and
+    a runtime reaches ready through it."""
+    import json
+
+    from kxen_core import Runtime
+
+    (source,) = _examples(sections(text)["kxen_register_transports"])
+    mod = types.ModuleType("docs_example_transport")
+    exec(compile(source, "docs/hooks.md:kxen_register_transports", "exec"), mod.__dict__)
+    pm = make_plugin_manager(load_entrypoints=False, extra=[mod])
+    assert pm.transports.get("loopback").options is mod.LoopbackOptions
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"lo": {"transport": "loopback", "options": {"label": "x"}}}}))
+    async with Runtime(home=tmp_path, workspace=tmp_path, pm=pm) as rt:
+        assert await rt.wait_ready(5)
+        # the toy peer answered initialize with {}: the session ran on the stream the example opened
+        (status,) = rt.status()
+        assert (status["transport"], status["state"], status["phase"]) == ("loopback", "failed", "initialize"), status
+        assert "protocol version" in status["error"], status

@@ -71,10 +71,10 @@ def module(name: str, **functions: Any) -> types.ModuleType:
 
 def transport_plugin(name: str, kind: str) -> types.ModuleType:
     @hookimpl
-    def kxen_transport_open(server, context):
-        return f"{name}-transport" if server.kind == kind else None
+    def kxen_register_transports(register):
+        register(kind, lambda server, context: f"{name}-transport")
 
-    return module(name, kxen_transport_open=kxen_transport_open)
+    return module(name, kxen_register_transports=kxen_register_transports)
 
 
 def loaded_names(pm) -> set[str]:
@@ -109,14 +109,15 @@ def test_broken_import_is_recorded_and_others_still_load(entry_points):
     assert f.dist == "kxen-broken" and not f.skipped
     assert "ImportError" in f.error and "missing_dep" in f.error
     assert f.display() == "kxen-broken[broken]"
-    assert pm.failure_for_kind("broken") is f
-    assert pm.failure_for_kind("alpha") is None
+    # a kind nobody serves names the failed plugin as a possible provider
+    assert "plugins that failed to load: kxen-broken[broken]" in pm.transports.unknown_rule("broken", pm.failures)
+    assert pm.transports.get("alpha").plugin == "alpha"
     info = {p.name: p for p in pm.infos()}["zeta"]
     assert (info.dist, info.version, info.entry_point, info.source) == ("kxen-zeta", "2.1", "zeta", "entry point")
-    assert info.hooks == ("kxen_transport_open",)
+    assert info.hooks == ("kxen_register_transports",)
+    assert info.transports == ("zeta",)
     # the loaded plugins answer
-    server = types.SimpleNamespace(kind="zeta")
-    assert pm.hook.kxen_transport_open(server=server, context=None) == "z-transport"
+    assert pm.transports.get("zeta").opener(None, None) == "z-transport"
 
 
 @pytest.mark.parametrize(
@@ -179,16 +180,16 @@ def test_same_plugin_object_under_two_names_is_recorded(entry_points):
 
 def test_impl_with_wrong_argument_names_is_recorded(entry_points):
     @hookimpl
-    def kxen_transport_open(server, ctx):  # "ctx" is not an argument of the spec
+    def kxen_transport_closed(server, why):  # "why" is not an argument of the spec
         return None
 
     entry_points += [
-        FakeEntryPoint("wrongargs", module("w", kxen_transport_open=kxen_transport_open), dist="d"),
+        FakeEntryPoint("wrongargs", module("w", kxen_transport_closed=kxen_transport_closed), dist="d"),
         FakeEntryPoint("ok", transport_plugin("ok", "ok"), dist="d2"),
     ]
     pm = make_plugin_manager()
     assert loaded_names(pm) == {"ok"}
-    assert "ctx" in failure(pm, "wrongargs").error
+    assert "why" in failure(pm, "wrongargs").error
 
 
 # --- allowlist and blocklist ------------------------------------------------------------------
@@ -264,7 +265,8 @@ def test_blocklist_beats_allowlist(three, monkeypatch):
 def test_skipped_plugin_is_not_a_failure_for_its_kind(three, monkeypatch):
     monkeypatch.setenv("KXEN_DISABLE_PLUGINS", "http")
     pm = make_plugin_manager()
-    assert pm.failure_for_kind("http") is None
+    rule = pm.transports.unknown_rule("http", pm.failures)
+    assert "failed to load" not in rule and "install kxen[http]" in rule
 
 
 # --- hook validation --------------------------------------------------------------------------
@@ -272,20 +274,21 @@ def test_skipped_plugin_is_not_a_failure_for_its_kind(three, monkeypatch):
 
 def test_misspelled_hook_is_refused_and_recorded(entry_points):
     @hookimpl
-    def kxen_transport_opne(server, context):
-        return "never"
+    def kxen_register_transport(register):
+        register("never", lambda server, context: None)
 
     entry_points += [
-        FakeEntryPoint("typo", module("typo", kxen_transport_opne=kxen_transport_opne), dist="kxen-typo"),
+        FakeEntryPoint("typo", module("typo", kxen_register_transport=kxen_register_transport), dist="kxen-typo"),
         FakeEntryPoint("fine", transport_plugin("fine", "fine"), dist="kxen-fine"),
     ]
     pm = make_plugin_manager()  # must not raise
     assert loaded_names(pm) == {"fine"}
     f = failure(pm, "typo")
-    assert "kxen_transport_opne" in f.error and not f.skipped
+    assert "kxen_register_transport" in f.error and not f.skipped
     assert not pm.has_plugin("typo")
     assert "typo" not in pm.origins
-    caller = getattr(pm.hook, "kxen_transport_opne", None)
+    assert pm.transports.get("never") is None
+    caller = getattr(pm.hook, "kxen_register_transport", None)
     assert caller is None or caller.get_hookimpls() == []
 
 
@@ -306,7 +309,7 @@ def _wrapper_plugin(name: str, hook: str, style: str) -> types.ModuleType:
         "kxen_approval_prompt": "request",
         "kxen_credential_lookup": "server, request",
         "kxen_catalog_page": "server, kind, page",
-        "kxen_transport_open": "server, context",
+        "kxen_transport_closed": "server, reason",
     }
     ns: dict[str, Any] = {}
     exec(f"def {hook}({argsets[hook]}):\n    return (yield)\n", ns)
@@ -336,7 +339,7 @@ def test_wrapper_on_an_async_hook_is_refused_for_registered_plugins(hook):
 
 
 def test_wrapper_on_a_sync_hook_is_allowed(entry_points):
-    entry_points.append(FakeEntryPoint("w", _wrapper_plugin("w", "kxen_transport_open", "wrapper"), dist="d"))
+    entry_points.append(FakeEntryPoint("w", _wrapper_plugin("w", "kxen_transport_closed", "wrapper"), dist="d"))
     pm = make_plugin_manager()
     assert loaded_names(pm) == {"w"}
 
@@ -494,9 +497,60 @@ async def test_acall_all_skips_none_answers(bare):
     assert await acall_all(bare, "kxen_catalog_page", server=SERVER, kind="tools", page=None) == [("judge", ["v"])]
 
 
-@pytest.mark.parametrize("hook", ["kxen_transport_open", "kxen_transport_closed", "kxen_nope"])
+@pytest.mark.parametrize("hook", ["kxen_register_transports", "kxen_transport_closed", "kxen_nope"])
 async def test_helpers_refuse_hooks_that_are_not_async_capable(bare, hook):
     with pytest.raises(ValueError):
         await acall_first(bare, hook, server=SERVER, context=None)
     with pytest.raises(ValueError):
         await acall_all(bare, hook, server=SERVER, context=None)
+
+
+# --- the registry of transport kinds ----------------------------------------------------------
+
+
+def test_a_kind_claimed_by_two_plugins_is_a_failure_naming_both(entry_points):
+    entry_points += [
+        FakeEntryPoint("one", transport_plugin("one", "stdio"), dist="kxen-one"),
+        FakeEntryPoint("two", transport_plugin("two", "stdio"), dist="kxen-two"),
+        FakeEntryPoint("ok", transport_plugin("ok", "ok"), dist="kxen-ok"),
+    ]
+    pm = make_plugin_manager()
+    assert pm.transports.get("stdio") is None  # neither serves it: fail closed
+    assert pm.transports.get("ok") is not None
+    assert "kxen-two[two]" in failure(pm, "one").error and "'stdio'" in failure(pm, "one").error
+    assert "kxen-one[one]" in failure(pm, "two").error
+    rule = pm.transports.unknown_rule("stdio", pm.failures)
+    assert "claimed by more than one plugin (kxen-one[one], kxen-two[two])" in rule
+
+
+@pytest.mark.parametrize(
+    "register_call, message",
+    [
+        (lambda r: r("Bad Kind", lambda s, c: None), "transport kind names are"),
+        (lambda r: r("ok", "not callable"), "is not callable"),
+        (lambda r: r("ok", lambda s, c: None, options=dict), "must be an attrs class"),
+        (lambda r: (r("ok", lambda s, c: None), r("ok", lambda s, c: None)), "registered twice"),
+        (lambda r: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_a_broken_registration_loses_only_that_plugins_kinds(entry_points, register_call, message):
+    @hookimpl
+    def kxen_register_transports(register):
+        register("mine", lambda s, c: None)
+        register_call(register)
+
+    entry_points += [
+        FakeEntryPoint("bad", module("bad", kxen_register_transports=kxen_register_transports), dist="kxen-bad"),
+        FakeEntryPoint("good", transport_plugin("good", "good"), dist="kxen-good"),
+    ]
+    pm = make_plugin_manager()
+    assert pm.transports.names() == ["good"]
+    assert message in failure(pm, "bad").error and "kxen_register_transports" in failure(pm, "bad").error
+
+
+def test_the_registry_follows_plugins_registered_later(pm):
+    assert pm.transports.get("late") is None
+    pm.register(transport_plugin("late", "late"), name="late")
+    assert pm.transports.get("late").plugin == "late"
+    pm.unregister(name="late")
+    assert pm.transports.get("late") is None

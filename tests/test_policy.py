@@ -15,7 +15,8 @@ import anyio
 import pytest
 
 from kxen_core.errors import ApprovalDenied, PolicyDenied
-from kxen_core.plugins import hookimpl, make_plugin_manager
+from kxen_core import hookimpl
+from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
 from kxen_core.runtime import Runtime
 from kxen_testing.fake import text_result

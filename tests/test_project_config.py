@@ -22,10 +22,11 @@ from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.project import dangerous_env_key, secret_header
 from kxen_core.config.trust import trust
-from kxen_core.plugins import hookimpl, make_plugin_manager
+from kxen_core import hookimpl
+from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 from kxen_core.runtime import Runtime
-from support import WAIT, demo_entry, settle, state, write_project
+from support import Spy, WAIT, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -60,20 +61,6 @@ class ApproveAll:
     def kxen_approval_prompt(self, request: ApprovalRequest) -> ApprovalDecision:
         self.requests.append(request)
         return ApprovalDecision(approved=True, channel="approve-all")
-
-
-class Spy:
-    """Records every server that reaches kxen_transport_open and returns None (opens nothing)."""
-
-    __name__ = "transport-spy"
-
-    def __init__(self) -> None:
-        self.opened: list[Any] = []
-
-    @hookimpl(tryfirst=True)
-    def kxen_transport_open(self, server, context):
-        self.opened.append(attrs.evolve(server, env=dict(server.env), headers=dict(server.headers)))
-        return None
 
 
 def spy_pm(*extra: Any):

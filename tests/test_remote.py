@@ -40,7 +40,8 @@ from kxen_core.errors import (
     ServerNotReady,
     UnknownTool,
 )
-from kxen_core.plugins import hookimpl, make_plugin_manager
+from kxen_core import hookimpl
+from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ApprovalDecision
 from kxen_testing import text_result
 

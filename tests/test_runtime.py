@@ -20,7 +20,8 @@ from kxen_core.errors import (
     ServerNotReady,
     UnknownTool,
 )
-from kxen_core.plugins import LoadFailure, hookimpl, make_plugin_manager
+from kxen_core import hookimpl
+from kxen_core.plugins import LoadFailure, make_plugin_manager
 from kxen_core.policy import ApprovalDecision, Vote
 from kxen_core.runtime import Runtime
 from kxen_testing import FakeError, FakeServer, text_result
@@ -137,7 +138,7 @@ async def test_server_goes_ready_with_counts(kxen_home, ws, fakes):
 
 async def test_status_keys(kxen_home, ws, fakes):
     fakes.add("f", tools={"echo": echo})
-    kxen_home.write_servers({"demo": mem("f"), "off": mem("f", enabled=False), "broken": {"transport": "nope"}})
+    kxen_home.write_servers({"demo": mem("f"), "off": mem("f", enabled=False), "broken": mem("not-registered")})
     async with running(kxen_home, ws) as rt:
         status = rt.status()
         assert {s["name"] for s in status} == {"demo", "off", "broken"}
@@ -180,36 +181,43 @@ async def test_disabled_server_is_never_started(kxen_home, ws, fakes):
         assert rt.tools() == []
 
 
-async def test_missing_transport_kind_fails_in_phase_transport(kxen_home, ws, fakes):
-    kxen_home.write_servers({"x": {"transport": "carrier-pigeon"}})
-    async with running(kxen_home, ws) as rt:
-        s = status_of(rt, "x")
-        assert (s["state"], s["phase"]) == ("failed", "transport")
-        assert "carrier-pigeon" in s["error"]
+async def test_unknown_transport_kind_is_a_config_error_naming_its_key_path(kxen_home, ws, fakes):
+    kxen_home.write_servers({"x": {"transport": "carrier-pigeon"}, "y": mem("f")})
+    with pytest.raises(ConfigError) as info:
+        async with running(kxen_home, ws):
+            pass  # pragma: no cover
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{kxen_home.path / 'mcp.json'}: mcpServers.x.transport: unknown transport kind 'carrier-pigeon'")
+    assert "installed kinds: memory" in problem
 
 
 async def test_transport_plugin_that_failed_to_load_is_named(kxen_home, ws, fakes):
+    """A kind no plugin provides while a plugin failed to load: that server fails closed with the
+    cause (the kind may be the broken plugin's); the rest start."""
+    fakes.add("f", tools={"echo": echo})
     pm = only_memory_pm()
-    pm.failures.append(LoadFailure(dist="kxen-transport-pigeon", entry_point="pigeon", error="ImportError: no wings"))
-    kxen_home.write_servers({"x": {"transport": "pigeon"}})
+    pm.entry_failures.append(LoadFailure(dist="kxen-transport-pigeon", entry_point="pigeon", error="ImportError: no wings"))
+    kxen_home.write_servers({"x": {"transport": "pigeon"}, "y": mem("f")})
     async with running(kxen_home, ws, pm=pm) as rt:
         s = status_of(rt, "x")
         assert (s["state"], s["phase"]) == ("failed", "transport")
         assert "kxen-transport-pigeon[pigeon]" in s["error"] and "no wings" in s["error"]
+        assert status_of(rt, "y")["state"] == "ready"
 
 
 async def test_raising_transport_plugin_fails_only_its_server(kxen_home, ws, fakes):
     class Exploding:
         __name__ = "exploding-transport"
 
-        @hookimpl(tryfirst=True)
-        def kxen_transport_open(self, server, context):
-            if server.name == "bad":
+        @hookimpl
+        def kxen_register_transports(self, register):
+            def opener(server, context):
                 raise RuntimeError("plugin bug")
-            return None
+
+            register("exploding", opener)
 
     fakes.add("f", tools={"echo": echo})
-    kxen_home.write_servers({"bad": mem("f"), "good": mem("f")})
+    kxen_home.write_servers({"bad": {"transport": "exploding"}, "good": mem("f")})
     async with running(kxen_home, ws, Exploding()) as rt:
         bad = status_of(rt, "bad")
         assert (bad["state"], bad["phase"]) == ("failed", "transport")
@@ -569,7 +577,7 @@ async def test_raising_transport_closed_observer_does_not_take_the_runtime_down(
             raise RuntimeError("observer bug")
 
     fakes.add("f", tools={"echo": echo})
-    kxen_home.write_servers({"good": mem("f", defaultToolPolicy="allow"), "broken": {"transport": "nope"}})
+    kxen_home.write_servers({"good": mem("f", defaultToolPolicy="allow"), "broken": mem("not-registered")})
     with anyio.fail_after(WAIT):
         async with running(kxen_home, ws, Observer()) as rt:
             assert status_of(rt, "broken")["state"] == "failed"

@@ -33,6 +33,9 @@ class ClientSide:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise ClosedError("peer gone") from exc
 
+    def send_nowait(self, message: dict[str, Any]) -> bool:
+        return False  # every send waits for the peer (zero buffer): backpressure shows
+
     async def receive(self) -> dict[str, Any]:
         try:
             return await self._receive.receive()

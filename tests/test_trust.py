@@ -19,8 +19,10 @@ from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust, untrust
 from kxen_core.errors import ConfigError, ServerNotReady
-from kxen_core.plugins import hookimpl, make_plugin_manager
-from kxen_core.policy import ApprovalDecision, ApprovalRequest, resolve_stdio_launch
+from kxen_core import hookimpl
+from kxen_core.plugins import make_plugin_manager
+from kxen_core.launch import resolve_launch
+from kxen_core.policy import ApprovalDecision, ApprovalRequest
 from kxen_core.runtime import Runtime
 from support import WAIT, demo_entry, settle, state, write_project
 
@@ -110,7 +112,7 @@ async def test_kxen_trust_then_project_stdio_waits_for_approval_and_fails_closed
     async with Runtime(workspace=ws, pm=no_channel_pm()) as rt:
         await settle(rt)
         p = state(rt, "p")
-        expected = resolve_stdio_launch(rt.config.servers["p"], ws).fingerprint
+        expected = resolve_launch(rt.config.servers["p"], ws).fingerprint
         assert p["state"] == "awaiting_approval"
         assert p["fingerprint"] == expected
         assert f"--approve {expected}" in p["error"]
@@ -140,7 +142,7 @@ async def test_approved_fingerprint_starts_the_project_server(kxen_home, ws, tmp
     rows = json.loads(capsys.readouterr().out)["approvals"]
     assert [r["server"] for r in rows] == ["p"]
     fp = rows[0]["fingerprint"]
-    assert fp == resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    assert fp == resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
     assert rows[0]["approved"] is False and rows[0]["trusted"] is True
 
     async with Runtime(workspace=ws, pm=no_channel_pm(), approve=[fp]) as rt:
@@ -154,10 +156,10 @@ async def test_changing_one_env_value_changes_the_fingerprint_and_asks_again(kxe
     plog = tmp_path / "project.log"
     write_project(ws, {"p": demo_entry(plog, env={"MODE": "fast", "LEVEL": "1"})})
     trust(kxen_home.path, ws)
-    old = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    old = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
 
     write_project(ws, {"p": demo_entry(plog, env={"MODE": "fast", "LEVEL": "2"})})
-    new = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    new = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
     assert new != old
 
     channel = Recorder(approved=None)  # records the question, does not answer
@@ -184,14 +186,14 @@ async def test_every_part_of_the_launch_is_in_the_fingerprint(kxen_home, ws, cha
     (ws / "sub").mkdir()
     base = demo_entry(env={"MODE": "fast"})
     write_project(ws, {"p": base})
-    before = resolve_stdio_launch(load_config(kxen_home.path, ws).servers["p"], ws)
+    before = resolve_launch(load_config(kxen_home.path, ws).servers["p"], ws)
     changed = dict(base)
     if "args" in change:
         changed["args"] = base["args"] + change["args"]
     else:
         changed.update(change)
     write_project(ws, {"p": changed})
-    after = resolve_stdio_launch(load_config(kxen_home.path, ws).servers["p"], ws)
+    after = resolve_launch(load_config(kxen_home.path, ws).servers["p"], ws)
     assert after.fingerprint != before.fingerprint
 
 

@@ -7,11 +7,12 @@ never read as an empty config, and an illegal policy never falls back to anythin
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import cattrs
@@ -22,6 +23,9 @@ from ..converter import make_converter
 from ..errors import ConfigError
 from .models import ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
+
+if TYPE_CHECKING:
+    from ..plugins import KxenPluginManager
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,13 +60,13 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".kxen"
 
 
-def _format_exception(exc: BaseException, type_: Any) -> str:
+def format_exception(exc: BaseException, type_: Any) -> str:
     if isinstance(exc, ValueError) and str(exc):
         return str(exc)
     if isinstance(exc, KeyError):
         return "required key missing"
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        return f"unknown key(s): {', '.join(sorted(exc.extra_fields))}"
+        return f"unknown key(s): {', '.join(sorted(exc.extra_fields))}" + _did_you_mean(exc)
     if isinstance(exc, TypeError) and type_ is not None:
         return f"wrong type, expected {getattr(type_, '__name__', type_)}"
     from typing import get_args, get_origin, Literal
@@ -70,6 +74,17 @@ def _format_exception(exc: BaseException, type_: Any) -> str:
     if get_origin(type_) is Literal:
         return "must be one of " + ", ".join(map(str, get_args(type_)))
     return f"invalid value ({type(exc).__name__})"
+
+
+def _did_you_mean(exc: cattrs.ForbiddenExtraKeysError) -> str:
+    """' (did you mean 'x'?)' for unknown keys close to a known one."""
+    known = [a.name for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+    hints = []
+    for key in sorted(exc.extra_fields):
+        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
+        if near:
+            hints.append(f"{near[0]!r} for {str(key)[:40]!r}" if len(exc.extra_fields) > 1 else repr(near[0]))
+    return f" (did you mean {', '.join(hints)}?)" if hints else ""
 
 
 def _render(file: str, raw: str) -> str:
@@ -112,10 +127,10 @@ def _structure(conv: cattrs.Converter, data: Any, cls: type, file: str, path: st
     try:
         return conv.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as exc:
-        for raw in transform_error(exc, path=path, format_exception=_format_exception):
+        for raw in transform_error(exc, path=path, format_exception=format_exception):
             problems.append(_render(file, raw))
     except (ValueError, TypeError) as exc:
-        problems.append(_render(file, f"{_format_exception(exc, cls)} @ {path}"))
+        problems.append(_render(file, f"{format_exception(exc, cls)} @ {path}"))
     return None
 
 
@@ -135,8 +150,12 @@ def load_servers(
     problems: list[str],
     conv: cattrs.Converter | None = None,
     settings: Settings | None = None,
+    pm: KxenPluginManager | None = None,
 ) -> dict[str, ServerConfig]:
-    """Read one ``mcp.json``; every problem goes to ``problems``, valid entries are returned."""
+    """Read one ``mcp.json``; every problem goes to ``problems``, valid entries are returned.
+
+    With ``pm``, each entry's transport kind must be registered and its ``options`` must structure
+    into the kind's options class."""
     conv = conv or make_converter()
     file = str(path)
     before = len(problems)
@@ -167,6 +186,8 @@ def load_servers(
         if server is None:
             continue
         shape = check_server_shape(server) + _url_problems(server, settings or Settings())
+        if pm is not None and not shape:
+            shape = pm.transports.check(server, conv, pm.failures)
         for suffix, rule in shape:
             problems.append(_render(file, f"{rule} @ {where}.{suffix}" if suffix else f"{rule} @ {where}"))
         if not shape:
@@ -197,8 +218,13 @@ def _url_problems(server: ServerConfig, settings: Settings) -> list[tuple[str, s
     return out
 
 
-def load_config(home: Path | None = None, workspace: Path | None = None) -> Config:
+def load_config(
+    home: Path | None = None, workspace: Path | None = None, *, pm: KxenPluginManager | None = None
+) -> Config:
     """Load settings, user servers and project servers.
+
+    With ``pm`` (as the Runtime and the CLI load), every entry's transport kind and options are
+    checked against the kinds its plugins registered; without, only the core's own rules apply.
 
     A problem in user settings or user servers raises :class:`ConfigError` listing every problem:
     nothing is half-loaded. A problem in the project file rejects that file whole (its servers are
@@ -210,13 +236,13 @@ def load_config(home: Path | None = None, workspace: Path | None = None) -> Conf
     problems: list[str] = []
     settings = load_settings(home, problems, conv)
     user_file = home / "mcp.json"
-    user = load_servers(user_file, "user", problems, conv, settings)
+    user = load_servers(user_file, "user", problems, conv, settings, pm)
     if problems:
         raise ConfigError(problems)
 
     pfile = project_file(workspace)
     pproblems: list[str] = []
-    project = load_servers(pfile, "project", pproblems, conv, settings)
+    project = load_servers(pfile, "project", pproblems, conv, settings, pm)
     for name, server in project.items():
         for suffix, rule in project_problems(server):
             pproblems.append(_render(str(pfile), f"{rule} @ $.mcpServers.{name}.{suffix}"))

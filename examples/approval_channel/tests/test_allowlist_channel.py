@@ -18,7 +18,8 @@ from kxen_core.config import load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ApprovalDenied
 from kxen_core.plugins import make_plugin_manager
-from kxen_core.policy import ApprovalDecision, ApprovalRequest, fingerprint, resolve_stdio_launch
+from kxen_core.launch import resolve_launch
+from kxen_core.policy import ApprovalDecision, ApprovalRequest, fingerprint
 from kxen_core.runtime import Runtime
 
 if sys.version_info >= (3, 11):
@@ -199,7 +200,7 @@ async def test_it_decides_project_server_launches(kxen_home, ws, tmp_path, allow
     log = tmp_path / "server.log"
     write_project(ws, {"p": {"command": sys.executable, "args": [str(DEMO), "--log", str(log)]}})
     trust(kxen_home.path, ws)
-    fp = resolve_stdio_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
     allowlist(fp if listed else OTHER)
     async with Runtime(workspace=ws, pm=channel_pm()) as rt:
         with anyio.fail_after(30):

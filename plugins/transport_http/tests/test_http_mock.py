@@ -14,7 +14,9 @@ import pytest
 
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError, ConfigError, ConnectError, HTTPStatusError, ProtocolError, RemoteError
-from kxen_core.plugins import KxenPluginManager, hookimpl
+from kxen_core import hookimpl
+from kxen_core.plugins import KxenPluginManager
+from kxen_transport_http.options import HttpOptions
 from kxen_core.session import Session
 from kxen_core.transport import MessageStream, TransportContext
 from kxen_transport_http import hooks
@@ -116,12 +118,13 @@ def context(diagnostics: list[str] | None = None, pm: Any = None) -> TransportCo
     return TransportContext(workspace=Path.cwd(), diagnostic=sink, pm=pm)
 
 
-async def test_hook_selects_only_http() -> None:
+async def test_the_plugin_registers_only_http() -> None:
     pm = KxenPluginManager()
     pm.register(hooks)
-    assert pm.hook.kxen_transport_open(server=server(transport="sse"), context=context()) is None
-    assert pm.hook.kxen_transport_open(server=ServerConfig(name="s", command="x"), context=context()) is None
-    transport = pm.hook.kxen_transport_open(server=server(), context=context())
+    assert pm.transports.names() == ["http"]
+    kind = pm.transports.get("http")
+    assert kind.options is HttpOptions and kind.plugin == pm.get_name(hooks)
+    transport = kind.opener(server(), context())
     assert hasattr(transport, "__aenter__") and hasattr(transport, "__aexit__")
 
 

@@ -13,7 +13,9 @@ import pytest
 
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError, ConfigError, ConnectError, HTTPStatusError
-from kxen_core.plugins import KxenPluginManager, hookimpl
+from kxen_core import hookimpl
+from kxen_core.plugins import KxenPluginManager
+from kxen_transport_http.options import SseOptions
 from kxen_core.session import Session
 from kxen_core.transport import MessageStream, TransportContext
 from kxen_transport_sse import hooks
@@ -96,11 +98,13 @@ def context(diagnostics: list[str] | None = None, pm: Any = None) -> TransportCo
     )
 
 
-async def test_hook_selects_only_sse() -> None:
+async def test_the_plugin_registers_only_sse() -> None:
     pm = KxenPluginManager()
     pm.register(hooks)
-    assert pm.hook.kxen_transport_open(server=server(transport="http"), context=context()) is None
-    assert pm.hook.kxen_transport_open(server=server(), context=context()) is not None
+    assert pm.transports.names() == ["sse"]
+    kind = pm.transports.get("sse")
+    assert kind.options is SseOptions
+    assert kind.opener(server(), context()) is not None
 
 
 def test_resolve_endpoint_same_origin_only() -> None:

@@ -11,6 +11,8 @@ from typing import Any, AsyncIterator
 
 import anyio
 
+from kxen_core import Launch, ServerConfig, TransportContext
+from kxen_core.launch import resolve_launch
 from kxen_core.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent
@@ -29,6 +31,12 @@ def helper(*args: str, **extra: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"command": sys.executable, "args": [*HELPER_ARGV, *args], "defaultToolPolicy": "allow"}
     entry.update(extra)
     return entry
+
+
+def context(server: ServerConfig, workspace: Path, **extra: Any) -> TransportContext:
+    """The context a Runtime hands the stdio opener: the launch resolved (once) by the core."""
+    launch: Launch = resolve_launch(server, workspace)
+    return TransportContext(workspace=workspace, launch=launch, **extra)
 
 
 def owned_helpers() -> list[int]:

@@ -13,7 +13,7 @@ from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
 from kxen_transport_stdio.transport import STDERR_TAIL_BYTES, _Stream
-from stdio_support import HELPER, HELPER_ARGV, helper, running, wait_state
+from stdio_support import context, HELPER, HELPER_ARGV, helper, running, wait_state
 
 pytestmark = pytest.mark.anyio
 
@@ -21,10 +21,16 @@ pytestmark = pytest.mark.anyio
 def test_stdio_config_accepts_options(kxen_home, workspace):
     from kxen_core.config import load_config
 
+    from kxen_core.converter import make_converter
+    from kxen_core.plugins import make_plugin_manager
+
     kxen_home.write_servers({"h": helper(transport="stdio", options={"maxLineBytes": 1024})})
-    server = load_config(None, workspace).servers["h"]
+    pm = make_plugin_manager()
+    server = load_config(None, workspace, pm=pm).servers["h"]
     assert server.kind == "stdio" and server.options == {"maxLineBytes": 1024}
-    assert StdioTransport(server, TransportContext(workspace=workspace)).max_line_bytes == 1024
+    # the options reach the transport structured by the registry, as the Runtime hands them over
+    options = pm.transports.options_for(server, make_converter())
+    assert StdioTransport(server, context(server, workspace, options=options)).max_line_bytes == 1024
 
 
 async def test_junk_and_oversized_lines_are_diagnostics(kxen_home, workspace):
@@ -52,7 +58,7 @@ async def test_too_deeply_nested_line_is_a_diagnostic(tmp_path):
     diags: list[str] = []
     server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
     with anyio.fail_after(15):
-        async with StdioTransport(server, TransportContext(workspace=tmp_path, diagnostic=diags.append)) as stream:
+        async with StdioTransport(server, context(server, tmp_path, diagnostic=diags.append)) as stream:
             async with Session(stream, server="s", request_timeout=10) as s:
                 await s.initialize()
                 result = await s.request("tools/call", {"name": "noise", "arguments": {"size": 10, "deep": True}})
@@ -182,7 +188,7 @@ async def test_last_line_without_newline_then_exit(tmp_path):
     reply = '{"jsonrpc":"2.0","id":1,"result":{}}'
     server = ServerConfig(name="s", command="sh", args=["-c", f"printf '%s' '{reply}'; echo bye >&2"])
     with anyio.fail_after(5):
-        async with StdioTransport(server, TransportContext(workspace=tmp_path)) as stream:
+        async with StdioTransport(server, context(server, tmp_path)) as stream:
             assert await stream.receive() == {"jsonrpc": "2.0", "id": 1, "result": {}}
             with pytest.raises(ClosedError, match="exited with code 0; stderr: bye"):
                 await stream.receive()

@@ -14,8 +14,10 @@ from kxen_core.config import ServerConfig
 from kxen_core.errors import ConnectError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport, resolve_launch
-from stdio_support import HELPER, HELPER_ARGV, OWNER, helper, running, server_pid
+from kxen_core.launch import resolve_launch
+from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport
+from kxen_core.runtime import Runtime
+from stdio_support import context, HELPER, HELPER_ARGV, OWNER, helper, owned_helpers, running, server_pid
 
 pytestmark = pytest.mark.anyio
 
@@ -137,17 +139,15 @@ def test_resolve_launch_keeps_a_symlinked_command_path(tmp_path):
     link = tmp_path / "venv" / "bin" / "python"
     link.symlink_to(sys.executable)
     server = ServerConfig(name="s", command="venv/bin/python")
-    command, _, _, _ = resolve_launch(server, tmp_path)
-    assert command == str(link)
+    assert resolve_launch(server, tmp_path).command == str(link)
     server = ServerConfig(name="s", command="python", env={"PATH": str(link.parent)})
-    command, _, _, _ = resolve_launch(server, tmp_path)
-    assert command == str(link)
+    assert resolve_launch(server, tmp_path).command == str(link)
 
 
 async def test_venv_interpreter_keeps_its_venv(tmp_path):
     """Run this venv's python by its (symlinked) path: the child must see the same sys.prefix."""
     server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
-    ctx = TransportContext(workspace=tmp_path)
+    ctx = context(server, tmp_path)
     with anyio.fail_after(15):
         async with StdioTransport(server, ctx) as stream, Session(stream, server="s", request_timeout=10) as s:
             await s.initialize()
@@ -158,13 +158,18 @@ async def test_venv_interpreter_keeps_its_venv(tmp_path):
 def test_relative_path_entries_resolve_against_the_server_cwd(tmp_path):
     _launcher(tmp_path / "ws" / "tools", "kxen-rel-cmd")
     server = ServerConfig(name="s", command="kxen-rel-cmd", env={"PATH": "tools:/usr/bin"})
-    command, _, cwd, _ = resolve_launch(server, tmp_path / "ws")
-    assert command == str(tmp_path / "ws" / "tools" / "kxen-rel-cmd")
+    assert resolve_launch(server, tmp_path / "ws").command == str(tmp_path / "ws" / "tools" / "kxen-rel-cmd")
 
 
 async def test_connect_error_for_a_missing_command_directly(tmp_path):
     server = ServerConfig(name="s", command="kxen-no-such-command-xyz")
     with pytest.raises(ConnectError, match="command not found"):
+        context(server, tmp_path)  # the core resolves the launch before any transport opens
+
+
+async def test_the_transport_refuses_to_start_without_a_resolved_launch(tmp_path):
+    server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
+    with pytest.raises(ConnectError, match="no resolved launch"):
         async with StdioTransport(server, TransportContext(workspace=tmp_path)):
             pass  # pragma: no cover
 
@@ -172,7 +177,7 @@ async def test_connect_error_for_a_missing_command_directly(tmp_path):
 async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
     """The runtime starts an approved project server by the core's resolved command: no symlink resolving."""
     from kxen_core.config import load_config
-    from kxen_core.policy import resolve_stdio_launch
+    from kxen_core.launch import resolve_launch
     from kxen_core.runtime import Runtime
 
     kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(workspace))}]\n")
@@ -183,7 +188,7 @@ async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
     assert not config.project_problems, config.project_problems
     server = config.servers["p"]
     assert server.scope == "project"
-    fingerprint = resolve_stdio_launch(server, workspace).fingerprint
+    fingerprint = resolve_launch(server, workspace).fingerprint
     async with Runtime(workspace=workspace, approve=[fingerprint]) as rt:
         with anyio.fail_after(15):
             await rt.wait_ready()
@@ -197,17 +202,23 @@ async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"maxLineBytes": "big"}, "maxLineBytes must be an integer"),
-        ({"maxLineBytes": 0}, "maxLineBytes must be an integer"),
-        ({"maxLineBytes": True}, "maxLineBytes must be an integer"),
-        ({"maxLineByte": 4096}, "unknown stdio option(s): maxLineByte"),
+        ({"maxLineBytes": "big"}, "options.maxLineBytes: expected an integer, got str 'big'"),
+        ({"maxLineBytes": 0}, "options.maxLineBytes: maxLineBytes must be an integer from 1024 to 1073741824"),
+        ({"maxLineBytes": True}, "options.maxLineBytes: expected an integer, got a boolean"),
+        ({"maxLineByte": 4096}, "options: unknown key(s): maxLineByte (did you mean 'maxLineBytes'?)"),
     ],
 )
 async def test_invalid_options_fail_closed(kxen_home, workspace, options, message):
-    async with running(kxen_home, workspace, {"h": helper(options=options)}) as rt:
-        st = rt.status()[0]
-    assert (st["state"], st["phase"]) == ("failed", "transport")
-    assert message in st["error"]
+    """Bad options are a config error at load, naming the file and key path: nothing starts."""
+    from kxen_core.errors import ConfigError
+
+    kxen_home.write_servers({"h": helper(options=options)})
+    with pytest.raises(ConfigError) as info:
+        async with Runtime(workspace=workspace):
+            pass  # pragma: no cover
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{kxen_home.path / 'mcp.json'}: mcpServers.h.{message}"), problem
+    assert owned_helpers() == []
 
 
 async def test_nul_byte_in_an_argument_is_a_connect_error(kxen_home, workspace):

@@ -17,7 +17,7 @@ from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
 from kxen_transport_stdio.transport import EOF_GRACE_SECONDS, TERM_GRACE_SECONDS
-from stdio_support import DEMO, HELPER_ARGV, Timer, alive, helper, running, server_pid, wait_gone, wait_state
+from stdio_support import context, DEMO, HELPER_ARGV, Timer, alive, helper, running, server_pid, wait_gone, wait_state
 
 pytestmark = pytest.mark.anyio
 
@@ -176,7 +176,7 @@ async def test_deaf_server_close_is_bounded(tmp_path):
     """A server that stops reading stdin: a blocked write must not block the close."""
     server = ServerConfig(name="s", command=sys.executable, args=[*HELPER_ARGV, "--deaf"])
     with anyio.fail_after(10):
-        async with StdioTransport(server, TransportContext(workspace=tmp_path)) as stream:
+        async with StdioTransport(server, context(server, tmp_path)) as stream:
             pid = stream.describe()["pid"]
             async with Session(stream, server="s", request_timeout=5) as s:
                 await s.initialize()
@@ -190,7 +190,7 @@ async def test_deaf_server_close_is_bounded(tmp_path):
 async def test_request_timeout_covers_a_blocked_send(tmp_path):
     """A server that stops reading stdin: the request timeout must bound the blocked write too."""
     server = ServerConfig(name="s", command=sys.executable, args=[*HELPER_ARGV, "--deaf"])
-    async with StdioTransport(server, TransportContext(workspace=tmp_path)) as stream:
+    async with StdioTransport(server, context(server, tmp_path)) as stream:
         async with Session(stream, server="s", request_timeout=5) as s:
             with anyio.fail_after(10):
                 await s.initialize()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from kxen_core.plugins import hookimpl
+from kxen_core import hookimpl
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 
 #: the environment variable naming the allowlist file

@@ -13,7 +13,7 @@ from typing import Any, Callable, TextIO
 
 import anyio
 
-from kxen_core.plugins import hookimpl
+from kxen_core import hookimpl
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 
 _lock = threading.Lock()

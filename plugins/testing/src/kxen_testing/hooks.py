@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from kxen_core.plugins import hookimpl
+from typing import TYPE_CHECKING
+
+import attrs
+
+from kxen_core import hookimpl
+
+if TYPE_CHECKING:
+    from kxen_core import RegisterTransport, ServerConfig, Transport, TransportContext
 
 
-@hookimpl
-def kxen_transport_open(server, context):
-    if server.kind != "memory":
-        return None
+@attrs.frozen(kw_only=True)
+class MemoryOptions:
+    """``options`` of a ``memory`` entry: the registered fake server to talk to (default: the entry's name)."""
+
+    server: str | None = None
+
+
+def open_memory(server: ServerConfig, context: TransportContext) -> Transport:
     from .memory import MemoryTransport
 
     return MemoryTransport(server, context)
+
+
+@hookimpl
+def kxen_register_transports(register: RegisterTransport) -> None:
+    register("memory", open_memory, options=MemoryOptions)

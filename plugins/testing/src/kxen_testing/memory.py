@@ -39,6 +39,9 @@ class _Stream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise ClosedError("fake server is gone", server=self._name) from exc
 
+    def send_nowait(self, message: dict[str, Any]) -> bool:
+        return False  # every send waits for the fake (zero buffer), so backpressure bugs show
+
     async def receive(self) -> Any:
         try:
             return await self._receive.receive()

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kxen_core.plugins import hookimpl
+from kxen_core import hookimpl
+
+from .options import HttpOptions
 
 if TYPE_CHECKING:
-    from kxen_core.config.models import ServerConfig
-    from kxen_core.transport import TransportContext
+    from kxen_core import RegisterTransport, ServerConfig, Transport, TransportContext
 
 
-@hookimpl
-def kxen_transport_open(server: ServerConfig, context: TransportContext) -> Any:
-    if server.kind != "http":
-        return None
+def open_http(server: ServerConfig, context: TransportContext) -> Transport:
     from .streamable import open_streamable_http  # imported on use: keeps plugin discovery light
 
     return open_streamable_http(server, context)
+
+
+@hookimpl
+def kxen_register_transports(register: RegisterTransport) -> None:
+    register("http", open_http, options=HttpOptions)

@@ -551,7 +551,7 @@ class StreamableHTTPStream(StreamFailures):
 
 
 class StreamableHTTPTransport(ClientTransport):
-    """The async context manager ``kxen_transport_open`` returns for kind ``http``.
+    """The async context manager an ``open_*`` opener returns for kind ``http``.
 
     Entering validates ``server.options`` (``ConfigError``), makes the one ``httpx.AsyncClient`` and
     the task group, and yields the stream; nothing is sent before the first message. Exceptions from
@@ -560,7 +560,8 @@ class StreamableHTTPTransport(ClientTransport):
 
     async def __aenter__(self) -> StreamableHTTPStream:
         server = self._check_fresh()
-        opts = parse_options(server, HTTP_OPTIONS)
+        # validated at config load; a context made by hand (tests, embedding) is checked here
+        opts = self._context.options if self._context.options is not None else parse_options(server, HTTP_OPTIONS)
         self._client = open_client(server, "http", opts, self._http_transport, transport_factory)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kxen_core.plugins import hookimpl
+from kxen_core import hookimpl
+from kxen_transport_http.options import SseOptions
 
 if TYPE_CHECKING:
-    from kxen_core.config.models import ServerConfig
-    from kxen_core.transport import TransportContext
+    from kxen_core import RegisterTransport, ServerConfig, Transport, TransportContext
 
 
-@hookimpl
-def kxen_transport_open(server: ServerConfig, context: TransportContext) -> Any:
-    if server.kind != "sse":
-        return None
+def open_sse(server: ServerConfig, context: TransportContext) -> Transport:
     from .legacy import open_legacy_sse  # imported on use: keeps plugin discovery light
 
     return open_legacy_sse(server, context)
+
+
+@hookimpl
+def kxen_register_transports(register: RegisterTransport) -> None:
+    register("sse", open_sse, options=SseOptions)

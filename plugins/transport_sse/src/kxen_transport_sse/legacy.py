@@ -99,6 +99,9 @@ class LegacySSEStream(StreamFailures):
 
     # --- MessageStream ------------------------------------------------------------------------
 
+    def send_nowait(self, message: Message) -> bool:
+        return False  # every POST is awaited by send()
+
     async def send(self, message: Message) -> None:
         if self._failure is not None:
             raise self._closed()
@@ -223,7 +226,7 @@ class LegacySSEStream(StreamFailures):
 
 
 class LegacySSETransport(ClientTransport):
-    """The async context manager ``kxen_transport_open`` returns for kind ``sse``.
+    """The async context manager an ``open_*`` opener returns for kind ``sse``.
 
     Entering raises ``ConnectError`` when the stream cannot be opened or gives no usable endpoint,
     and ``ConfigError`` for invalid ``server.options``. Exceptions from the body of the
@@ -232,7 +235,8 @@ class LegacySSETransport(ClientTransport):
 
     async def __aenter__(self) -> LegacySSEStream:
         server = self._check_fresh()
-        opts = parse_options(server, SSE_OPTIONS)
+        # validated at config load; a context made by hand (tests, embedding) is checked here
+        opts = self._context.options if self._context.options is not None else parse_options(server, SSE_OPTIONS)
         self._client = open_client(server, "sse", opts, self._http_transport, transport_factory)
         self._stream = LegacySSEStream(server, self._context, self._client, opts)
         self._tg = anyio.create_task_group()

@@ -1,5 +1,6 @@
 """kxen-transport-stdio: MCP servers as child processes speaking newline-delimited JSON."""
 
-from .transport import ENV_PASSTHROUGH, StdioTransport, child_env, resolve_launch
+from .options import StdioOptions
+from .transport import ENV_PASSTHROUGH, StdioTransport, child_env
 
-__all__ = ["ENV_PASSTHROUGH", "StdioTransport", "child_env", "resolve_launch"]
+__all__ = ["ENV_PASSTHROUGH", "StdioOptions", "StdioTransport", "child_env"]

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from kxen_core.plugins import hookimpl
+from typing import TYPE_CHECKING
+
+from kxen_core import hookimpl
+
+from .options import StdioOptions
+
+if TYPE_CHECKING:
+    from kxen_core import ServerConfig, Transport, TransportContext, RegisterTransport
 
 
-@hookimpl
-def kxen_transport_open(server, context):
-    if server.kind != "stdio":
-        return None
+def open_stdio(server: ServerConfig, context: TransportContext) -> Transport:
     from .transport import StdioTransport
 
     return StdioTransport(server, context)
+
+
+@hookimpl
+def kxen_register_transports(register: RegisterTransport) -> None:
+    register("stdio", open_stdio, options=StdioOptions)

@@ -32,12 +32,11 @@ import anyio
 from anyio.abc import Process
 
 from kxen_core.errors import ClosedError, ConnectError
-from kxen_core.policy import resolve_stdio_launch
+
+from .options import StdioOptions
 
 #: host variables a child may inherit; everything else is cleared
 ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER")
-MAX_LINE_BYTES = 32 * 1024 * 1024  # default bound of one stdout line (option maxLineBytes)
-MIN_LINE_BYTES, MAX_LINE_BYTES_LIMIT = 1024, 1024 * 1024 * 1024
 STDERR_TAIL_BYTES = 16 * 1024
 READ_CHUNK = 256 * 1024
 EOF_GRACE_SECONDS = 0.1
@@ -53,16 +52,6 @@ def child_env(configured: dict[str, str], host: dict[str, str] | None = None) ->
     env = {k: host[k] for k in ENV_PASSTHROUGH if k in host}
     env.update(configured)
     return env
-
-
-def resolve_launch(server: Any, workspace: Path) -> tuple[str, list[str], Path, dict[str, str]]:
-    """Return (absolute command, args, cwd, env) exactly as the process will be started.
-
-    The command and cwd are resolved by the core (the same resolution an approval fingerprints);
-    the environment is the cleared host part plus the configured ``env``.
-    """
-    launch = resolve_stdio_launch(server, workspace)
-    return launch.command, list(launch.args), Path(launch.cwd), child_env(launch.env)
 
 
 class _Stream:
@@ -198,7 +187,8 @@ class StdioTransport:
         self.server = server
         self.name = server.name
         self.context = context
-        self.max_line_bytes = _options(server)
+        options = context.options if isinstance(context.options, StdioOptions) else StdioOptions()
+        self.max_line_bytes = options.maxLineBytes
         self._proc: Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._stderr: deque[bytes] = deque()
@@ -247,7 +237,11 @@ class StdioTransport:
             self._settled.set()
 
     async def __aenter__(self) -> _Stream:
-        command, args, cwd, env = resolve_launch(self.server, Path(self.context.workspace))
+        launch = self.context.launch
+        if launch is None or launch.command is None:
+            raise ConnectError("no resolved launch was given to the stdio transport", server=self.name)
+        # exactly what the core resolved (and, for a project server, had approved): no second lookup
+        command, args, cwd, env = launch.command, list(launch.args), Path(launch.cwd), child_env(launch.env)
         if not cwd.is_dir():
             raise ConnectError(f"working directory does not exist: {cwd}", server=self.name)
         try:
@@ -326,21 +320,6 @@ class StdioTransport:
                 await stream.aclose()  # type: ignore[union-attr]
             except Exception:
                 pass
-
-
-def _options(server: Any) -> int:
-    """Validate the stdio ``options`` (fail closed); return the line bound."""
-    opts = getattr(server, "options", None) or {}
-    unknown = sorted(set(opts) - {"maxLineBytes"})
-    if unknown:
-        raise ConnectError(f"unknown stdio option(s): {', '.join(map(str, unknown))[:200]}", server=server.name)
-    value = opts.get("maxLineBytes", MAX_LINE_BYTES)
-    if type(value) is not int or not MIN_LINE_BYTES <= value <= MAX_LINE_BYTES_LIMIT:
-        raise ConnectError(
-            f"stdio option maxLineBytes must be an integer from {MIN_LINE_BYTES} to {MAX_LINE_BYTES_LIMIT}",
-            server=server.name,
-        )
-    return value
 
 
 def _signal_name(number: int) -> str:

@@ -1,0 +1,76 @@
+"""Admission: may a configured server start now? Decided once per entry and config.
+
+The gates, in order: a project entry needs a trusted workspace; a remote entry needs the user's
+remote switch; an entry may be turned off with ``enabled: false``. A project entry that may not start
+gives way to the user entry of the same name, when that one may. (A project *local* server also
+needs its exact launch approved; that is asked when it starts, see :mod:`kxen_core.server`.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .server import State
+
+if TYPE_CHECKING:
+    from .config import Config, ServerConfig
+
+
+@attrs.frozen(kw_only=True)
+class Admission:
+    """The decision for one entry: ``run`` is the entry to start (the project entry, or the user
+    entry standing in), or ``None`` with the ``state`` it stays in and why."""
+
+    run: ServerConfig | None
+    state: State = State.CONNECTING
+    error: str | None = None
+    note: str | None = None
+
+
+def gate(config: Config, server: ServerConfig) -> Admission | None:
+    """Why ``server`` may not start now; None when it may."""
+    if server.scope == "project" and not config.trusted:
+        return Admission(run=None, state=State.AWAITING_TRUST, error="the workspace is not trusted (kxen trust)")
+    if server.is_remote and not config.settings.mcp.remote_enabled:
+        return Admission(
+            run=None, state=State.DISABLED, note="remote MCP is off ([mcp] remote_enabled = true in user settings)"
+        )
+    if not server.enabled:
+        return Admission(run=None, state=State.DISABLED)
+    return None
+
+
+def admit(config: Config, entry: ServerConfig) -> Admission:
+    """Start ``entry``, a user entry in its place, or nothing (with the state and the reason)."""
+    refused = gate(config, entry)
+    if refused is None:
+        return Admission(run=entry)
+    fallback = user_fallback(config, entry.name) if entry.scope == "project" else None
+    if fallback is not None:
+        why = refused.error or refused.note or refused.state.value
+        return Admission(run=fallback, note=f"the project entry is not used ({why}); using the user entry")
+    return refused
+
+
+def user_fallback(config: Config, name: str) -> ServerConfig | None:
+    """The user entry named ``name`` when it may start now."""
+    fallback = config.user_servers.get(name)
+    if fallback is not None and gate(config, fallback) is None:
+        return fallback
+    return None
+
+
+def why_replaced(config: Config, name: str) -> str:
+    """A clear reason for stopping a running server on reload."""
+    entry = config.servers.get(name)
+    if entry is None:
+        return "it was removed from the configuration"
+    decision = admit(config, entry)
+    if decision.run is None:
+        return f"it is now {decision.state.value} ({decision.error or decision.note or 'by configuration'})"
+    return "its configuration changed (reload)"
+
+
+__all__ = ["Admission", "admit", "gate", "user_fallback", "why_replaced"]

@@ -1,0 +1,386 @@
+"""One server's supervised life: gate, open, initialize, list, refresh, stop -- and its typed state.
+
+A :class:`Server` runs as one task in the runtime's task group and holds its transport open until
+it is stopped or the connection ends::
+
+    connecting -> initializing -> listing -> ready          (settled)
+    awaiting_approval -> (approved) connecting ...           a project local server
+    failed(phase, reason) · stopped · disabled · awaiting_trust · awaiting_approval   (settled)
+
+A process that runs is not a server that is ready: ``ready`` means initialized and listed.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import anyio
+import anyio.abc
+import attrs
+
+from .catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
+from .errors import ClosedError, KxenError, RequestError
+from .hookcall import acall_all
+from .launch import Launch, resolve_launch
+from .policy import ApprovalRequest
+from .session import Session
+from .transport import MessageStream, TransportContext
+
+if TYPE_CHECKING:
+    import cattrs
+
+    from .admission import Admission
+    from .approvals import Approvals
+    from .config import ServerConfig, Settings
+    from .plugins import KxenPluginManager
+
+log = logging.getLogger("kxen.server")
+
+MAX_DIAGNOSTICS = 200
+LIST_CHANGED_DEBOUNCE = 0.05
+STOP_WAIT_SECONDS = 10
+
+
+class State(str, enum.Enum):
+    """The closed set of server states (compares equal to its value: ``State.READY == "ready"``)."""
+
+    DISABLED = "disabled"
+    AWAITING_TRUST = "awaiting_trust"
+    AWAITING_APPROVAL = "awaiting_approval"
+    CONNECTING = "connecting"
+    INITIALIZING = "initializing"
+    LISTING = "listing"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class Phase(str, enum.Enum):
+    """Where a failed server failed."""
+
+    TRANSPORT = "transport"
+    AUTH = "auth"
+    INITIALIZE = "initialize"
+    CATALOG = "catalog"
+    CALL = "call"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+#: states a server stays in until something changes it (``wait_ready`` waits for one of these)
+SETTLED = frozenset({State.DISABLED, State.AWAITING_TRUST, State.AWAITING_APPROVAL, State.READY, State.FAILED, State.STOPPED})
+
+
+@attrs.frozen(kw_only=True)
+class ServerEnv:
+    """What every server of one runtime shares: the plugins, the workspace, the approvals, the
+    settings of the config it was started from, and a way to find a user entry standing in."""
+
+    pm: KxenPluginManager
+    workspace: Path
+    approvals: Approvals
+    settings: Settings
+    converter: cattrs.Converter
+    #: the user entry that may start in place of a project entry of this name, if any
+    fallback: Callable[[str], ServerConfig | None]
+
+
+@attrs.define(eq=False)
+class Server:
+    """One configured server and, while it runs, its transport and session."""
+
+    entry: ServerConfig  # the merged config entry this server was made from
+    admission: Admission  # the decision to start it (or why not)
+    env: ServerEnv | None = None
+    config: ServerConfig = attrs.field(init=False)  # what runs: the entry, or a user entry standing in
+    state: State = State.CONNECTING
+    phase: Phase | None = None
+    error: str | None = None
+    note: str | None = None  # e.g. why a user entry stands in for a project entry
+    fingerprint: str | None = None  # of a project launch awaiting approval
+    session: Session | None = None
+    stream: MessageStream | None = None  # while the transport is up (for describe())
+    catalogs: dict[str, Catalog] = attrs.field(factory=dict)
+    tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
+    settled: anyio.Event = attrs.field(factory=anyio.Event)
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    stopping: bool = False
+    close_reason: str | None = None  # why kxen stopped it ("stop requested", "reload"...)
+    _scope: anyio.CancelScope | None = None
+    _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
+    _refreshing: set[str] = attrs.field(factory=set)
+    _changed_early: set[str] = attrs.field(factory=set)
+
+    def __attrs_post_init__(self) -> None:
+        self.config = self.admission.run or self.entry
+        self.note = self.admission.note
+        if self.admission.run is None:
+            self.set(self.admission.state, None, self.admission.error)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None:
+        self.state, self.phase, self.error = State(state), Phase(phase) if phase else None, error
+        if self.state in SETTLED:
+            self.settled.set()
+
+    def diag(self, message: str) -> None:
+        self.diagnostics.append(message)
+
+    def count(self, kind: str) -> int:
+        cat = self.catalogs.get(kind)
+        return len(cat.items) if cat else 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "scope": self.config.scope,
+            "transport": self.config.kind,
+            "state": self.state.value,
+            "phase": self.phase.value if self.phase else None,
+            "error": self.error,
+            "tools": self.count("tools"),
+            "resources": self.count("resources"),
+            "prompts": self.count("prompts"),
+            "note": self.note,
+            "fingerprint": self.fingerprint,
+            "transportInfo": self._describe(),
+            "diagnostics": list(self.diagnostics)[-20:],
+        }
+
+    def _describe(self) -> dict[str, Any] | None:
+        if self.stream is None:
+            return None
+        try:
+            info = self.stream.describe()
+        except Exception as exc:  # describe() is best effort
+            return {"error": f"{type(exc).__name__}"}
+        return info if isinstance(info, dict) else None
+
+    # --- life -----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Gate, open, initialize and list; then serve until stopped or the connection ends."""
+        env = self.env
+        assert env is not None
+        server = self.config
+        phase = Phase.TRANSPORT
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                launch = None
+                if not server.is_remote:
+                    launch = resolve_launch(server, env.workspace)  # ConnectError -> failed(transport)
+                    if server.scope == "project":
+                        approved = await self._approve_launch(launch)
+                        if approved is None:
+                            return
+                        server, launch = approved
+                kind = env.pm.transports.get(server.kind)
+                if kind is None:
+                    self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.failures))
+                    return
+                context = TransportContext(
+                    workspace=env.workspace,
+                    diagnostic=self.diag,
+                    pm=env.pm,
+                    settings=env.settings,
+                    options=env.pm.transports.options_for(server, env.converter),
+                    launch=launch,
+                )
+                transport = kind.opener(server, context)
+                self.set(State.CONNECTING)
+                async with transport as stream:
+                    self.stream = stream
+                    phase = Phase.INITIALIZE
+                    self.set(State.INITIALIZING)
+                    async with Session(
+                        stream,
+                        server=server.name,
+                        request_timeout=server.timeouts.requestSeconds,
+                        initialize_timeout=server.timeouts.initializeSeconds,
+                        capabilities=self._client_capabilities(server),
+                        on_notification=self._on_notification,
+                        on_diagnostic=self.diag,
+                        request_handlers=self._request_handlers(server),
+                    ) as session:
+                        self.session = session
+                        init = await session.initialize()
+                        phase = Phase.CATALOG
+                        self.set(State.LISTING)
+                        async with anyio.create_task_group() as tg:
+                            for kind_name in KINDS:
+                                if kind_name in init.capabilities:
+                                    await self._list(kind_name, required=(kind_name == "tools"))
+                            self._tg = tg
+                            self.set(State.READY)
+                            # a list_changed that came while we were listing: fetch that kind again now
+                            for kind_name in sorted(self._changed_early):
+                                self._on_notification(f"notifications/{kind_name}/list_changed", None)
+                            self._changed_early.clear()
+                            await session.closed_event.wait()
+                            self._tg = None
+                            tg.cancel_scope.cancel()
+                        if not self.stopping:
+                            self.set(State.FAILED, Phase.TRANSPORT, session.close_reason or "connection closed")
+        except KxenError as exc:
+            if not self.stopping:
+                self.set(State.FAILED, phase, str(exc))
+        except Exception as exc:  # a plugin bug must not take the runtime down
+            if not self.stopping:
+                self.set(State.FAILED, phase, f"{type(exc).__name__}: {exc}")
+            log.debug("server %s failed", server.name, exc_info=True)
+        finally:
+            self.session = None
+            if self.stopping:
+                self.set(State.STOPPED)
+            elif self.state not in SETTLED:
+                self.set(State.FAILED, phase, "stopped unexpectedly")
+            self.stream = None
+            self.done.set()
+            try:
+                env.pm.hook.kxen_transport_closed(server=server, reason=self.close_reason or self.error or self.state.value)
+            except Exception as exc:  # an observer must not take the runtime down
+                self.diag(f"a kxen_transport_closed observer failed: {type(exc).__name__}: {exc}")
+
+    async def stop(self, reason: str) -> None:
+        """Stop: pending calls fail at once, the transport closes (bounded)."""
+        self.stopping = True
+        self.close_reason = reason
+        if self.session is not None:
+            await self.session.aclose(f"server {self.name!r} was stopped: {reason}")
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._scope is not None or self.session is not None:
+            with anyio.move_on_after(STOP_WAIT_SECONDS):
+                await self.done.wait()
+        if self.state != State.DISABLED:
+            self.set(State.STOPPED)
+
+    async def _approve_launch(self, launch: Launch) -> tuple[ServerConfig, Launch | None] | None:
+        """Gate a project local server on the approval of its exact launch; None = do not start.
+
+        A user entry of the same name stands in when the project entry is not approved.
+        """
+        env = self.env
+        assert env is not None
+        server = self.config
+        self.fingerprint = launch.fingerprint
+        self.state = State.AWAITING_APPROVAL  # not settled while a channel is asking
+        decision = await env.approvals.ask(
+            ApprovalRequest(
+                kind="stdio_launch",
+                server=server.name,
+                summary=f"start project MCP server {server.name!r} from {server.source}",
+                details=launch.display(),
+                fingerprint=launch.fingerprint,
+            )
+        )
+        if decision.approved:
+            self.fingerprint = None
+            return server, launch  # start exactly what was approved: no second lookup
+        fallback = env.fallback(server.name)
+        if fallback is not None:
+            self.config = fallback
+            self.note = f"the project entry was not approved ({decision.reason}); using the user entry"
+            return fallback, (None if fallback.is_remote else resolve_launch(fallback, env.workspace))
+        self.set(
+            State.AWAITING_APPROVAL,
+            None,
+            f"not approved ({decision.reason}); approve this exact launch with --approve {launch.fingerprint}",
+        )
+        return None
+
+    def _client_capabilities(self, server: ServerConfig) -> dict[str, Any]:
+        # local servers may see the workspace as a root; remote ones get nothing by default
+        return {} if server.is_remote else {"roots": {"listChanged": False}}
+
+    def _request_handlers(self, server: ServerConfig) -> dict[str, Any]:
+        assert self.env is not None
+        workspace = self.env.workspace
+
+        async def roots_list(params: Mapping[str, Any]) -> dict[str, Any]:
+            if server.is_remote:
+                return {"roots": []}
+            return {"roots": [{"uri": workspace.as_uri(), "name": workspace.name}]}
+
+        return {"roots/list": roots_list}
+
+    # --- catalogs -------------------------------------------------------------------------------
+
+    async def refresh(self, kind: str) -> Catalog:
+        """Fetch the ``kind`` catalog again (``tools``, ``resources`` or ``prompts``) and return it.
+
+        Raises ``KeyError`` for an unknown kind and what the listing raises (a request error, a
+        closed connection); the catalog kept so far stays when the fetch fails.
+        """
+        if kind not in KINDS:
+            raise KeyError(f"unknown catalog kind {kind!r} (one of {', '.join(KINDS)})")
+        await self._list(kind, required=True)
+        return self.catalogs[kind]
+
+    async def _list(self, kind: str, *, required: bool) -> None:
+        assert self.env is not None
+        method = KINDS[kind][0]
+        session = self.session
+        if session is None:
+            raise ClosedError(f"server {self.name!r} is not connected", server=self.name)
+        pm, settings, server = self.env.pm, self.env.settings, self.config
+
+        async def fetch(cursor: str | None) -> dict[str, Any]:
+            return await session.request(method, {"cursor": cursor} if cursor is not None else None)
+
+        async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
+            page = attrs.evolve(page, settings=settings)
+            answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
+            return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
+
+        try:
+            catalog = await fetch_catalog(kind, fetch, judge=judge)
+        except (RequestError, ClosedError) as exc:
+            if required:
+                raise
+            self.diag(f"{method} failed: {exc}")
+            return
+        for message in catalog.diagnostics:
+            self.diag(f"{kind}: {message}")
+        self.catalogs[kind] = catalog
+        if kind == "tools":
+            self.tools_by_name = {t["name"]: t for t in catalog.items}
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method.endswith("/list_changed"):
+            kind = method.split("/")[1]
+            if kind not in KINDS:
+                return
+            if self._tg is None:
+                self._changed_early.add(kind)  # still listing: refetch once ready
+            elif kind not in self._refreshing:
+                self._refreshing.add(kind)
+                self._tg.start_soon(self._refresh_later, kind)
+
+    async def _refresh_later(self, kind: str) -> None:
+        await anyio.sleep(LIST_CHANGED_DEBOUNCE)  # a burst of list_changed becomes one refetch
+        self._refreshing.discard(kind)
+        try:
+            await self._list(kind, required=False)
+        except KxenError as exc:
+            self.diag(f"refreshing {kind} failed: {exc}")
+
+
+__all__ = ["Phase", "SETTLED", "Server", "ServerEnv", "State"]
