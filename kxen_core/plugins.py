@@ -19,7 +19,7 @@ import pluggy
 from . import hookspecs
 from .hookcall import check_async_impls
 
-import importlib_metadata  # the one metadata seam; tests monkeypatch it
+import importlib.metadata as importlib_metadata  # the one metadata seam; tests monkeypatch it
 
 GROUP = "kxen"
 hookimpl = pluggy.HookimplMarker("kxen")
