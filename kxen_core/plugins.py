@@ -20,7 +20,7 @@ from . import hookspecs
 from .hookcall import check_async_impls
 from .kinds import TransportRegistry, collect
 
-import importlib_metadata  # the one metadata seam; tests monkeypatch it
+import importlib.metadata as importlib_metadata  # the one metadata seam; tests monkeypatch it
 
 GROUP = "kxen"
 

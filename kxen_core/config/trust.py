@@ -2,7 +2,9 @@
 
 Only the user grants trust and turns remote MCP on: these are written by ``kxen trust`` /
 ``kxen untrust`` / ``kxen remote on|off`` (or a host's settings API) into the user's own settings,
-and nothing in a project can change them. Writes are atomic (temp file, fsync, rename).
+and nothing in a project can change them. Writes are atomic (temp file, fsync, rename), and the
+whole read-modify-write holds ``config.toml.lock`` beside the file, so two processes changing
+settings at once cannot lose either change. Waiting for that lock is bounded (``lock_timeout``).
 """
 
 from __future__ import annotations
@@ -16,37 +18,58 @@ from ..errors import ConfigError
 from .loader import canonical
 
 
-def update_settings(home: Path, mutate: Callable[[Any], bool]) -> bool:
+#: seconds to wait for another process's settings change before giving up with a ConfigError
+LOCK_TIMEOUT = 10.0
+
+
+def update_settings(home: Path, mutate: Callable[[Any], bool], *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
     """Load config.toml as a comment-preserving document, let ``mutate`` change it, write it back
-    if it returned True. Returns what ``mutate`` returned."""
-    import tomlkit  # only the settings-changing commands need it
+    if it returned True. Returns what ``mutate`` returned.
+
+    Holds ``config.toml.lock`` from the read to the rename; raises ConfigError if another process
+    holds it for longer than ``lock_timeout`` seconds."""
+    import filelock  # only the settings-changing commands need these
+    import tomlkit
 
     path = home / "config.toml"
+    lock_path = home / "config.toml.lock"
+    lock = filelock.FileLock(str(lock_path), timeout=lock_timeout)
     try:
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
-        doc = tomlkit.parse(text)
-    except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
-        raise ConfigError([f"{path}: (file): cannot be updated: {exc}"]) from None
-    if not mutate(doc):
-        return False
-    home.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=home, prefix=".config.toml.")
+        home.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except filelock.Timeout:
+        raise ConfigError(
+            [f"{path}: (file): cannot be updated: {lock_path} is held by another process (waited {lock_timeout:g} s)"]
+        ) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc}"]) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(tomlkit.dumps(doc))
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
+        try:
+            text = path.read_text(encoding="utf-8") if path.exists() else ""
+            doc = tomlkit.parse(text)
+        except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
+            raise ConfigError([f"{path}: (file): cannot be updated: {exc}"]) from None
+        if not mutate(doc):
+            return False
+        fd, tmp = tempfile.mkstemp(dir=home, prefix=".config.toml.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(tomlkit.dumps(doc))
+                f.flush()
+                os.fsync(f.fileno())
+            if path.exists():
+                os.chmod(tmp, path.stat().st_mode & 0o777)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return True
+    finally:
+        lock.release()
 
 
-def _trust_edit(home: Path, workspace: Path, add: bool) -> bool:
+def _trust_edit(home: Path, workspace: Path, add: bool, lock_timeout: float) -> bool:
     import tomlkit
 
     target = canonical(workspace)
@@ -75,22 +98,22 @@ def _trust_edit(home: Path, workspace: Path, add: bool) -> bool:
                 changed = True
         return changed
 
-    return update_settings(home, mutate)
+    return update_settings(home, mutate, lock_timeout=lock_timeout)
 
 
-def trust(home: Path, workspace: Path) -> bool:
+def trust(home: Path, workspace: Path, *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
     """Trust ``workspace`` (by canonical path). Returns False if it already was."""
     if not Path(workspace).is_dir():
         raise ConfigError([f"{workspace}: not a directory"])
-    return _trust_edit(home, workspace, add=True)
+    return _trust_edit(home, workspace, add=True, lock_timeout=lock_timeout)
 
 
-def untrust(home: Path, workspace: Path) -> bool:
+def untrust(home: Path, workspace: Path, *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
     """Stop trusting ``workspace``. Returns False if it was not trusted."""
-    return _trust_edit(home, workspace, add=False)
+    return _trust_edit(home, workspace, add=False, lock_timeout=lock_timeout)
 
 
-def set_remote_enabled(home: Path, enabled: bool) -> bool:
+def set_remote_enabled(home: Path, enabled: bool, *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
     """Write ``[mcp] remote_enabled``. Returns False if it already had that value."""
     import tomlkit
 
@@ -106,4 +129,4 @@ def set_remote_enabled(home: Path, enabled: bool) -> bool:
         mcp["remote_enabled"] = enabled
         return True
 
-    return update_settings(home, mutate)
+    return update_settings(home, mutate, lock_timeout=lock_timeout)
