@@ -1,15 +1,11 @@
-"""Core test configuration: async tests run on anyio's pytest plugin with the asyncio backend."""
+"""Core test configuration. Async tests run on anyio's pytest plugin; the asyncio backend
+(``anyio_backend``), ``kxen_home`` and ``fakes`` come from kxen_testing.pytest_plugin (root conftest)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture
