@@ -21,7 +21,6 @@ from kxen_core.config.trust import trust
 from kxen_core.plugins import hookimpl, make_plugin_manager
 from kxen_core.policy import (
     ApprovalDecision,
-    ApprovalRequest,
     StdioLaunch,
     digest,
     fingerprint,
@@ -29,6 +28,7 @@ from kxen_core.policy import (
     sensitive_key,
 )
 from kxen_core.runtime import Runtime
+from kxen_testing import Channel
 from support import DEMO, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
@@ -50,22 +50,6 @@ def channel_pm(*channels: Any, entrypoints: bool = True):
         if impl.plugin not in channels:
             pm.unregister(impl.plugin)
     return pm
-
-
-class Channel:
-    """An approval channel that records what it is shown and answers ``approved`` (None = pass)."""
-
-    def __init__(self, approved: bool | None, name: str = "test-channel") -> None:
-        self.approved = approved
-        self.requests: list[ApprovalRequest] = []
-        self.__name__ = name
-
-    @hookimpl
-    async def kxen_approval_prompt(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        self.requests.append(request)
-        if self.approved is None:
-            return None
-        return ApprovalDecision(approved=self.approved, reason="" if self.approved else "no", channel=self.__name__)
 
 
 def assert_no_secret(text: str) -> None:
