@@ -29,9 +29,10 @@ Only kxen's public API is used: ``Runtime``, ``hookimpl``, ``make_plugin_manager
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kxen_core import hookimpl
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
@@ -88,6 +89,8 @@ async def running(
 
     if pm is not None and plugins:
         raise TypeError("running(): pass the plugins either in pm= or as extra arguments, not both")
+    if any(isinstance(plugin, Mapping) for plugin in plugins):
+        raise TypeError("running(): a dict is no plugin; pass the servers as servers=")
     if servers is not None:
         home.write_servers(dict(servers))
     if pm is None:
