@@ -40,9 +40,8 @@ from kxen_core.errors import (
     ServerNotReady,
     UnknownTool,
 )
-from kxen_core.plugins import hookimpl, make_plugin_manager
-from kxen_core.policy import ApprovalDecision
-from kxen_testing import text_result
+from kxen_core.plugins import make_plugin_manager
+from kxen_testing import Channel, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -58,17 +57,12 @@ SDK_TOOLS = {"add", "echo", "boom", "slow", "poll", "roots"}  # tests/peers/sdk_
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def make_pm(*extra: Any):
-    """The http, sse and memory transports and the core defaults; no installed approval channel."""
-    return make_plugin_manager(allow=["http", "sse", "memory"], extra=list(extra))
+#: the http, sse and memory transports (and the core defaults); no installed approval channel
+REMOTE_PLUGINS = ("http", "sse", "memory")
 
 
 def remote(url: str, kind: str = "http", **extra: Any) -> dict[str, Any]:
     return {"url": url, "transport": kind, "defaultToolPolicy": "allow", **extra}
-
-
-def mem(fake: str, **extra: Any) -> dict[str, Any]:
-    return {"transport": "memory", "options": {"server": fake}, "defaultToolPolicy": "allow", **extra}
 
 
 def status_of(rt: Runtime, name: str) -> dict[str, Any]:
@@ -80,35 +74,6 @@ async def until(predicate: Callable[[], bool], timeout: float = 5) -> None:
     with anyio.fail_after(timeout):
         while not predicate():
             await anyio.sleep(0.01)
-
-
-@asynccontextmanager
-async def running(home: Any, ws: Path, *extra: Any, pm: Any = None) -> AsyncIterator[Runtime]:
-    async with Runtime(home=home.path, workspace=ws, pm=pm if pm is not None else make_pm(*extra)) as rt:
-        with anyio.fail_after(WAIT):
-            assert await rt.wait_ready()
-        yield rt
-
-
-class Channel:
-    """An approval channel that records every request and answers ``approved``."""
-
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.requests: list[Any] = []
-        self.__name__ = f"test-channel-{approved}"
-
-    @hookimpl
-    def kxen_approval_prompt(self, request):
-        self.requests.append(request)
-        return ApprovalDecision(approved=self.approved, reason="the test says so", channel="test")
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    return workspace
 
 
 # --- plain HTTP servers in this event loop ------------------------------------------------------
@@ -338,10 +303,10 @@ async def test_remote_off_connects_nothing(kxen_home, ws, fakes):
                 "web": remote(f"{listener.base}/mcp"),
                 "legacy": remote(f"{listener.base}/sse", "sse"),
                 "plain": {"url": f"{listener.base}/mcp"},  # transport defaults to http for a url
-                "local": mem("local"),
+                "local": mem("local", defaultToolPolicy="allow"),
             }
         )
-        async with running(kxen_home, ws, channel) as rt:
+        async with running(kxen_home, ws, channel, allow=REMOTE_PLUGINS) as rt:
             for name, kind in (("web", "http"), ("legacy", "sse"), ("plain", "http")):
                 s = status_of(rt, name)
                 assert (s["state"], s["transport"], s["error"], s["tools"]) == ("disabled", kind, None, 0)
@@ -429,7 +394,7 @@ async def test_remote_on_real_peer(kxen_home, ws, peers, which):
     (url, kind), profile = start_peer(peers, which)
     kxen_home.write_settings(REMOTE_ON)
     kxen_home.write_servers({"r": remote(url, kind)})
-    async with running(kxen_home, ws) as rt:
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["transport"], s["phase"], s["error"], s["note"]) == ("ready", kind, None, None, None)
         names = {t["name"] for t in rt.tools("r")}
@@ -476,10 +441,10 @@ async def test_turning_remote_off_wakes_pending_calls(kxen_home, ws, peers, fake
     fake = fakes.add("local", tools={"echo": lambda a: text_result(a.get("text", ""))})
     kxen_home.write_settings(REMOTE_ON)
     kxen_home.write_servers(
-        {"r": remote(url, kind, timeouts={"requestSeconds": 120}), "local": mem("local")}
+        {"r": remote(url, kind, timeouts={"requestSeconds": 120}), "local": mem("local", defaultToolPolicy="allow")}
     )
     channel = Channel(approved=False)  # turning off needs no approval: a "no" channel must not matter
-    async with running(kxen_home, ws, channel) as rt:
+    async with running(kxen_home, ws, channel, allow=REMOTE_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready"
         assert status_of(rt, "local")["state"] == "ready"
         local_before = rt.servers["local"]
@@ -540,7 +505,7 @@ async def test_turning_remote_on_needs_approval(kxen_home, ws, peers):
     before = (kxen_home.path / "config.toml").read_bytes()
 
     # no approval channel: denied, nothing written, still off
-    async with running(kxen_home, ws) as rt:
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT), pytest.raises(ApprovalDenied, match="remote MCP stays off"):
             await rt.set_remote_enabled(True)
         assert status_of(rt, "r")["state"] == "disabled"
@@ -548,8 +513,8 @@ async def test_turning_remote_on_needs_approval(kxen_home, ws, peers):
     assert (kxen_home.path / "config.toml").read_bytes() == before
 
     # a channel that says no: the same
-    no = Channel(approved=False)
-    async with running(kxen_home, ws, no) as rt:
+    no = Channel(approved=False, reason="the test says so")
+    async with running(kxen_home, ws, no, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT), pytest.raises(ApprovalDenied, match="the test says so"):
             await rt.set_remote_enabled(True)
         assert status_of(rt, "r")["state"] == "disabled"
@@ -560,7 +525,7 @@ async def test_turning_remote_on_needs_approval(kxen_home, ws, peers):
 
     # a channel that says yes: on, written to user settings, and the server connects
     yes = Channel(approved=True)
-    async with running(kxen_home, ws, yes) as rt:
+    async with running(kxen_home, ws, yes, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT):
             assert await rt.set_remote_enabled(True) is True
             assert await rt.wait_ready()
@@ -580,18 +545,18 @@ async def test_kxen_remote_command_switches_user_settings(kxen_home, ws, fakes, 
     fakes.add("local", tools={})
     kxen_home.write_settings(REMOTE_OFF)
     async with local_http() as listener:
-        kxen_home.write_servers({"r": remote(f"{listener.base}/mcp"), "local": mem("local")})
+        kxen_home.write_servers({"r": remote(f"{listener.base}/mcp"), "local": mem("local", defaultToolPolicy="allow")})
         assert kxen_main(["--home", str(kxen_home.path), "remote", "on"]) == 0
         assert "remote MCP is on" in capsys.readouterr().out
         assert load_config(kxen_home.path, ws).settings.mcp.remote_enabled is True
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "failed"  # it dialled; this listener hangs up
         assert listener.accepted >= 1
         dialled = listener.accepted
 
         assert kxen_main(["--home", str(kxen_home.path), "remote", "off"]) == 0
         assert load_config(kxen_home.path, ws).settings.mcp.remote_enabled is False
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "disabled"
             await anyio.sleep(0.2)
         assert listener.accepted == dialled
@@ -617,7 +582,7 @@ async def test_project_remote_entry_stays_disabled_while_remote_is_off(kxen_home
     fakes.add("local", tools={"echo": lambda a: text_result("user entry")})
     async with local_http() as listener:
         kxen_home.write_settings(trusted_settings(ws))
-        kxen_home.write_servers({"shadowed": mem("local")})
+        kxen_home.write_servers({"shadowed": mem("local", defaultToolPolicy="allow")})
         write_project(
             ws,
             {
@@ -630,7 +595,7 @@ async def test_project_remote_entry_stays_disabled_while_remote_is_off(kxen_home
         )
         # a settings file inside the workspace is no user setting: ignored
         (ws / ".kxen" / "config.toml").write_text("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert rt.problems == []
             assert rt.config.trusted is True
             assert rt.config.settings.mcp.remote_enabled is False
@@ -656,7 +621,7 @@ async def test_project_file_cannot_hold_settings(kxen_home, ws):
                 "mcpServers": {"proj": {"url": f"{listener.base}/mcp"}},
             },
         )
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert rt.config.settings.mcp.remote_enabled is False
             assert "proj" not in rt.servers  # the file is rejected whole
             assert any(p.startswith(f"{pfile}: (top level): unknown key(s): mcp") for p in rt.problems), rt.problems
@@ -670,7 +635,7 @@ async def test_project_remote_entry_starts_once_the_user_turns_remote_on(kxen_ho
     async with local_http() as listener:
         kxen_home.write_settings(trusted_settings(ws))
         write_project(ws, {"mcpServers": {"proj": {"url": f"{listener.base}/mcp"}}})
-        async with running(kxen_home, ws, channel) as rt:
+        async with running(kxen_home, ws, channel, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "proj")["state"] == "disabled"
             await anyio.sleep(0.2)
             assert listener.accepted == 0
@@ -725,7 +690,7 @@ async def test_bad_remote_url_is_a_config_error(kxen_home, ws, kind, url, allow,
     assert "hunter2" not in str(info.value)
     # the Runtime refuses the same config before starting anything
     with pytest.raises(ConfigError):
-        async with Runtime(home=kxen_home.path, workspace=ws, pm=make_pm()):
+        async with Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=REMOTE_PLUGINS)):
             pytest.fail("entered a runtime with an invalid config")
 
 
@@ -817,7 +782,7 @@ async def test_remote_server_gets_no_roots(kxen_home, ws, peers, mode):
     url, kind = peers.sdk(mode)
     kxen_home.write_settings(REMOTE_ON)
     kxen_home.write_servers({"r": remote(url, kind)})
-    async with running(kxen_home, ws) as rt:
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT):
             result = await rt.call_tool("r__roots", {})
     assert not result.get("isError"), result
@@ -835,7 +800,7 @@ async def test_everything_sees_no_roots_capability(kxen_home, ws, peers):
     url, kind = peers.everything("streamableHttp")
     kxen_home.write_settings(REMOTE_ON)
     kxen_home.write_servers({"r": remote(url, kind)})
-    async with running(kxen_home, ws) as rt:
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         names = {t["name"] for t in rt.tools("r")}
         assert "echo" in names
         assert "get-roots-list" not in names
@@ -845,7 +810,7 @@ async def test_remote_requests_never_carry_the_workspace(kxen_home, ws):
     async with local_http(streamable_responder("never", 500, False)) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "ready"
             with anyio.fail_after(WAIT):
                 assert text_of(await rt.call_tool("r__ping_tool", {})) == "pong"
@@ -867,7 +832,7 @@ async def test_remote_catalog_rejects_bad_tools_keeps_good_ones(kxen_home, ws, p
     url, kind = peers.sdk(mode, "--bad-tools")
     kxen_home.write_settings(REMOTE_ON + CATALOG_LIMITS)
     kxen_home.write_servers({"r": remote(url, kind)})
-    async with running(kxen_home, ws) as rt:
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert s["state"] == "ready"
         assert {t["name"] for t in rt.tools("r")} == SDK_TOOLS
@@ -937,8 +902,8 @@ async def test_remote_catalog_rules_item_by_item(kxen_home, ws, fakes, monkeypat
     monkeypatch.setattr(streamable, "transport_factory", lambda server: mock_mcp(tools))
     fakes.add("local", tools={}, tool_defs=tools)
     kxen_home.write_settings(REMOTE_ON + MOCK_LIMITS)
-    kxen_home.write_servers({"r": remote("https://mcp.example.test/mcp"), "local": mem("local")})
-    async with running(kxen_home, ws) as rt:
+    kxen_home.write_servers({"r": remote("https://mcp.example.test/mcp"), "local": mem("local", defaultToolPolicy="allow")})
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert s["state"] == "ready"
         kept = {item["name"] for item, rule in CATALOG_ITEMS if rule is None}
@@ -996,7 +961,7 @@ async def test_header_values_never_leak(kxen_home, ws, caplog, kind, fail_on, st
         kxen_home.write_settings(REMOTE_ON)
         path = "/mcp" if kind == "http" else "/sse"
         kxen_home.write_servers({"r": remote(f"{server.base}{path}", kind, headers=SECRETS)})
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             # the server did get the headers, and echoed them back
             assert any(r.headers.get("x-api-key") == SECRETS["X-Api-Key"] for r in server.requests)
             s = status_of(rt, "r")
@@ -1083,7 +1048,7 @@ async def test_stopping_wakes_pending_calls_with_closed_error(kxen_home, ws):
     async with local_http(responder) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             errors: list[BaseException] = []
 
             async def call() -> None:
@@ -1109,7 +1074,7 @@ async def test_stopping_wakes_every_pending_call_at_once(kxen_home, ws):
     async with local_http(responder) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             woken: list[float] = []
 
             async def call() -> None:
@@ -1146,7 +1111,7 @@ async def test_a_bearer_token_echoed_without_its_scheme_never_leaks(kxen_home, w
     async with local_http(respond) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp", headers={"Authorization": f"Bearer {token}"})})
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "failed"
             assert token not in json.dumps(rt.status())
 
@@ -1164,7 +1129,7 @@ async def test_a_header_value_with_a_newline_never_leaks(kxen_home, ws):
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp", headers={"Authorization": secret})})
         try:
-            async with running(kxen_home, ws) as rt:
+            async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
                 shown = json.dumps(rt.status())
         except ConfigError as exc:
             shown = str(exc)
@@ -1183,7 +1148,7 @@ async def test_turning_remote_off_stops_remote_servers_even_with_a_config_proble
     async with local_http(streamable_responder("never", 500, False)) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
-        async with running(kxen_home, ws) as rt:
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "ready"
             # meanwhile the user made a typo in another entry
             kxen_home.write_servers({"r": remote(f"{server.base}/mcp"), "typo": {"comand": "x"}})
@@ -1208,7 +1173,7 @@ async def test_turning_remote_on_when_it_is_on_is_a_no_op(kxen_home, ws):
     async with local_http(streamable_responder("never", 500, False)) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
-        async with running(kxen_home, ws) as rt:  # no approval channel
+        async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:  # no approval channel
             with anyio.fail_after(WAIT):
                 assert await rt.set_remote_enabled(True) is True
             assert status_of(rt, "r")["state"] == "ready"
