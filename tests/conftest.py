@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pytest
+
+from remote_support import Peers
 
 
 @pytest.fixture
@@ -14,3 +17,9 @@ def ws(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
     path.mkdir()
     return path.resolve()
+
+
+@pytest.fixture
+def peers(sdk_peer: Callable[..., str], request: pytest.FixtureRequest) -> Peers:
+    """Real peers for the remote tests: ``peers.sdk(mode)``, ``peers.everything(mode)`` -> (url, kind)."""
+    return Peers(sdk_peer, request)
