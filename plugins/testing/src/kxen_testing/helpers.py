@@ -113,8 +113,9 @@ class Channel:
     without a reason as "declined").
 
     Register it like any plugin: ``running(home, ws, Channel(approved=False))`` or
-    ``make_plugin_manager(extra=[channel])``. Installed approval channels (e.g. the terminal one)
-    may be asked first when they are loaded; load only the entry points you need (``allow=``).
+    ``make_plugin_manager(extra=[channel])``. Extra plugins are registered last, so they are asked
+    before installed channels; when it passes, an installed channel (e.g. the terminal one) that is
+    loaded is asked next, so load only the entry points you need (``allow=``).
     """
 
     def __init__(self, approved: bool | None = True, name: str = "test-channel", *, reason: str = "") -> None:
