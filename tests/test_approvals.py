@@ -19,11 +19,12 @@ from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
 from kxen_core import hookimpl
-from kxen_core.plugins import make_plugin_manager
 from kxen_core.launch import Launch, digest, resolve_launch, sensitive_key
-from kxen_core.policy import ApprovalDecision, ApprovalRequest, fingerprint
+from kxen_core.plugins import make_plugin_manager
+from kxen_core.policy import ApprovalDecision, fingerprint
 from kxen_core.runtime import Runtime
-from support import Spy, DEMO, demo_entry, settle, state, write_project
+from kxen_testing import Channel
+from support import DEMO, Spy, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -44,22 +45,6 @@ def channel_pm(*channels: Any, entrypoints: bool = True):
         if impl.plugin not in channels:
             pm.unregister(impl.plugin)
     return pm
-
-
-class Channel:
-    """An approval channel that records what it is shown and answers ``approved`` (None = pass)."""
-
-    def __init__(self, approved: bool | None, name: str = "test-channel") -> None:
-        self.approved = approved
-        self.requests: list[ApprovalRequest] = []
-        self.__name__ = name
-
-    @hookimpl
-    async def kxen_approval_prompt(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        self.requests.append(request)
-        if self.approved is None:
-            return None
-        return ApprovalDecision(approved=self.approved, reason="" if self.approved else "no", channel=self.__name__)
 
 
 def assert_no_secret(text: str) -> None:

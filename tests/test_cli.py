@@ -11,13 +11,9 @@ import pytest
 
 import kxen_core.plugins as plugins_mod
 from kxen_core import cli
-from kxen_testing import FakeError, text_result
+from kxen_testing import FakeError, mem, text_result
 
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
-
-
-def mem(fake: str, **extra: Any) -> dict[str, Any]:
-    return {"transport": "memory", "options": {"server": fake}, **extra}
 
 
 def echo(args: dict[str, Any]) -> dict[str, Any]:

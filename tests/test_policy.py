@@ -17,9 +17,9 @@ import pytest
 from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core import hookimpl
 from kxen_core.plugins import make_plugin_manager
-from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
+from kxen_core.policy import ToolCall, Vote, combine, fingerprint
 from kxen_core.runtime import Runtime
-from kxen_testing.fake import text_result
+from kxen_testing import Channel, text_result
 from support import demo_entry
 
 pytestmark = pytest.mark.anyio
@@ -61,18 +61,6 @@ async def settle(rt: Runtime) -> None:
 async def call(rt: Runtime, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
     with anyio.fail_after(WAIT):
         return await rt.call_tool(name, args or {})
-
-
-class Channel:
-    def __init__(self, approved: bool, name: str = "test-channel") -> None:
-        self.approved = approved
-        self.requests: list[ApprovalRequest] = []
-        self.__name__ = name
-
-    @hookimpl
-    async def kxen_approval_prompt(self, request: ApprovalRequest) -> ApprovalDecision:
-        self.requests.append(request)
-        return ApprovalDecision(approved=self.approved, reason="" if self.approved else "the human said no")
 
 
 class Voter:
@@ -174,7 +162,7 @@ async def test_ask_with_an_approving_channel_goes_through(kxen_home, tmp_path):
 async def test_ask_with_a_declining_channel_is_not_sent(kxen_home, tmp_path):
     log = tmp_path / "demo.log"
     kxen_home.write_servers({"demo": demo_entry(log, toolPolicies={"echo": "ask"})})
-    channel = Channel(approved=False)
+    channel = Channel(approved=False, reason="the human said no")
     async with Runtime(pm=pm_with(channel)) as rt:
         await settle(rt)
         for _ in range(2):

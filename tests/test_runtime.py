@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
@@ -22,9 +21,9 @@ from kxen_core.errors import (
 )
 from kxen_core import hookimpl
 from kxen_core.plugins import LoadFailure, make_plugin_manager
-from kxen_core.policy import ApprovalDecision, Vote
+from kxen_core.policy import Vote
 from kxen_core.runtime import Runtime
-from kxen_testing import FakeError, FakeServer, text_result
+from kxen_testing import Channel, FakeError, FakeServer, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -36,11 +35,6 @@ OPTIONAL_STATUS_KEYS = {"diagnostics", "note", "fingerprint", "transportInfo"}
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def mem(fake: str, **extra: Any) -> dict[str, Any]:
-    """A server entry for the memory transport, talking to the registered fake ``fake``."""
-    return {"transport": "memory", "options": {"server": fake}, **extra}
 
 
 def echo(args: dict[str, Any]) -> dict[str, Any]:
@@ -59,15 +53,6 @@ def ws(tmp_path: Path) -> Path:
     return workspace
 
 
-@asynccontextmanager
-async def running(home, ws: Path, *extra: Any, pm=None, **kwargs: Any) -> AsyncIterator[Runtime]:
-    pm = pm if pm is not None else only_memory_pm(*extra)
-    async with Runtime(home=home.path, workspace=ws, pm=pm, **kwargs) as rt:
-        with anyio.fail_after(WAIT):
-            assert await rt.wait_ready()
-        yield rt
-
-
 def status_of(rt: Runtime, name: str) -> dict[str, Any]:
     (entry,) = [s for s in rt.status() if s["name"] == name]
     return entry
@@ -81,20 +66,6 @@ async def until(predicate, timeout: float = 5) -> None:
     with anyio.fail_after(timeout):
         while not predicate():
             await anyio.sleep(0.01)
-
-
-class Channel:
-    """An approval channel that records requests and answers ``approved``."""
-
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.requests: list[Any] = []
-        self.__name__ = f"channel-{approved}"
-
-    @hookimpl
-    async def kxen_approval_prompt(self, request):
-        self.requests.append(request)
-        return ApprovalDecision(approved=self.approved, reason="test says so", channel="test")
 
 
 class Voter:

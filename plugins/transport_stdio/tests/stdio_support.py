@@ -1,13 +1,15 @@
-"""Shared helpers for the stdio transport tests (plain functions; fixtures live in conftest.py)."""
+"""Shared helpers for the stdio transport tests (plain functions; fixtures live in conftest.py).
+
+A settled Runtime over some servers: ``kxen_testing.running(kxen_home, workspace, servers=..., allow=STDIO)``.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 
@@ -24,6 +26,8 @@ DEMO = REPO / "demo" / "server.py"
 OWNER = f"--owner={os.getpid()}"
 HELPER_ARGV = [str(HELPER), OWNER]
 EVERYTHING = REPO / "tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+#: what ``kxen_testing.running(..., allow=STDIO)`` loads: only this transport (and the core defaults)
+STDIO = ("stdio",)
 
 
 def helper(*args: str, **extra: Any) -> dict[str, Any]:
@@ -83,25 +87,6 @@ def server_pid(rt: Runtime, name: str) -> int:
     st = rt.servers[name]
     assert st.session is not None, st.snapshot()
     return st.session._stream.describe()["pid"]
-
-
-@asynccontextmanager
-async def running(home: Any, workspace: Path, servers: dict[str, Any], wait: float = 20.0) -> AsyncIterator[Runtime]:
-    """A Runtime over ``servers`` (written to the kxen_home mcp.json), settled before the body runs.
-
-    After the block, ``rt.close_seconds`` holds how long closing the runtime took.
-    """
-    home.write_servers(servers)
-    rt = Runtime(workspace=workspace)
-    await rt.__aenter__()
-    try:
-        with anyio.fail_after(wait):
-            await rt.wait_ready()
-        yield rt
-    finally:
-        start = time.monotonic()
-        await rt.__aexit__(None, None, None)
-        rt.close_seconds = time.monotonic() - start  # type: ignore[attr-defined]
 
 
 class Timer:

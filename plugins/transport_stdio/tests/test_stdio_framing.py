@@ -13,7 +13,8 @@ from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
 from kxen_transport_stdio.transport import STDERR_TAIL_BYTES, _Stream
-from stdio_support import context, HELPER, HELPER_ARGV, helper, running, wait_state
+from kxen_testing import running
+from stdio_support import HELPER, HELPER_ARGV, STDIO, context, helper, wait_state
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +36,7 @@ def test_stdio_config_accepts_options(kxen_home, workspace):
 
 async def test_junk_and_oversized_lines_are_diagnostics(kxen_home, workspace):
     entry = helper("--startup-noise", transport="stdio", options={"maxLineBytes": 1024})
-    async with running(kxen_home, workspace, {"h": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
         st = rt.servers["h"]
         assert st.state == "ready", st.snapshot()
         with anyio.fail_after(10):
@@ -69,7 +70,7 @@ async def test_too_deeply_nested_line_is_a_diagnostic(tmp_path):
 
 
 async def test_large_messages_pass_under_the_default_bound(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
         with anyio.fail_after(20):
             result = await rt.call_tool("big", {"size": 8 * 1024 * 1024}, server="h")
             assert len(result["content"][0]["text"]) == 8 * 1024 * 1024
@@ -79,7 +80,7 @@ async def test_large_messages_pass_under_the_default_bound(kxen_home, workspace)
 
 
 async def test_lone_surrogate_in_arguments_is_still_sent(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
         with anyio.fail_after(10):
             result = await rt.call_tool("echo", {"text": "a\ud800b"}, server="h")
     assert result["content"][0]["text"] == "a\ud800b"
@@ -137,7 +138,7 @@ def test_splitter_exact_bound_is_kept():
 
 
 async def test_stderr_tail_is_bounded_and_in_the_failure_reason(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper("--stderr", "booting\n")}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper("--stderr", "booting\n")}, allow=STDIO) as rt:
         st = rt.servers["h"]
         stream = st.session._stream
         with anyio.fail_after(10):
@@ -156,7 +157,8 @@ async def test_stderr_tail_is_bounded_and_in_the_failure_reason(kxen_home, works
 
 
 async def test_stderr_output_is_not_an_error(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper("--stderr", "WARNING: all is fine\n")}) as rt:
+    servers = {"h": helper("--stderr", "WARNING: all is fine\n")}
+    async with running(kxen_home, workspace, servers=servers, allow=STDIO) as rt:
         with anyio.fail_after(10):
             await rt.call_tool("stderr_flood", {"kib": 64}, server="h")
             result = await rt.call_tool("echo", {"text": "x"}, server="h")
@@ -165,7 +167,7 @@ async def test_stderr_output_is_not_an_error(kxen_home, workspace):
 
 async def test_exit_at_startup_reports_code_and_stderr(kxen_home, workspace):
     entry = {"command": "sh", "args": ["-c", "echo 'no config found' >&2; exit 4"], "defaultToolPolicy": "allow"}
-    async with running(kxen_home, workspace, {"h": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
         st = rt.status()[0]
     assert (st["state"], st["phase"]) == ("failed", "initialize")
     assert "code 4" in st["error"] and "no config found" in st["error"], st["error"]
@@ -174,7 +176,8 @@ async def test_exit_at_startup_reports_code_and_stderr(kxen_home, workspace):
 async def test_status_shows_the_stderr_tail_of_a_running_server(kxen_home, workspace):
     import json
 
-    async with running(kxen_home, workspace, {"h": helper("--stderr", "STDERR-MARKER ready\n")}) as rt:
+    servers = {"h": helper("--stderr", "STDERR-MARKER ready\n")}
+    async with running(kxen_home, workspace, servers=servers, allow=STDIO) as rt:
         with anyio.fail_after(5):
             await rt.call_tool("echo", {"text": "x"}, server="h")
             while "STDERR-MARKER" not in rt.servers["h"].session._stream.describe()["stderr"]:
@@ -197,7 +200,7 @@ async def test_last_line_without_newline_then_exit(tmp_path):
 
 
 async def test_many_concurrent_calls(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
         results: dict[int, str] = {}
 
         async def one(i: int) -> None:

@@ -15,9 +15,10 @@ from kxen_core.errors import ConnectError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_core.launch import resolve_launch
-from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport
 from kxen_core.runtime import Runtime
-from stdio_support import context, HELPER, HELPER_ARGV, OWNER, helper, owned_helpers, running, server_pid
+from kxen_testing import running
+from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport
+from stdio_support import HELPER, HELPER_ARGV, OWNER, STDIO, context, helper, owned_helpers, server_pid
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +36,7 @@ async def test_env_is_cleared_to_the_allow_list_plus_configured(kxen_home, works
     monkeypatch.setenv("USER", "kxen-test-user")
     monkeypatch.delenv("LC_ALL", raising=False)
     configured = {"FOO": "bar", "USER": "configured-wins"}
-    async with running(kxen_home, workspace, {"h": helper(env=configured)}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper(env=configured)}, allow=STDIO) as rt:
         info = await _environ(rt)
     env = info["env"]
     assert "SECRET_X" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "KXEN_HOME" not in env
@@ -50,26 +51,26 @@ async def test_env_is_cleared_to_the_allow_list_plus_configured(kxen_home, works
 
 
 async def test_child_runs_in_its_own_session_and_group(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
         info = await _environ(rt)
     assert info["pgid"] == info["pid"] == info["sid"] != os.getpgid(0)
 
 
 async def test_cwd_defaults_to_the_workspace(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
         info = await _environ(rt)
     assert Path(info["cwd"]) == workspace
 
 
 async def test_relative_cwd_is_relative_to_the_workspace(kxen_home, workspace):
     (workspace / "sub" / "dir").mkdir(parents=True)
-    async with running(kxen_home, workspace, {"h": helper(cwd="sub/dir")}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper(cwd="sub/dir")}, allow=STDIO) as rt:
         info = await _environ(rt)
     assert Path(info["cwd"]) == workspace / "sub" / "dir"
 
 
 async def test_missing_cwd_fails_in_transport_phase(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper(cwd="nope")}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper(cwd="nope")}, allow=STDIO) as rt:
         st = rt.status()[0]
     assert (st["state"], st["phase"]) == ("failed", "transport")
     assert "working directory does not exist" in st["error"]
@@ -88,7 +89,7 @@ async def test_command_is_resolved_against_the_configured_path(kxen_home, worksp
     _launcher(tmp_path / "bin", "kxen-helper-cmd")
     path = f"{tmp_path / 'bin'}:/usr/bin:/bin"
     entry = {"command": "kxen-helper-cmd", "env": {"PATH": path}, "defaultToolPolicy": "allow"}
-    async with running(kxen_home, workspace, {"h": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
         assert rt.status()[0]["state"] == "ready", rt.status()
         info = await _environ(rt)
     assert info["env"]["PATH"] == path
@@ -97,7 +98,7 @@ async def test_command_is_resolved_against_the_configured_path(kxen_home, worksp
 async def test_command_with_a_slash_is_relative_to_the_server_cwd(kxen_home, workspace):
     _launcher(workspace / "srv" / "bin", "run")
     entry = {"command": "bin/run", "cwd": "srv", "defaultToolPolicy": "allow"}
-    async with running(kxen_home, workspace, {"h": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
         assert rt.status()[0]["state"] == "ready", rt.status()
         info = await _environ(rt)
     assert Path(info["cwd"]) == workspace / "srv"
@@ -108,7 +109,7 @@ async def test_missing_command_fails_in_transport_phase_with_a_clear_error(kxen_
         "a": {"command": "kxen-no-such-command-xyz", "defaultToolPolicy": "allow"},
         "b": {"command": "./missing/script.sh", "defaultToolPolicy": "allow"},
     }
-    async with running(kxen_home, workspace, servers) as rt:
+    async with running(kxen_home, workspace, servers=servers, allow=STDIO) as rt:
         status = {s["name"]: s for s in rt.status()}
     for name, cmd in (("a", "kxen-no-such-command-xyz"), ("b", "./missing/script.sh")):
         assert (status[name]["state"], status[name]["phase"]) == ("failed", "transport")
@@ -117,7 +118,7 @@ async def test_missing_command_fails_in_transport_phase_with_a_clear_error(kxen_
 
 async def test_non_executable_file_is_not_run(kxen_home, workspace):
     (workspace / "plain.sh").write_text("#!/bin/sh\n")
-    async with running(kxen_home, workspace, {"h": {"command": "./plain.sh"}}) as rt:
+    async with running(kxen_home, workspace, servers={"h": {"command": "./plain.sh"}}, allow=STDIO) as rt:
         st = rt.status()[0]
     assert (st["state"], st["phase"]) == ("failed", "transport")
 
@@ -126,7 +127,7 @@ async def test_no_shell_is_involved(kxen_home, workspace):
     # shell syntax in args reaches the child verbatim
     entry = helper()
     entry["args"].append("--stderr=$HOME;echo pwned")
-    async with running(kxen_home, workspace, {"h": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
         st = rt.servers["h"]
         assert st.state == "ready"
         stderr = st.session._stream.describe()["stderr"]
@@ -222,7 +223,7 @@ async def test_invalid_options_fail_closed(kxen_home, workspace, options, messag
 
 
 async def test_nul_byte_in_an_argument_is_a_connect_error(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper("a\u0000b")}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper("a\u0000b")}, allow=STDIO) as rt:
         st = rt.status()[0]
     assert (st["state"], st["phase"]) == ("failed", "transport")
     assert "cannot start" in st["error"]

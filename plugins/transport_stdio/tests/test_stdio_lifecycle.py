@@ -17,7 +17,8 @@ from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
 from kxen_transport_stdio.transport import EOF_GRACE_SECONDS, TERM_GRACE_SECONDS
-from stdio_support import context, DEMO, HELPER_ARGV, Timer, alive, helper, running, server_pid, wait_gone, wait_state
+from kxen_testing import running
+from stdio_support import DEMO, HELPER_ARGV, STDIO, Timer, alive, context, helper, server_pid, wait_gone, wait_state
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +46,7 @@ async def _wait_logged(log: Path, predicate) -> dict:
 
 async def test_hanging_call_times_out_and_is_cancelled_on_the_wire(kxen_home, workspace, tmp_path):
     log = tmp_path / "received.jsonl"
-    async with running(kxen_home, workspace, {"demo": _demo(log)}) as rt:
+    async with running(kxen_home, workspace, servers={"demo": _demo(log)}, allow=STDIO) as rt:
         with Timer() as t, pytest.raises(RequestTimeout):
             with anyio.fail_after(5):
                 await rt.call_tool("demo__slow", {"seconds": 30})
@@ -64,7 +65,7 @@ async def test_hanging_call_times_out_and_is_cancelled_on_the_wire(kxen_home, wo
 
 async def test_caller_cancellation_is_sent_on_the_wire(kxen_home, workspace, tmp_path):
     log = tmp_path / "received.jsonl"
-    async with running(kxen_home, workspace, {"demo": _demo(log, request_seconds=30)}) as rt:
+    async with running(kxen_home, workspace, servers={"demo": _demo(log, request_seconds=30)}, allow=STDIO) as rt:
         with anyio.move_on_after(0.3) as scope:
             await rt.call_tool("demo__slow", {"seconds": 30})
         assert scope.cancelled_caught
@@ -76,7 +77,7 @@ async def test_caller_cancellation_is_sent_on_the_wire(kxen_home, workspace, tmp
 
 async def test_server_dying_mid_call_fails_the_call_at_once(kxen_home, workspace):
     entry = helper(timeouts={"requestSeconds": 30})
-    async with running(kxen_home, workspace, {"h": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
         pid = server_pid(rt, "h")
         with Timer() as t, pytest.raises(ClosedError) as info:
             with anyio.fail_after(5):
@@ -92,7 +93,7 @@ async def test_server_dying_mid_call_fails_the_call_at_once(kxen_home, workspace
 
 async def test_stop_server_fails_a_pending_call_and_cancels_it(kxen_home, workspace, tmp_path):
     log = tmp_path / "received.jsonl"
-    async with running(kxen_home, workspace, {"demo": _demo(log, request_seconds=30)}) as rt:
+    async with running(kxen_home, workspace, servers={"demo": _demo(log, request_seconds=30)}, allow=STDIO) as rt:
         pid = server_pid(rt, "demo")
         failure: list[BaseException] = []
 
@@ -115,7 +116,7 @@ async def test_stop_server_fails_a_pending_call_and_cancels_it(kxen_home, worksp
 
 
 async def test_grandchildren_do_not_survive_close(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
         pids = [server_pid(rt, "h")]
         with anyio.fail_after(10):
             result = await rt.call_tool("spawn", server="h")
@@ -128,7 +129,7 @@ async def test_grandchildren_do_not_survive_close(kxen_home, workspace):
 async def test_sigterm_ignoring_group_is_killed(kxen_home, workspace):
     # SIG_IGN is inherited: the sh and sleep grandchildren ignore SIGTERM too
     entry = helper("--ignore-term", "--ignore-eof")
-    async with running(kxen_home, workspace, {"h": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
         pids = [server_pid(rt, "h")]
         with anyio.fail_after(10):
             result = await rt.call_tool("spawn", server="h")
@@ -138,14 +139,14 @@ async def test_sigterm_ignoring_group_is_killed(kxen_home, workspace):
 
 
 async def test_eof_ignoring_server_gets_sigterm(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper("--ignore-eof")}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper("--ignore-eof")}, allow=STDIO) as rt:
         pid = server_pid(rt, "h")
     assert not alive(pid)
     assert rt.close_seconds < 0.8, rt.close_seconds
 
 
 async def test_crashed_server_leaves_no_grandchildren(kxen_home, workspace):
-    async with running(kxen_home, workspace, {"h": helper()}) as rt:
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
         with anyio.fail_after(10):
             result = await rt.call_tool("spawn", server="h")
             pids = result["structuredContent"]["pids"]

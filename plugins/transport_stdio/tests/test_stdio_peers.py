@@ -9,7 +9,8 @@ import anyio
 import pytest
 
 from kxen_core.errors import ClosedError
-from stdio_support import EVERYTHING, SDK_SERVER, alive, running, server_pid, wait_gone
+from kxen_testing import running
+from stdio_support import EVERYTHING, SDK_SERVER, STDIO, alive, server_pid, wait_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 async def test_python_sdk_server(kxen_home, workspace):
     pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (dev dependency) is not installed")
     entry = {"command": sys.executable, "args": [str(SDK_SERVER)], "defaultToolPolicy": "allow"}
-    async with running(kxen_home, workspace, {"sdk": entry}) as rt:
+    async with running(kxen_home, workspace, servers={"sdk": entry}, allow=STDIO) as rt:
         st = rt.servers["sdk"]
         assert st.state == "ready", st.snapshot()
         assert st.session.initialized.server_info.get("name") == "kxen-sdk-peer"
@@ -50,7 +51,7 @@ def _everything_or_skip() -> list[str]:
 async def test_server_everything(kxen_home, workspace):
     node, *args = _everything_or_skip()
     entry = {"command": node, "args": args, "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 20}}
-    async with running(kxen_home, workspace, {"ev": entry}, wait=30) as rt:
+    async with running(kxen_home, workspace, servers={"ev": entry}, allow=STDIO, wait=30) as rt:
         st = rt.servers["ev"]
         assert st.state == "ready", st.snapshot()
         pid = server_pid(rt, "ev")
@@ -75,7 +76,7 @@ async def test_server_everything_killed_mid_call(kxen_home, workspace):
 
     node, *args = _everything_or_skip()
     entry = {"command": node, "args": args, "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 20}}
-    async with running(kxen_home, workspace, {"ev": entry}, wait=30) as rt:
+    async with running(kxen_home, workspace, servers={"ev": entry}, allow=STDIO, wait=30) as rt:
         pid = server_pid(rt, "ev")
 
         async def killer() -> None:

@@ -6,18 +6,27 @@ Select the in-memory transport like any other kind, naming a registered fake ser
 
     register_fake("my-fake", FakeServer(tools={"echo": lambda args: text_result(args["text"])}))
 
-For pytest, enable the fixtures with ``pytest_plugins = ["kxen_testing.pytest_plugin"]``.
+For tests that drive a real Runtime: :func:`mem` (a memory-transport server entry),
+:func:`running` (start a Runtime, wait until its servers settled) and :class:`Channel` (a scriptable
+approval channel), from :mod:`kxen_testing.helpers`.
+
+For pytest, enable the fixtures (``anyio_backend``, ``kxen_home``, ``fakes``) with
+``pytest_plugins = ["kxen_testing.pytest_plugin"]``. See plugins/testing/README.md.
 """
 
 from .fake import FakeError, FakeServer, text_result
+from .helpers import Channel, mem, running
 from .memory import MemoryTransport, clear_fakes, get_fake, register_fake
 
 __all__ = [
+    "Channel",
     "FakeError",
     "FakeServer",
     "MemoryTransport",
     "clear_fakes",
     "get_fake",
+    "mem",
     "register_fake",
+    "running",
     "text_result",
 ]

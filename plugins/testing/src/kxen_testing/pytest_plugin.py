@@ -1,7 +1,15 @@
-"""pytest fixtures for kxen (opt-in: ``pytest_plugins = ["kxen_testing.pytest_plugin"]``).
+"""pytest fixtures for kxen (opt-in: ``pytest_plugins = ["kxen_testing.pytest_plugin"]`` in a
+conftest.py at the root of your tests).
 
-* ``kxen_home`` -- an empty ``KXEN_HOME`` with ``write_servers(dict)`` and ``write_settings(text)``.
-* ``fakes`` -- register fake servers by name for the ``memory`` transport; cleared after the test.
+* ``anyio_backend`` -- ``"asyncio"``: tests marked ``pytest.mark.anyio`` (anyio's pytest plugin)
+  run on asyncio. Override it in a conftest.py to run on other backends as well.
+* ``kxen_home`` -- an empty ``KXEN_HOME`` with ``write_servers(dict)`` and ``write_settings(text)``;
+  ``.path`` is the directory.
+* ``fakes`` -- ``fakes.add(name, FakeServer(...))`` or ``fakes.add(name, tools=...)`` registers a fake
+  server for the ``memory`` transport (see :func:`kxen_testing.mem`); all are cleared after the test.
+
+The plain helpers that go with them (``mem``, ``running``, ``Channel``) are in
+:mod:`kxen_testing.helpers` and exported from :mod:`kxen_testing`.
 """
 
 from __future__ import annotations
@@ -34,6 +42,11 @@ class Home:
 class Fakes:
     def add(self, name: str, server: FakeServer | None = None, **kwargs: Any) -> FakeServer:
         return register_fake(name, server if server is not None else FakeServer(**kwargs))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 @pytest.fixture
