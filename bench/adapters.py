@@ -66,10 +66,14 @@ class ServerSpec:
         return ["-I", "-S", str(HTTP_SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)]
 
     def launch(self) -> tuple[str, list[str], Path, dict[str, str]]:
-        """(command, args, cwd, env) exactly as kxen's stdio transport starts the process."""
-        from kxen_transport_stdio.transport import resolve_launch
+        """(command, args, cwd, env) exactly as kxen's stdio transport starts the process: the
+        launch the core resolves, with the environment the transport gives the child."""
+        from kxen_core.launch import resolve_launch
+        from kxen_transport_stdio.transport import child_env
 
-        return resolve_launch(self.server_config(), Path.cwd())
+        launch = resolve_launch(self.server_config(), Path.cwd())
+        assert launch.command is not None
+        return launch.command, list(launch.args), Path(launch.cwd), child_env(launch.env)
 
 
 class BenchError(AssertionError):
@@ -233,22 +237,23 @@ def plugin_manager() -> Any:
 
 
 class KxenStdioClient:
-    """kxen_core.session.Session over kxen_transport_stdio.StdioTransport; catalogs exactly as the
-    Runtime lists them (``Runtime._list``: kxen_core.catalog.fetch_catalog with its plugin judge)."""
+    """kxen_core.session.Session over kxen_transport_stdio.StdioTransport (W1-W3, W5); for a catalog
+    workload (a spec with tools, W4) a real ``Runtime`` started from a config, whose public
+    ``Runtime.refresh(server, "tools")`` is what ``list_tools`` times."""
 
     name = "kxen"
 
     def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
-        from kxen_core.runtime import Runtime
+        from kxen_core.launch import resolve_launch
         from kxen_core.transport import TransportContext
 
         self.spec = spec
         self.server = spec.server_config()
-        self.context = TransportContext(workspace=Path.cwd())
+        # what a Runtime hands the stdio opener: the launch the core resolved once
+        self.context = TransportContext(workspace=Path.cwd(), launch=resolve_launch(self.server, Path.cwd()))
         self.pm = plugin_manager()
         self.session: Any = None
-        # only for its catalog listing: never entered, so no config is loaded and no server started
-        self._runtime = Runtime(workspace=Path.cwd(), pm=self.pm)
+        self._runtime: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
 
     def classes(self) -> tuple[type, type]:
@@ -260,24 +265,45 @@ class KxenStdioClient:
         return Session, StdioTransport
 
     async def start(self) -> None:
+        if self.spec.tools:  # a catalog workload: the host's path, a Runtime
+            await self._start_runtime()
+            return
         Session, StdioTransport = self.classes()
         await _open_session(self, StdioTransport(self.server, self.context), Session, "kxen")
+
+    async def _start_runtime(self) -> None:
+        import tempfile
+
+        from kxen_core.runtime import Runtime
+
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        self._stack = stack
+        try:
+            home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kxen-bench-")))
+            entry = {"command": self.server.command, "args": list(self.server.args)}
+            (home / "mcp.json").write_text(json.dumps({"mcpServers": {self.server.name: entry}}))
+            rt = await stack.enter_async_context(Runtime(home=home, workspace=Path.cwd(), pm=self.pm))
+            (status,) = rt.status() if await rt.wait_ready(60) else [{"state": "not settled"}]
+            if status["state"] != "ready":
+                raise BenchError(f"kxen: the runtime did not get ready: {status}")
+        except BaseException:
+            await self.close()
+            raise
+        self._runtime = rt
+        self.session = rt.servers[self.server.name].session
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        """The Runtime's own listing (``Runtime._list``): fetch_catalog, the kxen_catalog_page judge
-        with the user's settings, diagnostics, and the per-server tool index."""
-        from kxen_core.runtime import ServerState
-
-        state = ServerState(config=self.server)
-        state.session = self.session
-        await self._runtime._list(state, "tools", required=True)
-        catalog = state.catalogs["tools"]
+        """The public ``Runtime.refresh(server, "tools")``: fetch_catalog, the kxen_catalog_page
+        judge with the user's settings, diagnostics, and the per-server tool index."""
+        if self._runtime is None:
+            raise BenchError("kxen: list_tools needs a catalog workload (a ServerSpec with tools)")
+        catalog = await self._runtime.refresh(self.server.name, "tools")
         if not catalog.complete:
             raise BenchError(f"kxen: catalog incomplete: {catalog.diagnostics[:3]}")
-        self.state = state  # keeps what the runtime keeps (catalog and tools_by_name) alive while measured
         return catalog.items
 
     async def close(self) -> None:

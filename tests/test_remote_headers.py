@@ -92,16 +92,13 @@ async def test_header_values_never_leak(kxen_home, ws, caplog, kind, fail_on, st
     assert_no_secret("the log", caplog.text)
 
 
-# --- regressions (once pinned as strict xfails; each *_BUG note says what was wrong) ----------------
-
-
-REDACT_TOKEN_BUG = (
-    "plugins/transport_http/src/kxen_transport_http/common.py Redactor.remember: only whole header values "
-    "are scrubbed, so the credential of 'Bearer <token>' echoed without its scheme stays in errors"
-)
+# --- regressions: each test's docstring says what was once wrong ------------------------------
 
 
 async def test_a_bearer_token_echoed_without_its_scheme_never_leaks(kxen_home, ws):
+    """Regression: plugins/transport_http/src/kxen_transport_http/common.py Redactor.remember: only whole
+    header values are scrubbed, so the credential of 'Bearer <token>' echoed without its scheme stays in
+    errors"""
     token = "tok-CCCC3333-very-secret"
 
     async def respond(request: Request) -> Response:
@@ -118,14 +115,12 @@ async def test_a_bearer_token_echoed_without_its_scheme_never_leaks(kxen_home, w
             assert token not in json.dumps(rt.status())
 
 
-HEADER_VALUE_BUG = (
-    "kxen_core/config/models.py check_server_shape accepts header values with control characters; h11 then "
-    "fails with 'Illegal header value b\"...\\n\"' whose escaped repr the transport's Redactor does not match"
-)
-
-
 async def test_a_header_value_with_a_newline_never_leaks(kxen_home, ws):
-    """A pasted token with a trailing newline: refused at load time, or at least never shown."""
+    """Regression: kxen_core/config/models.py check_server_shape accepts header values with control
+    characters; h11 then fails with 'Illegal header value b"...\n"' whose escaped repr the transport's
+    Redactor does not match.
+
+    A pasted token with a trailing newline: refused at load time, or at least never shown."""
     secret = "Bearer tok-DDDD4444-very-secret\n"
     async with local_http(streamable_responder("never", 500, False)) as server:
         kxen_home.write_settings(REMOTE_ON)

@@ -99,7 +99,7 @@ async def test_turning_remote_off_wakes_pending_calls(kxen_home, ws, peers, fake
     assert "allow_loopback_http = true" in settings and "# the user's settings" in settings
 
 
-# --- regressions (once pinned as strict xfails; each *_BUG note says what was wrong) ----------------
+# --- regressions: each test's docstring says what was once wrong ------------------------------
 
 
 def cancel_answering_responder(cancel_delay: float, answer_cancel: bool) -> Responder:
@@ -148,15 +148,12 @@ def cancel_answering_responder(cancel_delay: float, answer_cancel: bool) -> Resp
     return respond
 
 
-SESSION_ACLOSE_BUG = (
-    "kxen_core/session.py Session.aclose: it awaits _send_cancelled() for every pending request before "
-    "_fail_all(ClosedError); meanwhile a reply (the server's answer to the cancellation) completes the call, "
-    "and each cancel send may take CANCEL_SEND_SECONDS before anyone is woken"
-)
-
-
 async def test_stopping_wakes_pending_calls_with_closed_error(kxen_home, ws):
-    """Turning remote off while a call is pending: the call must fail with ClosedError even when the
+    """Regression: kxen_core/session.py Session.aclose: it awaits _send_cancelled() for every pending
+    request before _fail_all(ClosedError); meanwhile a reply (the server's answer to the cancellation)
+    completes the call, and each cancel send may take CANCEL_SEND_SECONDS before anyone is woken.
+
+    Turning remote off while a call is pending: the call must fail with ClosedError even when the
     server answers the cancellation kxen sends on the way out (as the Python SDK does, -32800)."""
     responder = cancel_answering_responder(cancel_delay=0.3, answer_cancel=True)
     async with local_http(responder) as server:

@@ -220,17 +220,14 @@ async def test_project_remote_entry_starts_once_the_user_turns_remote_on(kxen_ho
             assert listener.accepted == dialled
 
 
-# --- regressions (once pinned as strict xfails; each *_BUG note says what was wrong) ----------------
-
-
-OFF_SWITCH_BUG = (
-    "kxen_core/runtime.py Runtime.set_remote_enabled: writes remote_enabled = false, then reload() raises "
-    "ConfigError on any unrelated user-config problem before _replace(), so the running remote servers are "
-    "never stopped; turning remote off must stop them even when the rest of the config cannot be loaded"
-)
+# --- regressions: each test's docstring says what was once wrong ------------------------------
 
 
 async def test_turning_remote_off_stops_remote_servers_even_with_a_config_problem(kxen_home, ws):
+    """Regression: kxen_core/runtime.py Runtime.set_remote_enabled: writes remote_enabled = false, then
+    reload() raises ConfigError on any unrelated user-config problem before _replace(), so the running
+    remote servers are never stopped; turning remote off must stop them even when the rest of the config
+    cannot be loaded"""
     async with local_http(streamable_responder("never", 500, False)) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
@@ -249,13 +246,10 @@ async def test_turning_remote_off_stops_remote_servers_even_with_a_config_proble
                 await rt.call_tool("r__ping_tool", {})
 
 
-ALREADY_ON_BUG = (
-    "kxen_core/runtime.py Runtime.set_remote_enabled(True) asks for approval even when remote MCP is already "
-    "on, and a missing channel raises ApprovalDenied('remote MCP stays off') while remote servers run"
-)
-
-
 async def test_turning_remote_on_when_it_is_on_is_a_no_op(kxen_home, ws):
+    """Regression: kxen_core/runtime.py Runtime.set_remote_enabled(True) asks for approval even when remote
+    MCP is already on, and a missing channel raises ApprovalDenied('remote MCP stays off') while remote
+    servers run"""
     async with local_http(streamable_responder("never", 500, False)) as server:
         kxen_home.write_settings(REMOTE_ON)
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
