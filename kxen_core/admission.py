@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .server import State
+from .states import State
 
 if TYPE_CHECKING:
     from .config import Config, ServerConfig

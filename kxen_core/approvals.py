@@ -1,4 +1,7 @@
-"""Approvals: ask a channel, remember what was approved in this process.
+"""Approvals: count the policy votes on a tool call, ask a channel, remember what was approved.
+
+:func:`authorize` lets every ``kxen_policy_decision`` implementation vote on a call (deny beats ask
+beats allow) and sends an ``ask`` to :class:`Approvals`.
 
 A request with a fingerprint (a project launch, a tool call with its arguments) that was approved
 once in this process -- by a channel, or up front with ``--approve`` -- is not asked again. Channels
@@ -14,12 +17,13 @@ from typing import TYPE_CHECKING, Iterable
 import anyio
 import attrs
 
-from .errors import KxenError
-from .hookcall import acall_first
-from .policy import ApprovalDecision, ApprovalRequest
+from .agent_tools import qualified_name
+from .errors import ApprovalDenied, KxenError, PolicyDenied
+from .hookcall import acall_all, acall_first
+from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
 
 if TYPE_CHECKING:
-    from .plugins import KxenPluginManager
+    import pluggy
 
 log = logging.getLogger("kxen.approvals")
 
@@ -27,7 +31,7 @@ _EARLIER = ApprovalDecision(approved=True, reason="approved earlier in this proc
 
 
 class Approvals:
-    def __init__(self, pm: KxenPluginManager, approved: Iterable[str] = ()) -> None:
+    def __init__(self, pm: pluggy.PluginManager, approved: Iterable[str] = ()) -> None:
         self.pm = pm
         #: fingerprints approved for this process (launches, tool calls); never persisted
         self.approved: set[str] = set(approved)
@@ -57,4 +61,37 @@ class Approvals:
         return answer
 
 
-__all__ = ["Approvals"]
+
+async def authorize(pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals) -> None:
+    """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
+    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out."""
+    def as_deny(err: KxenError) -> Vote:
+        return Vote.deny(f"policy plugin failed: {err}")
+
+    answers = await acall_all(pm, "kxen_policy_decision", call=call, on_error=as_deny)
+    votes = []
+    for plugin, v in answers:
+        if not isinstance(v, Vote) or v.decision not in ("allow", "ask", "deny"):
+            # an answer that is not a valid vote is a broken plugin: fail closed, name it
+            v = Vote.deny(f"returned {type(v).__name__} instead of a Vote")
+        votes.append(attrs.evolve(v, plugin=plugin))
+    decision, why = combine(votes, call.server.defaultToolPolicy)
+    label = qualified_name(call.server.name, call.tool)
+    if decision == "deny":
+        reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
+        raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
+    if decision == "ask":
+        fp = fingerprint({"server": call.server.name, "tool": call.tool, "arguments": call.arguments})
+        request = ApprovalRequest(
+            kind="tool_call",
+            server=call.server.name,
+            summary=f"call tool {label}",
+            details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why]},
+            fingerprint=fp,
+        )
+        answer = await approvals.ask(request)
+        if not answer.approved:
+            raise ApprovalDenied(f"{label} needs approval: {answer.reason} (fingerprint {fp})")
+
+
+__all__ = ["Approvals", "authorize"]

@@ -7,6 +7,7 @@ be read that way, so the scalar hooks here only *check*. Plugins receive this co
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Literal, get_args, get_origin
 
 import cattrs
@@ -105,6 +106,32 @@ def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
 
     c.register_structure_hook_factory(attrs.has, attrs_factory)
     return c
+
+
+def format_exception(exc: BaseException, type_: Any) -> str:
+    """One config problem in words, for ``cattrs.transform_error`` (validators' messages pass through)."""
+    if isinstance(exc, ValueError) and str(exc):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return "required key missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown key(s): {', '.join(sorted(exc.extra_fields))}" + _did_you_mean(exc)
+    if isinstance(exc, TypeError) and type_ is not None:
+        return f"wrong type, expected {getattr(type_, '__name__', type_)}"
+    if get_origin(type_) is Literal:
+        return "must be one of " + ", ".join(map(str, get_args(type_)))
+    return f"invalid value ({type(exc).__name__})"
+
+
+def _did_you_mean(exc: cattrs.ForbiddenExtraKeysError) -> str:
+    """' (did you mean 'x'?)' for unknown keys close to a known one."""
+    known = [a.name for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+    hints = []
+    for key in sorted(exc.extra_fields):
+        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
+        if near:
+            hints.append(f"{near[0]!r} for {str(key)[:40]!r}" if len(exc.extra_fields) > 1 else repr(near[0]))
+    return f" (did you mean {', '.join(hints)}?)" if hints else ""
 
 
 def make_converter() -> cattrs.Converter:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import attrs
 import cattrs
@@ -25,11 +25,12 @@ from cattrs.v import transform_error
 
 from .errors import ConfigError
 
+from .converter import format_exception
+
 if TYPE_CHECKING:
     import pluggy
 
     from .config.models import ServerConfig
-    from .plugins import LoadFailure
     from .transport import Opener
 
 KIND_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -71,8 +72,9 @@ class TransportRegistry:
             out.setdefault(kind.plugin, []).append(kind.name)
         return {p: sorted(k) for p, k in out.items()}
 
-    def unknown_rule(self, name: str, failures: list[LoadFailure] = ()) -> str:  # type: ignore[assignment]
-        """Why ``name`` cannot be used, with a hint: a clash, a near miss, the extra to install."""
+    def unknown_rule(self, name: str, broken: Sequence[str] = ()) -> str:
+        """Why ``name`` cannot be used, with a hint: a clash, a near miss, the extra to install.
+        ``broken`` names the plugins that failed to load (``dist[entry point] (error)``)."""
         shown = name if len(name) <= 40 else name[:37] + "..."
         if name in self.clashes:
             plugins = ", ".join(map(self.display, self.clashes[name]))
@@ -86,20 +88,19 @@ class TransportRegistry:
         elif near:
             hints.append(f"did you mean {near[0]!r}?")
         hints.append("installed kinds: " + (", ".join(self.names()) or "none"))
-        broken = [f"{f.display()} ({f.error[:200]})" for f in failures if not f.skipped]
         if broken:
             hints.append("plugins that failed to load: " + ", ".join(broken))
         return f"{rule} ({'; '.join(hints)})"
 
-    def check(self, server: ServerConfig, conv: cattrs.Converter, failures: list[LoadFailure] = ()) -> list[tuple[str, str]]:  # type: ignore[assignment]
+    def check(self, server: ServerConfig, conv: cattrs.Converter, broken: Sequence[str] = ()) -> list[tuple[str, str]]:
         """``(key path suffix, rule)`` for a kind that is not served or options that do not fit."""
         kind = self.kinds.get(server.kind)
         if kind is None:
-            if server.kind not in self.clashes and any(not f.skipped for f in failures):
+            if server.kind not in self.clashes and broken:
                 # a plugin that failed to load may be the one providing it: that server fails
                 # closed when it starts, naming the failure; the rest of the config still loads
                 return []
-            return [("transport" if server.transport is not None else "", self.unknown_rule(server.kind, failures))]
+            return [("transport" if server.transport is not None else "", self.unknown_rule(server.kind, broken))]
         if kind.options is None:
             if server.options:
                 return [("options", f"transport kind {kind.name!r} takes no options")]
@@ -122,8 +123,6 @@ class TransportRegistry:
 
 
 def _structure(conv: cattrs.Converter, data: Any, cls: type, problems: list[tuple[str, str]]) -> Any:
-    from .config.loader import format_exception  # the loader's wording for every config problem
-
     if not isinstance(data, dict):
         problems.append(("options", "must be an object"))
         return None

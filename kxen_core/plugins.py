@@ -120,6 +120,10 @@ class KxenPluginManager(pluggy.PluginManager):
                 out.append(self._failure(name, f"transport kind {kind!r} is also claimed by {others}; neither serves it"))
         return out
 
+    def broken(self) -> list[str]:
+        """The plugins that failed to load, as ``dist[entry point] (error)``: for messages."""
+        return [f"{f.display()} ({f.error[:200]})" for f in self.failures if not f.skipped]
+
     def _failure(self, name: str, error: str) -> LoadFailure:
         _source, found = self.origins.get(name, ("registered", None))
         if found is not None:

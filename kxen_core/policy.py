@@ -3,7 +3,8 @@
 Votes come from ``kxen_policy_decision`` implementations (the config's ``toolPolicies`` is itself a
 default plugin). The combination is a veto: any ``deny`` wins, else any ``ask``, else any ``allow``,
 else the server's ``defaultToolPolicy``. An implementation that raises counts as ``deny``. ``ask``
-goes to ``kxen_approval_prompt``; when no channel answers, the answer is no.
+goes to ``kxen_approval_prompt`` (see :mod:`kxen_core.approvals`, which counts the votes of a call);
+when no channel answers, the answer is no.
 """
 
 from __future__ import annotations
@@ -14,14 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from .agent_tools import qualified_name
-from .errors import ApprovalDenied, KxenError, PolicyDenied
-from .hookcall import acall_all
-
 if TYPE_CHECKING:
-    from .approvals import Approvals
     from .config.models import ServerConfig, Settings
-    from .plugins import KxenPluginManager
 
 Decision = Literal["allow", "ask", "deny"]
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
@@ -94,34 +89,3 @@ def fingerprint(payload: Any) -> str:
     data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return hashlib.sha256(data).hexdigest()
 
-
-async def authorize(pm: KxenPluginManager, call: ToolCall, approvals: Approvals) -> None:
-    """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
-    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out."""
-    def as_deny(err: KxenError) -> Vote:
-        return Vote.deny(f"policy plugin failed: {err}")
-
-    answers = await acall_all(pm, "kxen_policy_decision", call=call, on_error=as_deny)
-    votes = []
-    for plugin, v in answers:
-        if not isinstance(v, Vote) or v.decision not in ("allow", "ask", "deny"):
-            # an answer that is not a valid vote is a broken plugin: fail closed, name it
-            v = Vote.deny(f"returned {type(v).__name__} instead of a Vote")
-        votes.append(attrs.evolve(v, plugin=plugin))
-    decision, why = combine(votes, call.server.defaultToolPolicy)
-    label = qualified_name(call.server.name, call.tool)
-    if decision == "deny":
-        reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
-        raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
-    if decision == "ask":
-        fp = fingerprint({"server": call.server.name, "tool": call.tool, "arguments": call.arguments})
-        request = ApprovalRequest(
-            kind="tool_call",
-            server=call.server.name,
-            summary=f"call tool {label}",
-            details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why]},
-            fingerprint=fp,
-        )
-        answer = await approvals.ask(request)
-        if not answer.approved:
-            raise ApprovalDenied(f"{label} needs approval: {answer.reason} (fingerprint {fp})")

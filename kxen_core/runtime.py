@@ -23,7 +23,7 @@ import attrs
 
 from . import agent_tools
 from .admission import admit, user_fallback, why_replaced
-from .approvals import Approvals
+from .approvals import Approvals, authorize
 from .catalog import Catalog
 from .config import Config, ServerConfig, load_config
 from .config.loader import default_home
@@ -31,7 +31,7 @@ from .converter import make_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
-from .policy import ApprovalDecision, ApprovalRequest, ToolCall, authorize
+from .policy import ApprovalDecision, ApprovalRequest, ToolCall
 from .server import Server, ServerEnv, State
 
 

@@ -1,18 +1,12 @@
-"""One server's supervised life: gate, open, initialize, list, refresh, stop -- and its typed state.
+"""One server's supervised life: gate, open, initialize, list, refresh, stop.
 
 A :class:`Server` runs as one task in the runtime's task group and holds its transport open until
-it is stopped or the connection ends::
-
-    connecting -> initializing -> listing -> ready          (settled)
-    awaiting_approval -> (approved) connecting ...           a project local server
-    failed(phase, reason) · stopped · disabled · awaiting_trust · awaiting_approval   (settled)
-
-A process that runs is not a server that is ready: ``ready`` means initialized and listed.
+it is stopped or the connection ends, moving through the states of :mod:`kxen_core.states`. A
+process that runs is not a server that is ready: ``ready`` means initialized and listed.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections import deque
 from pathlib import Path
@@ -28,6 +22,7 @@ from .hookcall import acall_all
 from .launch import Launch, resolve_launch
 from .policy import ApprovalRequest
 from .session import Session
+from .states import SETTLED, Phase, State
 from .transport import MessageStream, TransportContext
 
 if TYPE_CHECKING:
@@ -43,44 +38,6 @@ log = logging.getLogger("kxen.server")
 MAX_DIAGNOSTICS = 200
 LIST_CHANGED_DEBOUNCE = 0.05
 STOP_WAIT_SECONDS = 10
-
-
-class State(str, enum.Enum):
-    """The closed set of server states (compares equal to its value: ``State.READY == "ready"``)."""
-
-    DISABLED = "disabled"
-    AWAITING_TRUST = "awaiting_trust"
-    AWAITING_APPROVAL = "awaiting_approval"
-    CONNECTING = "connecting"
-    INITIALIZING = "initializing"
-    LISTING = "listing"
-    READY = "ready"
-    FAILED = "failed"
-    STOPPED = "stopped"
-
-    def __str__(self) -> str:
-        return self.value
-
-    __format__ = str.__format__
-
-
-class Phase(str, enum.Enum):
-    """Where a failed server failed."""
-
-    TRANSPORT = "transport"
-    AUTH = "auth"
-    INITIALIZE = "initialize"
-    CATALOG = "catalog"
-    CALL = "call"
-
-    def __str__(self) -> str:
-        return self.value
-
-    __format__ = str.__format__
-
-
-#: states a server stays in until something changes it (``wait_ready`` waits for one of these)
-SETTLED = frozenset({State.DISABLED, State.AWAITING_TRUST, State.AWAITING_APPROVAL, State.READY, State.FAILED, State.STOPPED})
 
 
 @attrs.frozen(kw_only=True)
@@ -193,7 +150,7 @@ class Server:
                         server, launch = approved
                 kind = env.pm.transports.get(server.kind)
                 if kind is None:
-                    self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.failures))
+                    self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.broken()))
                     return
                 context = TransportContext(
                     workspace=env.workspace,
@@ -383,4 +340,4 @@ class Server:
             self.diag(f"refreshing {kind} failed: {exc}")
 
 
-__all__ = ["Phase", "SETTLED", "Server", "ServerEnv", "State"]
+__all__ = ["Phase", "SETTLED", "Server", "ServerEnv", "State"]  # the states are re-exported for hosts

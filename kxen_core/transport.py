@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union, runt
 import attrs
 
 if TYPE_CHECKING:
+    import pluggy
+
     from .config.models import ServerConfig, Settings
     from .launch import Launch
-    from .plugins import KxenPluginManager
 
 Message = dict[str, Any]
 
@@ -86,7 +87,7 @@ class TransportContext:
     workspace: Path
     diagnostic: Callable[[str], None] = _no_diagnostic
     #: the host's plugin manager, for the credential seam (call it through kxen_core.hookcall)
-    pm: Optional[KxenPluginManager] = None
+    pm: Optional[pluggy.PluginManager] = None
     settings: Optional[Settings] = None
     options: Any = None
     launch: Optional[Launch] = None

@@ -110,7 +110,7 @@ def test_broken_import_is_recorded_and_others_still_load(entry_points):
     assert "ImportError" in f.error and "missing_dep" in f.error
     assert f.display() == "kxen-broken[broken]"
     # a kind nobody serves names the failed plugin as a possible provider
-    assert "plugins that failed to load: kxen-broken[broken]" in pm.transports.unknown_rule("broken", pm.failures)
+    assert "plugins that failed to load: kxen-broken[broken]" in pm.transports.unknown_rule("broken", pm.broken())
     assert pm.transports.get("alpha").plugin == "alpha"
     info = {p.name: p for p in pm.infos()}["zeta"]
     assert (info.dist, info.version, info.entry_point, info.source) == ("kxen-zeta", "2.1", "zeta", "entry point")
@@ -265,7 +265,7 @@ def test_blocklist_beats_allowlist(three, monkeypatch):
 def test_skipped_plugin_is_not_a_failure_for_its_kind(three, monkeypatch):
     monkeypatch.setenv("KXEN_DISABLE_PLUGINS", "http")
     pm = make_plugin_manager()
-    rule = pm.transports.unknown_rule("http", pm.failures)
+    rule = pm.transports.unknown_rule("http", pm.broken())
     assert "failed to load" not in rule and "install kxen[http]" in rule
 
 
@@ -519,7 +519,7 @@ def test_a_kind_claimed_by_two_plugins_is_a_failure_naming_both(entry_points):
     assert pm.transports.get("ok") is not None
     assert "kxen-two[two]" in failure(pm, "one").error and "'stdio'" in failure(pm, "one").error
     assert "kxen-one[one]" in failure(pm, "two").error
-    rule = pm.transports.unknown_rule("stdio", pm.failures)
+    rule = pm.transports.unknown_rule("stdio", pm.broken())
     assert "claimed by more than one plugin (kxen-one[one], kxen-two[two])" in rule
 
 

@@ -1,4 +1,4 @@
-"""Config: attrs models, the fail-closed loader and (later) scope merging."""
+"""Config: attrs models, the fail-closed loader (user and project scopes merged), and settings writes."""
 
 from .loader import Config, default_home, load_config
 from .models import OAuthConfig, ServerConfig, Settings, Timeouts, check_server_key

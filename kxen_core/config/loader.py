@@ -7,7 +7,6 @@ never read as an empty config, and an illegal policy never falls back to anythin
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -19,7 +18,7 @@ import cattrs
 from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
-from ..converter import make_converter
+from ..converter import format_exception, make_converter
 from ..errors import ConfigError
 from .models import ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
@@ -58,33 +57,6 @@ class Config:
 def default_home() -> Path:
     env = os.environ.get("KXEN_HOME")
     return Path(env).expanduser() if env else Path.home() / ".kxen"
-
-
-def format_exception(exc: BaseException, type_: Any) -> str:
-    if isinstance(exc, ValueError) and str(exc):
-        return str(exc)
-    if isinstance(exc, KeyError):
-        return "required key missing"
-    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        return f"unknown key(s): {', '.join(sorted(exc.extra_fields))}" + _did_you_mean(exc)
-    if isinstance(exc, TypeError) and type_ is not None:
-        return f"wrong type, expected {getattr(type_, '__name__', type_)}"
-    from typing import get_args, get_origin, Literal
-
-    if get_origin(type_) is Literal:
-        return "must be one of " + ", ".join(map(str, get_args(type_)))
-    return f"invalid value ({type(exc).__name__})"
-
-
-def _did_you_mean(exc: cattrs.ForbiddenExtraKeysError) -> str:
-    """' (did you mean 'x'?)' for unknown keys close to a known one."""
-    known = [a.name for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
-    hints = []
-    for key in sorted(exc.extra_fields):
-        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
-        if near:
-            hints.append(f"{near[0]!r} for {str(key)[:40]!r}" if len(exc.extra_fields) > 1 else repr(near[0]))
-    return f" (did you mean {', '.join(hints)}?)" if hints else ""
 
 
 def _render(file: str, raw: str) -> str:
@@ -187,7 +159,7 @@ def load_servers(
             continue
         shape = check_server_shape(server) + _url_problems(server, settings or Settings())
         if pm is not None and not shape:
-            shape = pm.transports.check(server, conv, pm.failures)
+            shape = pm.transports.check(server, conv, pm.broken())
         for suffix, rule in shape:
             problems.append(_render(file, f"{rule} @ {where}.{suffix}" if suffix else f"{rule} @ {where}"))
         if not shape:

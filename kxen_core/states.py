@@ -1,0 +1,55 @@
+"""The closed set of server states and failure phases.
+
+::
+
+    connecting -> initializing -> listing -> ready          (settled)
+    awaiting_approval -> (approved) connecting ...           a project local server
+    failed(phase, reason) · stopped · disabled · awaiting_trust · awaiting_approval   (settled)
+
+Members compare equal to their values (``State.READY == "ready"``), and format as them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class State(str, enum.Enum):
+    """The closed set of server states (compares equal to its value: ``State.READY == "ready"``)."""
+
+    DISABLED = "disabled"
+    AWAITING_TRUST = "awaiting_trust"
+    AWAITING_APPROVAL = "awaiting_approval"
+    CONNECTING = "connecting"
+    INITIALIZING = "initializing"
+    LISTING = "listing"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class Phase(str, enum.Enum):
+    """Where a failed server failed."""
+
+    TRANSPORT = "transport"
+    AUTH = "auth"
+    INITIALIZE = "initialize"
+    CATALOG = "catalog"
+    CALL = "call"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+#: states a server stays in until something changes it (``wait_ready`` waits for one of these)
+SETTLED = frozenset({State.DISABLED, State.AWAITING_TRUST, State.AWAITING_APPROVAL, State.READY, State.FAILED, State.STOPPED})
+
+
+__all__ = ["Phase", "SETTLED", "State"]
