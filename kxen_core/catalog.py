@@ -10,9 +10,12 @@ reject items one by one.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 import attrs
+
+if TYPE_CHECKING:
+    from .config.models import Settings
 
 MAX_PAGES = 100
 MAX_ITEMS = 10_000
@@ -34,7 +37,7 @@ class CatalogPage:
     kind: str
     number: int  # 1-based
     items: tuple[dict[str, Any], ...]
-    settings: Any = None  # the user's Settings (limits for validation plugins)
+    settings: Settings | None = None  # the user's settings (limits for validation plugins)
 
 
 @attrs.frozen(kw_only=True)

@@ -18,7 +18,7 @@ connection ends it raises :class:`kxen_core.errors.ClosedError` from ``receive``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypeVar, Union, runtime_checkable
 
 import attrs
 
@@ -74,12 +74,16 @@ def _no_diagnostic(message: str) -> None:
     pass
 
 
+#: the options class a kind registered (``TransportContext[StdioOptions]`` in an opener's signature)
+OptionsT = TypeVar("OptionsT")
+
+
 @attrs.define(kw_only=True)
-class TransportContext:
+class TransportContext(Generic[OptionsT]):
     """What the core hands to a transport opener with the server's config.
 
     ``options`` is the kind's options object, structured and validated at config load (``None`` for
-    a kind registered without options). ``launch`` is the resolved launch of a local kind -- the
+    a kind registered without options, or a context built by hand). ``launch`` is the resolved launch of a local kind -- the
     exact command, args, cwd and env the core fingerprinted (and, for a project server, had
     approved): start exactly that, never resolve again. It is ``None`` for remote kinds.
     """
@@ -89,11 +93,11 @@ class TransportContext:
     #: the host's plugin manager, for the credential seam (call it through kxen_core.hookcall)
     pm: Optional[pluggy.PluginManager] = None
     settings: Optional[Settings] = None
-    options: Any = None
+    options: Optional[OptionsT] = None
     launch: Optional[Launch] = None
 
 
-Opener = Callable[["ServerConfig", TransportContext], Transport]
+Opener = Callable[["ServerConfig", "TransportContext[Any]"], Transport]
 
 
 class RegisterTransport(Protocol):

@@ -19,7 +19,7 @@ class MemoryOptions:
     server: str | None = None
 
 
-def open_memory(server: ServerConfig, context: TransportContext) -> Transport:
+def open_memory(server: ServerConfig, context: TransportContext[MemoryOptions]) -> Transport:
     from .memory import MemoryTransport
 
     return MemoryTransport(server, context)

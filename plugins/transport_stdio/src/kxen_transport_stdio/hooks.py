@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from kxen_core import ServerConfig, Transport, TransportContext, RegisterTransport
 
 
-def open_stdio(server: ServerConfig, context: TransportContext) -> Transport:
+def open_stdio(server: ServerConfig, context: TransportContext[StdioOptions]) -> Transport:
     from .transport import StdioTransport
 
     return StdioTransport(server, context)
