@@ -189,7 +189,7 @@ def _plugins(args: argparse.Namespace) -> int:
     from .plugins import make_plugin_manager
 
     pm = make_plugin_manager()
-    plugins = [
+    plugins: list[dict[str, Any]] = [
         {
             "name": p.name,
             "dist": p.dist,

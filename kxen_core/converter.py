@@ -38,6 +38,13 @@ def _short(value: Any) -> str:
 _NOT_FROM_FILE = ("name", "scope", "source")
 
 
+def _is_collection(origin: type) -> Any:
+    def predicate(t: Any) -> bool:
+        return get_origin(t) is origin or t is origin
+
+    return predicate
+
+
 def _validated(c: cattrs.Converter, attribute: attrs.Attribute) -> Any:
     base = c.get_structure_hook(attribute.type)
 
@@ -88,13 +95,11 @@ def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
         return factory
 
     for origin, base, label in ((list, list_structure_factory, "a list"), (dict, mapping_structure_factory, "an object")):
-        c.register_structure_hook_factory(
-            lambda t, _o=origin: get_origin(t) is _o or t is _o, strict(base, origin, label)
-        )
+        c.register_structure_hook_factory(_is_collection(origin), strict(base, origin, label))
 
     def attrs_factory(cl: type) -> Any:
         attrs.resolve_types(cl)
-        overrides = {}
+        overrides: dict[str, Any] = {}
         for a in attrs.fields(cl):
             if a.name in _NOT_FROM_FILE:
                 # fields the loader fills in (name, scope, source) must not be accepted from a file

@@ -11,7 +11,7 @@ only those are loaded (set it empty to load none). ``KXEN_DISABLE_PLUGINS`` is a
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 import pluggy
@@ -236,10 +236,10 @@ def _trace(pm: KxenPluginManager) -> None:
 
     log = logging.getLogger("kxen.hooks")
 
-    def before(hook_name: str, impls: Any, kwargs: dict[str, Any]) -> None:
+    def before(hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         log.debug("%s(%s) -> %s", hook_name, ", ".join(sorted(kwargs)), [i.plugin_name for i in impls])
 
-    def after(outcome: Any, hook_name: str, impls: Any, kwargs: dict[str, Any]) -> None:
+    def after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         exc = outcome.exception
         log.debug("%s <- %s", hook_name, type(exc).__name__ if exc else type(outcome.get_result()).__name__)
 

@@ -30,7 +30,8 @@ class State(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 class Phase(str, enum.Enum):
@@ -45,7 +46,8 @@ class Phase(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 #: states a server stays in until something changes it (``wait_ready`` waits for one of these)
