@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,7 +27,20 @@ from kxen_transport_http.plumbing import (
 )
 
 LIMIT = 10
+SRC = Path(__file__).parents[1] / "src" / "kxen_transport_http"
 SECRET = "Bearer plumb-s3cret-1"
+
+
+def test_every_module_stays_small_and_plumbing_is_the_public_surface() -> None:
+    for module in SRC.rglob("*.py"):
+        assert len(module.read_text().splitlines()) < 400, module
+    assert "public API" in (plumbing.__doc__ or "")
+    assert all(hasattr(plumbing, name) for name in plumbing.__all__)
+    # the transport's rooms import the shared code through the public module, not its parts
+    for module in SRC.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("plumbing._"), (module, node.module)
 
 
 # --- errors at the boundary -----------------------------------------------------------------------
