@@ -529,7 +529,8 @@ async def test_invalid_options_raise_config_error_on_enter() -> None:
         async with open_streamable_http(srv, context(), http_transport=httpx.MockTransport(App())):
             pass
     text = str(err.value)
-    assert "options.maxMessageBytes" in text and "'nope'" in text and "options.getStream" in text
+    # the host's converter words it as config loading does: every problem with its key path
+    assert "options.maxMessageBytes" in text and "options: unknown key(s): nope" in text and "options.getStream" in text
 
 
 async def test_errors_in_the_body_pass_through_unwrapped() -> None:
@@ -539,3 +540,24 @@ async def test_errors_in_the_body_pass_through_unwrapped() -> None:
                 async with Session(stream, server="t") as session:
                     await session.initialize()
                 raise KeyError("mine")
+
+
+async def test_a_failing_get_stream_is_reopened_a_bounded_number_of_times() -> None:
+    class Down(App):
+        def __init__(self) -> None:
+            super().__init__()
+            self.get_status = 503
+
+    app = Down()
+    diagnostics: list[str] = []
+    srv = server(options={"maxReconnectAttempts": 2, "defaultRetryMs": 0})
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(srv, context(diagnostics), http_transport=httpx.MockTransport(app)) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                with anyio.fail_after(2):
+                    while stream.describe()["getStream"] != "closed":
+                        await anyio.sleep(0.01)
+                assert (await session.request("tools/list")) == {"tools": []}  # requests go on
+    assert [r.method for r in app.requests].count("GET") == 3  # the first GET and 2 reopenings
+    assert any("HTTP 503" in d and "not reopened after 2 attempt(s)" in d for d in diagnostics)

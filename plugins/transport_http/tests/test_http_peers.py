@@ -15,6 +15,12 @@ from kxen_transport_http.streamable import open_streamable_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the real peers run on asyncio only; the mock tests cover trio too
+
+
 LIMIT = 20  # seconds for any one scenario
 
 

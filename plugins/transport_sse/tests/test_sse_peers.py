@@ -14,6 +14,12 @@ from kxen_transport_sse.legacy import open_legacy_sse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the real peers run on asyncio only; the mock tests cover trio too
+
+
 LIMIT = 20
 
 

@@ -1,55 +1,55 @@
-"""The legacy HTTP+SSE transport (MCP 2024-11-05) as a :class:`kxen_core.transport.MessageStream`.
+"""The legacy HTTP+SSE transport (MCP 2024-11-05) as a :class:`kxen_core.MessageStream`.
 
 Entering GETs the SSE URL and waits (at most ``endpointTimeoutSeconds``) for the ``endpoint`` event.
 Its URL is resolved against the SSE URL and refused unless scheme, host and port are the same
 (a server must not send our credentials elsewhere). Every outgoing message is POSTed there (the
 server answers ``202``); server messages, responses included, arrive as ``message`` events on the
 one GET stream and go into a bounded queue that ``receive`` reads. When that stream ends, the
-transport is closed and ``receive`` raises ``ClosedError``.
+transport is closed and ``receive`` raises ``ClosedError``: this protocol has no resumption.
 
 An HTTP error on the POST of a request becomes a JSON-RPC error for that request id (the session
-raises ``RemoteError``); on a notification or response it is a diagnostic.
+raises ``RemoteError``) or ``HTTPStatusError``; on a notification or response it is a diagnostic.
+
+Everything HTTP is :mod:`kxen_transport_http.plumbing`, the public API of the ``kxen-transport-http``
+distribution: the client, headers and redaction, bounded reads, error mapping, the SSE follower
+and the closing sequence.
 """
 
 from __future__ import annotations
 
-from contextlib import aclosing
-from typing import Any, Callable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 from urllib.parse import urljoin, urlsplit
 
 import anyio
 import anyio.abc
 import httpx
+from httpx_sse import ServerSentEvent
 
-from kxen_core.config.models import ServerConfig
+from kxen_core import Message, ServerConfig, TransportContext
 from kxen_core.errors import ClosedError, ConnectError, TransportError
-from kxen_core.transport import Message, TransportContext
-from kxen_transport_http.common import (
-    StreamFailures,
-    ClientTransport,
-    open_client,
-    CLOSE_STEP_SECONDS,
-    ERROR_BODY_LIMIT,
+from kxen_transport_http.options import SseOptions
+from kxen_transport_http.plumbing import (
+    FollowEnd,
+    HttpMessageStream,
+    HttpTransport,
     MessageTooLarge,
-    Options,
-    Redactor,
-    content_type,
+    SseCursor,
+    SseFollower,
+    TransportFactory,
+    check_event_stream,
     encode,
-    error_from_http,
-    iter_events,
-    map_http_error,
-    parse_messages,
-    parse_options,
-    read_limited,
+    map_errors,
+    messages_in,
+    rejected,
     request_headers,
     safe_url,
 )
 
-SSE_OPTIONS = ("maxMessageBytes", "connectTimeoutSeconds", "queueSize", "endpointTimeoutSeconds")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 #: tests and embedding hosts may set this to hand every new client an ``httpx.AsyncBaseTransport``
-transport_factory: Callable[[ServerConfig], httpx.AsyncBaseTransport | None] | None = None
+transport_factory: TransportFactory | None = None
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -76,26 +76,16 @@ def resolve_endpoint(sse_url: str, data: str, server: str = "") -> str:
     return target
 
 
-class LegacySSEStream(StreamFailures):
-    """The :class:`~kxen_core.transport.MessageStream` of one HTTP+SSE connection."""
+class LegacySSEStream(HttpMessageStream):
+    """The :class:`~kxen_core.MessageStream` of one HTTP+SSE connection."""
 
-    def __init__(self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, opts: Options) -> None:
-        self._server = server
-        self._name = server.name
-        self._context = context
-        self._client = client
-        self._opts = opts
-        self._url = server.url or ""
-        self._safe_url = safe_url(self._url)
+    def __init__(
+        self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: SseOptions
+    ) -> None:
+        super().__init__(server, context, client, tg, options)
         self._endpoint = ""
-        self._redact = Redactor()
-        self._post_timeout = httpx.Timeout(
-            connect=opts.connectTimeoutSeconds, read=server.timeouts.requestSeconds, write=30.0, pool=30.0
-        )
-        self._feed, self._inbox = anyio.create_memory_object_stream[Message](opts.queueSize)
-        self._failure: TransportError | None = None
-        self._closing = False
-        self._posts = self._received = 0
+        self._post_errors: map_errors | None = None
+        self._started: anyio.abc.TaskStatus[None] | None = None
 
     # --- MessageStream ------------------------------------------------------------------------
 
@@ -103,164 +93,114 @@ class LegacySSEStream(StreamFailures):
         return False  # every POST is awaited by send()
 
     async def send(self, message: Message) -> None:
-        if self._failure is not None:
-            raise self._closed()
+        if self.failure is not None or self._post_errors is None:
+            raise self.closed_error()
         method = message.get("method")
         rid = message.get("id")
         body = encode(message)
-        headers = await request_headers(self._server, self._context, "POST", self._endpoint, self._redact)
+        headers = await request_headers(self.server, self.context, "POST", self._endpoint, self.redact)
         headers["Content-Type"] = "application/json"
-        self._posts += 1
+        self.posts += 1
         try:
-            async with self._client.stream(
-                "POST", self._endpoint, content=body, headers=headers, timeout=self._post_timeout
-            ) as response:
-                if 200 <= response.status_code < 300:
-                    return
-                try:
-                    error_body = await read_limited(response, ERROR_BODY_LIMIT)
-                except (MessageTooLarge, httpx.HTTPError):
-                    error_body = b""
-        except Exception as exc:
-            self._fail(map_http_error(exc, f"POST {safe_url(self._endpoint)}", self._redact, self._name))
-            raise self._closed()
-        error = error_from_http(rid, response.status_code, response.reason_phrase, error_body, self._redact)
+            with self._post_errors:
+                async with self.client.stream(
+                    "POST", self._endpoint, content=body, headers=headers, timeout=self.post_timeout
+                ) as response:
+                    if 200 <= response.status_code < 300:
+                        return
+                    error = await rejected(response, rid, self.redact)
+        except TransportError as exc:
+            self.fail(exc)
+            raise self.closed_error()
         if isinstance(method, str) and rid is not None:
-            await self._deliver(error)
+            await self.deliver(error)
         else:
-            self._diag(f"{method or 'response'}: server rejected it: HTTP {response.status_code}")
-
-    async def receive(self) -> Message:
-        try:
-            return await self._inbox.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise self._closed()
+            self.diag(f"{method or 'response'}: server rejected it: HTTP {response.status_code}")
 
     def describe(self) -> dict[str, Any]:
         return {
             "kind": "sse",
-            "url": self._safe_url,
+            "url": self.safe_url,
             "endpoint": safe_url(self._endpoint) if self._endpoint else None,
-            "posts": self._posts,
-            "received": self._received,
-            "closed": str(self._failure) if self._failure is not None else None,
+            "posts": self.posts,
+            "received": self.received,
+            "closed": str(self.failure) if self.failure is not None else None,
         }
-
-    # --- plumbing -----------------------------------------------------------------------------
-
-    async def _deliver(self, message: Message) -> None:
-        self._received += 1
-        try:
-            await self._feed.send(message)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
 
     # --- the SSE stream -------------------------------------------------------------------------
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Open the stream, wait for the endpoint, report started, then feed messages until it ends."""
-        started = False
+    async def start(self) -> None:
+        """Open the stream and wait, bounded, for the endpoint; ``ConnectError`` when there is none."""
+        timeout = self.options.endpointTimeoutSeconds
+        with anyio.move_on_after(timeout) as waiting:
+            await self.tg.start(self._run)
+        if waiting.cancelled_caught:
+            raise ConnectError(f"GET {self.safe_url}: no endpoint event within {timeout:g} s", server=self.name)
+
+    async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Follow the stream: report started at the endpoint event, then feed messages until it ends."""
+        self._started = task_status
+        follower = SseFollower(limit=self.options.maxMessageBytes, redact=self.redact, diag=self.diag)  # no reconnecting
         try:
-            headers = await request_headers(self._server, self._context, "GET", self._url, self._redact)
-            headers["Accept"] = "text/event-stream"
-            headers["Cache-Control"] = "no-store"
-            async with self._client.stream("GET", self._url, headers=headers) as response:
-                status = response.status_code
-                if not 200 <= status < 300 or content_type(response) != "text/event-stream":
-                    raise ConnectError(
-                        f"GET {self._safe_url}: HTTP {status} ({content_type(response)[:60] or 'no content type'}),"
-                        " not an SSE stream",
-                        server=self._name,
-                    )
-                async with aclosing(iter_events(response, self._opts.maxMessageBytes)) as events:
-                    with anyio.move_on_after(self._opts.endpointTimeoutSeconds) as waiting:
-                        async for event in events:
-                            if event.event == "endpoint":
-                                self._endpoint = resolve_endpoint(self._url, event.data, self._name)
-                                break
-                            if event.data:
-                                self._diag(f"ignored a {event.event[:40]!r} event before the endpoint event")
-                    if not self._endpoint:
-                        why = (
-                            f"within {self._opts.endpointTimeoutSeconds:g} s"
-                            if waiting.cancelled_caught
-                            else "before the stream ended"
-                        )
-                        raise ConnectError(f"GET {self._safe_url}: no endpoint event {why}", server=self._name)
-                    started = True
-                    task_status.started()
-                    async for event in events:
-                        if event.event != "message":
-                            if event.event != "endpoint" or event.data.strip() != "":
-                                self._diag(f"ignored an SSE event of type {event.event[:40]!r}")
-                            continue
-                        if not event.data:
-                            continue
-                        try:
-                            messages = parse_messages(event.data)
-                        except ValueError as exc:
-                            self._diag(f"ignored an SSE message that is not JSON-RPC: {exc}")
-                            continue
-                        for message in messages:
-                            await self._deliver(message)
-            self._fail(ClosedError(f"the SSE stream from {self._safe_url} ended", server=self._name))
-        except ConnectError:
-            raise  # only raised before the endpoint arrived: tg.start() hands it to the opener
-        except MessageTooLarge as exc:
-            error = ClosedError(f"{exc} (maxMessageBytes); stream abandoned", server=self._name)
-            if not started:
-                raise ConnectError(str(error), server=self._name) from None
-            self._fail(error)
-        except Exception as exc:
-            error = map_http_error(exc, f"GET {self._safe_url}", self._redact, self._name)
-            if not started:
-                raise ConnectError(str(error), server=self._name) from None
-            self._fail(error)
+            with map_errors(f"GET {self.safe_url}", self.redact, self.name):
+                error = self._ended(await follower.follow(self._connect, SseCursor(), self._on_event, label="SSE stream"))
+        except TransportError as exc:
+            error = exc
+        if not self._endpoint:  # not started: tg.start() hands this to the opener
+            if not isinstance(error, ConnectError):
+                error = ConnectError(str(error), server=self.name)
+            raise error
+        self.fail(error)
 
-    def shutdown(self) -> None:
-        self._closing = True
-        if self._failure is None:
-            self._failure = ClosedError("transport closed", server=self._name)
-        self._feed.close()
-        self._inbox.close()
+    def _ended(self, end: FollowEnd) -> TransportError:
+        if isinstance(end.error, MessageTooLarge):
+            return ClosedError(f"{end.error} (maxMessageBytes); stream abandoned", server=self.name)
+        if end.error is not None:
+            return ClosedError(f"GET {self.safe_url}: {end.reason}", server=self.name)
+        if not self._endpoint:
+            return ConnectError(f"GET {self.safe_url}: no endpoint event before the stream ended", server=self.name)
+        return ClosedError(f"the SSE stream from {self.safe_url} ended", server=self.name)
+
+    @asynccontextmanager
+    async def _connect(self, cursor: SseCursor) -> AsyncIterator[httpx.Response]:
+        headers = await request_headers(self.server, self.context, "GET", self.url, self.redact)
+        headers["Accept"] = "text/event-stream"
+        headers["Cache-Control"] = "no-store"
+        async with self.client.stream("GET", self.url, headers=headers) as response:
+            check_event_stream(response)
+            yield response
+
+    async def _on_event(self, event: ServerSentEvent) -> bool:
+        if not self._endpoint:
+            if event.event == "endpoint":
+                self._endpoint = resolve_endpoint(self.url, event.data, self.name)
+                self._post_errors = map_errors(f"POST {safe_url(self._endpoint)}", self.redact, self.name)
+                assert self._started is not None
+                self._started.started()
+            elif event.data:
+                self.diag(f"ignored a {event.event[:40]!r} event before the endpoint event")
+            return False
+        if event.event != "message":
+            if event.event != "endpoint" or event.data.strip() != "":
+                self.diag(f"ignored an SSE event of type {event.event[:40]!r}")
+            return False
+        for message in messages_in(event, self.diag):
+            await self.deliver(message)
+        return False
 
 
-class LegacySSETransport(ClientTransport):
-    """The async context manager an ``open_*`` opener returns for kind ``sse``.
+class LegacySSETransport(HttpTransport[LegacySSEStream]):
+    """The async context manager the opener returns for kind ``sse``.
 
     Entering raises ``ConnectError`` when the stream cannot be opened or gives no usable endpoint,
-    and ``ConfigError`` for invalid ``server.options``. Exceptions from the body of the
-    ``async with`` pass through unchanged (the task group never wraps them).
+    and ``ConfigError`` for invalid ``server.options`` when ``context.options`` is not given (see
+    :class:`~kxen_transport_http.plumbing.HttpTransport`).
     """
 
-    async def __aenter__(self) -> LegacySSEStream:
-        server = self._check_fresh()
-        # validated at config load; a context made by hand (tests, embedding) is checked here
-        opts = self._context.options if self._context.options is not None else parse_options(server, SSE_OPTIONS)
-        self._client = open_client(server, "sse", opts, self._http_transport, transport_factory)
-        self._stream = LegacySSEStream(server, self._context, self._client, opts)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        try:
-            await self._tg.start(self._stream.run)
-        except BaseException:
-            await self._close()
-            raise
-        return self._stream
+    options_class = SseOptions
 
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._close()
-
-    async def _close(self) -> None:
-        assert self._tg is not None and self._client is not None and self._stream is not None
-        self._tg.cancel_scope.cancel()
-        self._stream.shutdown()
-        try:
-            # our tasks never raise, so this only waits for them to finish cancelling
-            await self._tg.__aexit__(None, None, None)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_STEP_SECONDS):
-                await self._client.aclose()
+    def make_stream(self, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: Any) -> LegacySSEStream:
+        return LegacySSEStream(self._server, self._context, client, tg, options)
 
 
 def open_legacy_sse(
@@ -270,4 +210,4 @@ def open_legacy_sse(
     http_transport: httpx.AsyncBaseTransport | None = None,
 ) -> LegacySSETransport:
     """The transport for ``server`` (kind ``sse``): ``async with`` it to get the message stream."""
-    return LegacySSETransport(server, context, http_transport)
+    return LegacySSETransport(server, context, http_transport, lambda: transport_factory)

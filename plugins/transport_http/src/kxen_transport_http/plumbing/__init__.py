@@ -1,0 +1,80 @@
+"""The HTTP plumbing of kxen's HTTP transports -- a public API.
+
+``kxen_transport_http.plumbing`` is what kxen's ``http`` transport (Streamable HTTP, this
+distribution) and ``sse`` transport (legacy HTTP+SSE, the ``kxen-transport-sse`` distribution) are
+built on, and what a third-party HTTP transport may use too. Every name in ``__all__`` is public
+and keeps its meaning within kxen 0.x; the ``_``-prefixed modules behind it are not: import from
+here. It has one owner: nothing below is written twice in either transport.
+
+* **Client** -- :func:`open_client` makes the one ``httpx.AsyncClient`` of a transport (no
+  redirects, bounded connect, an injectable network for tests); :func:`transport_options` gives a
+  kind's options, structured by the host's converter when a context was built by hand.
+* **Secrets** -- header values are secrets: :class:`Redactor` remembers the ones sent and scrubs
+  them from any text that leaves a transport; :func:`safe_url` drops userinfo, query and fragment.
+* **Headers** -- :func:`request_headers` is ``server.headers`` plus what ``kxen_credential_lookup``
+  answers; :func:`config_headers` and :func:`has_credential_hook` serve a transport that builds
+  its headers once when no plugin implements that hook.
+* **Bodies** -- :func:`read_limited` reads a body up to a limit (:class:`MessageTooLarge`),
+  :func:`parse_messages` / :func:`encode` are JSON-RPC in and out, :func:`content_type`.
+* **Errors** -- :class:`map_errors` is the one boundary where exceptions become kxen's
+  ``ConnectError`` / ``ClosedError`` / ``ProtocolError`` with redacted text;
+  :func:`error_from_http` / :func:`rejected` turn an HTTP error answer into what the request gets
+  (the server's JSON-RPC error, else ``HTTPStatusError``).
+* **SSE** -- :func:`read_events` reads a stream with each event bounded, moving an
+  :class:`SseCursor`; :class:`SseFollower` is the one loop that follows a stream across
+  reconnections (``Last-Event-ID``, the server's ``retry``, a bounded number of attempts; a ``GET``
+  answered 400/404/405 is not retried); :func:`messages_in` and :func:`check_event_stream` go with it.
+* **Skeleton** -- :class:`HttpTransport` (the async context manager an opener returns) and
+  :class:`HttpMessageStream` (the queue ``receive`` reads, the sticky failure, closing) hold the
+  life cycle both transports share: leaving closes everything, shielded, each step bounded by
+  :data:`CLOSE_STEP_SECONDS`.
+"""
+
+from ._bodies import MessageTooLarge, content_type, encode, parse_messages, read_limited
+from ._client import CLOSE_STEP_SECONDS, HttpMessageStream, HttpTransport, TransportFactory, open_client, transport_options
+from ._errors import ERROR_BODY_LIMIT, describe_exception, error_from_http, jsonrpc_error, map_errors, rejected
+from ._headers import config_headers, has_credential_hook, request_headers
+from ._secrets import Redactor, safe_url
+from ._sse import (
+    MAX_RETRY_MS,
+    FollowEnd,
+    SseCursor,
+    SseFollower,
+    StreamRefused,
+    check_event_stream,
+    messages_in,
+    read_events,
+)
+
+__all__ = [
+    "CLOSE_STEP_SECONDS",
+    "ERROR_BODY_LIMIT",
+    "MAX_RETRY_MS",
+    "FollowEnd",
+    "HttpMessageStream",
+    "HttpTransport",
+    "MessageTooLarge",
+    "Redactor",
+    "SseCursor",
+    "SseFollower",
+    "StreamRefused",
+    "TransportFactory",
+    "check_event_stream",
+    "config_headers",
+    "content_type",
+    "describe_exception",
+    "encode",
+    "error_from_http",
+    "has_credential_hook",
+    "jsonrpc_error",
+    "map_errors",
+    "messages_in",
+    "open_client",
+    "parse_messages",
+    "read_events",
+    "read_limited",
+    "rejected",
+    "request_headers",
+    "safe_url",
+    "transport_options",
+]

@@ -1,0 +1,236 @@
+"""The client and the skeleton of an HTTP transport: options, the one ``httpx.AsyncClient``, the
+queue ``receive`` reads, the sticky failure, and closing -- shielded and bounded."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar, Generic, TypeVar
+
+import anyio
+import anyio.abc
+import httpx
+
+from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
+from kxen_core.converter import make_converter
+from kxen_core.errors import ClosedError, ConnectError, TransportError
+from kxen_core.kinds import TransportKind, TransportRegistry
+
+from ._secrets import Redactor, safe_url
+
+#: each best-effort closing step (a farewell request, waiting for tasks, closing the client) gets this long
+CLOSE_STEP_SECONDS = 2.0
+
+TransportFactory = Callable[[ServerConfig], "httpx.AsyncBaseTransport | None"]
+Options = TypeVar("Options")
+
+
+def transport_options(server: ServerConfig, context: TransportContext, cls: type[Options]) -> Options:
+    """The options of ``server``: ``context.options`` as the host structured them at config load.
+
+    A context built by hand (tests, embedding) has none: then ``server.options`` is structured into
+    ``cls`` by the host's converter, exactly as config loading does, so an unknown key or a bad value
+    raises the same ``ConfigError`` naming its key path; no options at all are ``cls()``'s defaults.
+    """
+    if context.options is not None:
+        return context.options
+    if not server.options:
+        return cls()
+    kind = TransportKind(name=server.kind, opener=transport_options, options=cls, plugin="(opener)")
+    return TransportRegistry(kinds={kind.name: kind}).options_for(server, make_converter())
+
+
+def open_client(
+    server: ServerConfig,
+    options: Any,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+    factory: TransportFactory | None = None,
+) -> httpx.AsyncClient:
+    """The one ``httpx.AsyncClient`` of a transport: no redirects (a redirect must not carry
+    credentials elsewhere), connect bounded by ``options.connectTimeoutSeconds``, no read timeout
+    (streams stay open; requests are bounded by the session), and the network replaced by
+    ``http_transport`` or by what ``factory(server)`` answers, when either is given (tests)."""
+    if not server.url or not server.url.startswith(("http://", "https://")):
+        raise ConnectError(f"an {server.kind} server needs an http:// or https:// url", server=server.name)
+    if http_transport is None and factory is not None:
+        http_transport = factory(server)
+    return httpx.AsyncClient(
+        transport=http_transport,
+        timeout=httpx.Timeout(connect=options.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
+        follow_redirects=False,
+    )
+
+
+class HttpMessageStream:
+    """What an HTTP :class:`~kxen_core.MessageStream` is made of; subclasses add ``send``,
+    ``send_nowait`` and ``describe``.
+
+    It holds the server, the context, the client, the transport's task group and its options; a
+    :class:`Redactor`; one bounded queue (``options.queueSize``) that :meth:`deliver` fills and
+    ``receive`` empties, without a checkpoint unless it is full or empty; one sticky failure
+    (:meth:`fail`), after which every call raises :meth:`closed_error`. :class:`HttpTransport`
+    drives its life: :meth:`start`, then on leaving :meth:`cancel_tasks`, :meth:`shutdown` (which
+    ends with :meth:`farewell`) and :meth:`join`.
+    """
+
+    def __init__(
+        self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: Any
+    ) -> None:
+        self.server = server
+        self.name = server.name
+        self.context = context
+        self.client = client
+        self.tg = tg
+        self.options = options
+        self.url = server.url or ""
+        self.safe_url = safe_url(self.url)
+        self.redact = Redactor()
+        #: for a POST whose answer is awaited where it is sent: bounded by the server's request timeout
+        self.post_timeout = httpx.Timeout(
+            connect=options.connectTimeoutSeconds, read=server.timeouts.requestSeconds, write=30.0, pool=30.0
+        )
+        self._feed, self._inbox = anyio.create_memory_object_stream[Message | RequestFailed](options.queueSize)
+        self.failure: TransportError | None = None
+        self.closing = False
+        self.posts = self.received = 0
+
+    async def receive(self) -> Message | RequestFailed:
+        try:
+            return self._inbox.receive_nowait()  # no checkpoint while answers are queued
+        except anyio.WouldBlock:
+            pass
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise self.closed_error()  # (its cause is kept, the context is not shown)
+        try:
+            return await self._inbox.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise self.closed_error()  # (its cause is kept, the context is not shown)
+
+    async def deliver(self, message: Message | RequestFailed) -> None:
+        """Queue ``message`` for ``receive``; waits only while the queue is full. Dropped once closed."""
+        self.received += 1
+        try:
+            self._feed.send_nowait(message)  # no checkpoint unless the queue is full
+        except anyio.WouldBlock:
+            try:
+                await self._feed.send(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # closed: nobody reads any more
+
+    def diag(self, text: str) -> None:
+        """A redacted diagnostic, unless the transport is closing."""
+        if not self.closing:
+            self.context.diagnostic(self.redact(f"{self.name}: {text}", 500))
+
+    def fail(self, error: TransportError) -> None:
+        """Close the queue with ``error``, the first failure only (a diagnostic says it)."""
+        if self.failure is None:
+            self.failure = error
+            self.diag(str(error))
+            self._feed.close()
+
+    def closed_error(self) -> ClosedError:
+        """The ``ClosedError`` to raise once failed: the failure's text, the failure as its cause
+        unless it is a ``ClosedError`` itself, and no exception context (httpx's may hold secrets)."""
+        failure = self.failure or ClosedError("transport closed", server=self.name)
+        error = ClosedError(str(failure), server=self.name)
+        if not isinstance(failure, ClosedError):
+            error.__cause__ = failure
+        error.__suppress_context__ = True
+        return error
+
+    # --- life, driven by HttpTransport --------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the connection, if opening needs I/O (raise ``ConnectError`` when it cannot)."""
+
+    def cancel_tasks(self) -> None:
+        """Cancel tasks the stream runs outside the task group (the group itself is cancelled)."""
+
+    async def shutdown(self) -> None:
+        """Stop feeding the queue, then :meth:`farewell`. Called shielded."""
+        self.closing = True
+        if self.failure is None:
+            self.failure = ClosedError("transport closed", server=self.name)
+        self._feed.close()
+        self._inbox.close()
+        await self.farewell()
+
+    async def farewell(self) -> None:
+        """A best-effort last request (a session ``DELETE``); bound it by ``CLOSE_STEP_SECONDS``."""
+
+    async def join(self) -> None:
+        """Wait, bounded, for the tasks :meth:`cancel_tasks` cancelled. Called shielded."""
+
+
+Stream = TypeVar("Stream", bound=HttpMessageStream)
+
+
+class HttpTransport(Generic[Stream]):
+    """The async context manager an HTTP opener returns; entered once.
+
+    Entering structures the options (:func:`transport_options`), makes the client
+    (:func:`open_client`) and a task group, builds the stream with :meth:`make_stream` and awaits
+    its :meth:`~HttpMessageStream.start`. Leaving -- or a failed start -- cancels the task group and
+    the stream's own tasks, shuts the stream down and waits for its tasks, shielded and each step
+    bounded, then closes the client (bounded). Exceptions from the body of the ``async with`` pass
+    through unchanged: the stream's tasks never raise, so the task group never wraps them.
+    """
+
+    #: the kind's attrs options class
+    options_class: ClassVar[type]
+
+    def __init__(
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+        factory: Callable[[], TransportFactory | None] = lambda: None,
+    ) -> None:
+        self._server = server
+        self._context = context
+        self._http_transport = http_transport
+        self._factory = factory  # read when entering, so a factory set in between counts
+        self._client: httpx.AsyncClient | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stream: Stream | None = None
+
+    def make_stream(self, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: Any) -> Stream:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Stream:
+        if self._client is not None:
+            raise RuntimeError("a transport can be entered only once")
+        options = transport_options(self._server, self._context, self.options_class)
+        self._client = open_client(self._server, options, self._http_transport, self._factory())
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            self._stream = self.make_stream(self._client, self._tg, options)
+            await self._stream.start()
+        except BaseException:
+            await self._close()
+            raise
+        return self._stream
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        tg, client, stream = self._tg, self._client, self._stream
+        assert tg is not None and client is not None
+        tg.cancel_scope.cancel()
+        try:
+            if stream is not None:
+                stream.cancel_tasks()
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await stream.shutdown()
+                    finally:
+                        await stream.join()
+        finally:
+            try:
+                await tg.__aexit__(None, None, None)
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_STEP_SECONDS):
+                    await client.aclose()

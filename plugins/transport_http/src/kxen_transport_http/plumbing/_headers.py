@@ -1,0 +1,66 @@
+"""The headers of a request: ``server.headers`` plus what ``kxen_credential_lookup`` adds.
+
+Every value is remembered by the transport's :class:`Redactor` before anything is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from kxen_core import CredentialRequest, ServerConfig, TransportContext, hookcall
+from kxen_core.errors import ProtocolError
+
+from ._secrets import Redactor
+
+_NOT_ASCII = "a request header value is not ASCII; it cannot be sent"
+
+
+def has_credential_hook(context: TransportContext) -> bool:
+    """True when some plugin implements ``kxen_credential_lookup`` (cheap: ask it per request)."""
+    pm = context.pm
+    if pm is None:
+        return False
+    caller = getattr(pm.hook, "kxen_credential_lookup", None)
+    return caller is not None and bool(caller.get_hookimpls())
+
+
+def config_headers(server: ServerConfig, redact: Redactor) -> httpx.Headers:
+    """``server.headers`` as request headers; their values are remembered as secrets."""
+    redact.remember(server.headers.values())
+    headers = httpx.Headers()
+    try:
+        for name, value in server.headers.items():
+            headers[name] = value
+    except UnicodeEncodeError:
+        raise ProtocolError(_NOT_ASCII, server=server.name) from None
+    return headers
+
+
+async def request_headers(
+    server: ServerConfig, context: TransportContext, method: str, url: str, redact: Redactor
+) -> httpx.Headers:
+    """``server.headers`` plus what ``kxen_credential_lookup`` answers for this request.
+
+    The hook is not called at all when no plugin implements it. A plugin that raises fails this
+    request (``PluginHookError``); an answer that is not a dict of strings is a diagnostic.
+    """
+    extra: Any = None
+    if has_credential_hook(context):
+        request = CredentialRequest(method=method, url=url)
+        extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
+    headers = config_headers(server, redact)
+    try:
+        if isinstance(extra, dict):
+            for name, value in extra.items():
+                if not isinstance(name, str) or not isinstance(value, str):
+                    context.diagnostic(f"{server.name}: ignored a credential header that is not a string pair")
+                    continue
+                redact.remember((value,))
+                headers[name] = value
+        elif extra is not None:
+            context.diagnostic(f"{server.name}: kxen_credential_lookup answered a {type(extra).__name__}, not a dict")
+    except UnicodeEncodeError:
+        raise ProtocolError(_NOT_ASCII, server=server.name) from None
+    return headers
