@@ -96,7 +96,7 @@ async def test_header_values_never_leak(kxen_home, ws, caplog, kind, fail_on, st
 
 
 async def test_a_bearer_token_echoed_without_its_scheme_never_leaks(kxen_home, ws):
-    """Regression: plugins/transport_http/src/kxen_transport_http/common.py Redactor.remember: only whole
+    """Regression: the http transport's Redactor.remember (now kxen_transport_http.plumbing): only whole
     header values are scrubbed, so the credential of 'Bearer <token>' echoed without its scheme stays in
     errors"""
     token = "tok-CCCC3333-very-secret"
