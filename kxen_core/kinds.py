@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import attrs
 import cattrs
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
     from .config.models import ServerConfig
     from .transport import Opener
+
+O = TypeVar("O")
 
 KIND_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 #: the built-in kinds and the extra that installs each
@@ -114,12 +116,21 @@ class TransportRegistry:
         kind = self.kinds.get(server.kind)
         if kind is None or kind.options is None:
             return None
-        problems: list[tuple[str, str]] = []
-        value = _structure(conv, server.options, kind.options, problems)
-        if problems:
-            where = f"{server.source or '(config)'}: mcpServers.{server.name}"
-            raise ConfigError([f"{where}.{path}: {rule}" for path, rule in problems])
-        return value
+        return structure_options(kind.options, server, conv)
+
+
+def structure_options(cls: type[O], server: ServerConfig, conv: cattrs.Converter | None = None) -> O:
+    """``server.options`` structured into ``cls`` exactly as config loading does it; raises
+    ``ConfigError`` naming the file and key path of every problem. For a transport used without a
+    Runtime (tests, embedding), whose context carries no options."""
+    from .converter import make_converter
+
+    problems: list[tuple[str, str]] = []
+    value = _structure(conv or make_converter(), server.options, cls, problems)
+    if problems:
+        where = f"{server.source or '(config)'}: mcpServers.{server.name}"
+        raise ConfigError([f"{where}.{path}: {rule}" for path, rule in problems])
+    return value
 
 
 def _structure(conv: cattrs.Converter, data: Any, cls: type, problems: list[tuple[str, str]]) -> Any:
@@ -171,4 +182,4 @@ def collect(pm: pluggy.PluginManager, display: Callable[[str], str] = str) -> Tr
     return registry
 
 
-__all__ = ["TransportKind", "TransportRegistry", "collect"]
+__all__ = ["TransportKind", "TransportRegistry", "collect", "structure_options"]

@@ -29,10 +29,10 @@ from .plumbing import (
 )
 
 if TYPE_CHECKING:
-    from .streamable import StreamableHTTPStream
+    from ._parts import StreamParts
 
 
-async def run_request(stream: StreamableHTTPStream, rid: Any, body: bytes, headers: httpx.Headers) -> None:
+async def run_request(stream: StreamParts, rid: Any, body: bytes, headers: httpx.Headers) -> None:
     """The task of request ``rid``: POST it and feed its answer. It never raises (but cancellation)."""
     try:
         with stream.post_errors:
@@ -45,7 +45,7 @@ async def run_request(stream: StreamableHTTPStream, rid: Any, body: bytes, heade
         stream.fail(error)
 
 
-async def _post(stream: StreamableHTTPStream, rid: Any, body: bytes, headers: httpx.Headers) -> tuple[SseCursor, str] | None:
+async def _post(stream: StreamParts, rid: Any, body: bytes, headers: httpx.Headers) -> tuple[SseCursor, str] | None:
     """POST request ``rid`` and feed its answer; when its SSE stream dropped before the response,
     return where it got to and why, for :func:`_resume`."""
     client = stream.client
@@ -92,7 +92,7 @@ async def _post(stream: StreamableHTTPStream, rid: Any, body: bytes, headers: ht
         await response.aclose()
 
 
-async def _resume(stream: StreamableHTTPStream, rid: Any, cursor: SseCursor, dropped: str) -> None:
+async def _resume(stream: StreamParts, rid: Any, cursor: SseCursor, dropped: str) -> None:
     @asynccontextmanager
     async def resume(cursor: SseCursor) -> AsyncIterator[httpx.Response]:
         stream.resumes += 1
@@ -117,7 +117,7 @@ async def _resume(stream: StreamableHTTPStream, rid: Any, cursor: SseCursor, dro
         await stream.deliver_error(rid, f"the answer stream was not resumed after {end.attempts} attempt(s) ({end.reason})")
 
 
-def answer_reader(stream: StreamableHTTPStream, want: Any) -> Any:
+def answer_reader(stream: StreamParts, want: Any) -> Any:
     """The ``on_event`` of an SSE stream: feed its messages; True once the response to ``want``
     went by (never, for ``want=None``: the GET stream)."""
 

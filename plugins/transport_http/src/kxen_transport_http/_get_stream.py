@@ -16,13 +16,13 @@ from ._mcp_session import SessionExpired
 from .plumbing import SseCursor, map_errors
 
 if TYPE_CHECKING:
-    from .streamable import StreamableHTTPStream
+    from ._parts import StreamParts
 
 
 class GetStream:
     """The GET stream of one connection; ``state`` is what ``describe()`` shows."""
 
-    def __init__(self, stream: StreamableHTTPStream) -> None:
+    def __init__(self, stream: StreamParts) -> None:
         self._stream = stream
         self.state = "off"
 

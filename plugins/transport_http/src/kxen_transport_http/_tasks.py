@@ -10,14 +10,14 @@ transport's tests run on both backends.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Union
+from typing import Any, Callable, Coroutine, Union
 
 import anyio
 import anyio.abc
 
 from .plumbing import CLOSE_STEP_SECONDS
 
-RequestBody = Callable[..., Awaitable[None]]
+RequestBody = Callable[..., Coroutine[Any, Any, None]]
 
 
 class AsyncioRequests:

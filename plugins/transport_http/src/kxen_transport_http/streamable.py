@@ -150,7 +150,7 @@ class StreamableHTTPStream(HttpMessageStream):
     # --- what the rooms share -------------------------------------------------------------------
 
     async def deliver(self, message: Message | RequestFailed) -> None:
-        if self.mcp.init_id is not None:
+        if self.mcp.init_id is not None and not isinstance(message, RequestFailed):
             self.mcp.note(message)  # the protocol version, from the answer to initialize
         await super().deliver(message)
 

@@ -10,9 +10,8 @@ import anyio.abc
 import httpx
 
 from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
-from kxen_core.converter import make_converter
 from kxen_core.errors import ClosedError, ConnectError, TransportError
-from kxen_core.kinds import TransportKind, TransportRegistry
+from kxen_core.kinds import structure_options
 
 from ._secrets import Redactor, safe_url
 
@@ -32,10 +31,7 @@ def transport_options(server: ServerConfig, context: TransportContext, cls: type
     """
     if context.options is not None:
         return context.options
-    if not server.options:
-        return cls()
-    kind = TransportKind(name=server.kind, opener=transport_options, options=cls, plugin="(opener)")
-    return TransportRegistry(kinds={kind.name: kind}).options_for(server, make_converter())
+    return structure_options(cls, server)
 
 
 def open_client(
@@ -201,7 +197,7 @@ class HttpTransport(Generic[Stream]):
     async def __aenter__(self) -> Stream:
         if self._client is not None:
             raise RuntimeError("a transport can be entered only once")
-        options = transport_options(self._server, self._context, self.options_class)
+        options: Any = transport_options(self._server, self._context, self.options_class)
         self._client = open_client(self._server, options, self._http_transport, self._factory())
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

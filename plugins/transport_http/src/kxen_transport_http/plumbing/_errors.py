@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -54,7 +54,7 @@ class map_errors:
     def __enter__(self) -> map_errors:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Literal[False]:
         if exc is None or isinstance(exc, TransportError) or not isinstance(exc, Exception):
             return False
         raise self.error_for(exc) from None

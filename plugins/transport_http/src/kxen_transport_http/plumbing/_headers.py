@@ -47,7 +47,7 @@ async def request_headers(
     request (``PluginHookError``); an answer that is not a dict of strings is a diagnostic.
     """
     extra: Any = None
-    if has_credential_hook(context):
+    if context.pm is not None and has_credential_hook(context):
         request = CredentialRequest(method=method, url=url)
         extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
     headers = config_headers(server, redact)
