@@ -67,9 +67,12 @@ class ServerSpec:
 
     def launch(self) -> tuple[str, list[str], Path, dict[str, str]]:
         """(command, args, cwd, env) exactly as kxen's stdio transport starts the process."""
-        from kxen_transport_stdio.transport import resolve_launch
+        from kxen_core.launch import resolve_launch
+        from kxen_transport_stdio.transport import child_env
 
-        return resolve_launch(self.server_config(), Path.cwd())
+        launch = resolve_launch(self.server_config(), Path.cwd())
+        assert launch.command is not None
+        return launch.command, list(launch.args), Path(launch.cwd), child_env(launch.env)
 
 
 class BenchError(AssertionError):
@@ -239,12 +242,14 @@ class KxenStdioClient:
     name = "kxen"
 
     def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
+        from kxen_core.launch import resolve_launch
         from kxen_core.runtime import Runtime
         from kxen_core.transport import TransportContext
 
         self.spec = spec
         self.server = spec.server_config()
-        self.context = TransportContext(workspace=Path.cwd())
+        # as a Runtime opens a stdio server: the launch resolved once by the core
+        self.context = TransportContext(workspace=Path.cwd(), launch=resolve_launch(self.server, Path.cwd()))
         self.pm = plugin_manager()
         self.session: Any = None
         # only for its catalog listing: never entered, so no config is loaded and no server started
