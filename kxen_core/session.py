@@ -1,7 +1,7 @@
 """JSON-RPC over a :class:`~kxen_core.transport.MessageStream`, transport-agnostic.
 
 One reader task per session dispatches every incoming message: responses complete their pending
-request (a dict lookup and a future's result, nothing more on the hot path), server requests are answered
+request (a dict lookup and completing its waiter, nothing more on the hot path), server requests are answered
 in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
 handler. Every request has a timeout; on timeout, on the caller's cancellation and on ``aclose`` the
 request is dropped from the pending map and ``notifications/cancelled`` is sent best-effort (never for
@@ -36,6 +36,17 @@ CLIENT_INFO = {"name": "kxen", "version": "0.1.0"}
 MAX_SERVER_REQUESTS_IN_FLIGHT = 32
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
+
+
+class _Pending:
+    """One request waiting for its answer: its method (for messages) and its waiter."""
+
+    __slots__ = ("method", "waiter")
+
+    def __init__(self, method: str, waiter: Any) -> None:
+        self.method = method
+        self.waiter = waiter
+
 
 RequestHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], None]
@@ -72,8 +83,8 @@ class Session:
         self._on_notification = on_notification
         self._diag = on_diagnostic or (lambda m: None)
         self._handlers = dict(request_handlers or {})
-        #: request id -> (method, waiter) of every request waiting for its answer
-        self._pending: dict[int, tuple[str, Any]] = {}
+        #: every request waiting for its answer, by id
+        self._pending: dict[int, _Pending] = {}
         self._waiters: Waiters = AnyioWaiters()  # replaced for the running backend on entry
         self._next_id = 0
         self._closed: BaseException | None = None
@@ -104,7 +115,7 @@ class Session:
     async def aclose(self, reason: str = "session stopped") -> None:
         """Stop: cancel every pending request on the wire and fail it with ``ClosedError``."""
         if self._closed is None:
-            ids = [rid for rid, (method, _) in self._pending.items() if method != "initialize"]
+            ids = [rid for rid, p in self._pending.items() if p.method != "initialize"]
             # wake every caller first: an answer to the cancellation must not reach them instead;
             # announce the close (closed_event) only after the cancellations went out, so whoever
             # owns the transport does not close it under them
@@ -146,7 +157,7 @@ class Session:
         rid = self._next_id
         waiters = self._waiters
         waiter = waiters.create()
-        self._pending[rid] = (method, waiter)
+        self._pending[rid] = _Pending(method, waiter)
         message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
@@ -251,8 +262,8 @@ class Session:
                 self.closed_event.set()
         pending, self._pending = self._pending, {}
         resolve = self._waiters.resolve
-        for _, waiter in pending.values():
-            resolve(waiter, error)
+        for p in pending.values():
+            resolve(p.waiter, error)
         self._waiters.close()
 
     async def _reader(self) -> None:
@@ -271,9 +282,9 @@ class Session:
                         self._diag(f"reply for unknown request id {str(rid)[:40]!r} ignored")
                         continue
                     if "result" not in message and "error" not in message:
-                        resolve(p[1], ProtocolError(f"{p[0]}: reply has neither result nor error", server=self.server))
+                        resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
                     else:
-                        resolve(p[1], message)
+                        resolve(p.waiter, message)
                     continue
                 self._dispatch_other(message)
         except ClosedError as exc:
@@ -288,7 +299,7 @@ class Session:
         if type(message) is RequestFailed:
             p = self._pending.get(message.id)
             if p is not None:
-                self._waiters.resolve(p[1], message.error)
+                self._waiters.resolve(p.waiter, message.error)
             return
         if type(message) is not dict:
             self._diag(f"ignored a {type(message).__name__} message (batches are not used)")
