@@ -1,28 +1,28 @@
 """JSON-RPC over a :class:`~kxen_core.transport.MessageStream`, transport-agnostic.
 
 One reader task per session dispatches every incoming message: responses complete their pending
-request (a dict lookup and a future's result, nothing more on the hot path), server requests are answered
+request (a dict lookup and completing its waiter, nothing more on the hot path), server requests are answered
 in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
 handler. Every request has a timeout; on timeout, on the caller's cancellation and on ``aclose`` the
 request is dropped from the pending map and ``notifications/cancelled`` is sent best-effort (never for
 ``initialize``). When the stream ends, every pending request fails at once with ``ClosedError``.
 
-Speed (see docs/performance.md): on asyncio a request is a bare future, sent with the stream's
-``send_nowait`` when it has one (no cancel scope when nothing waits), and requests with the default
-timeout share one deadline timer per session instead of one timer each. A send that has to wait for
-backpressure still counts against the timeout. Other anyio backends take a generic path.
+Speed (see docs/performance.md): a request goes out with the stream's ``send_nowait`` (no cancel
+scope when nothing waits); only under backpressure does it await ``send``, and that wait counts
+against the timeout. How the caller then waits for the answer is the session's one backend-specific
+piece, chosen once per session in :mod:`kxen_core._waiters` (a bare future and a shared deadline
+timer on asyncio, an Event with a cancel scope elsewhere).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import deque
 from typing import Any, Awaitable, Callable, Mapping
 
 import anyio
 import attrs
 
+from ._waiters import AnyioWaiters, Waiters, for_current_backend
 from .errors import ClosedError, ProtocolError, RemoteError, RequestTimeout
 from .transport import Message, MessageStream, RequestFailed
 
@@ -37,38 +37,19 @@ MAX_SERVER_REQUESTS_IN_FLIGHT = 32
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
 
-RequestHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
-NotificationHandler = Callable[[str, Any], None]
-
 
 class _Pending:
-    """One request waiting for its response.
+    """One request waiting for its answer: its method (for messages) and its waiter."""
 
-    On asyncio it is a bare future (the hot path: no cancel scope, no Event per request); on other
-    anyio backends an Event and a slot. ``resolve`` keeps the first answer only.
-    """
+    __slots__ = ("method", "waiter")
 
-    __slots__ = ("future", "event", "response", "method")
-
-    def __init__(self, method: str, future: asyncio.Future | None) -> None:
+    def __init__(self, method: str, waiter: Any) -> None:
         self.method = method
-        self.future = future
-        self.event = anyio.Event() if future is None else None
-        self.response: Any = None
-
-    def resolve(self, response: Any) -> None:
-        future = self.future
-        if future is not None:
-            if not future.done():  # a cancelled waiter has cancelled it
-                future.set_result(response)
-        elif self.response is None:
-            self.response = response
-            self.event.set()  # type: ignore[union-attr]
+        self.waiter = waiter
 
 
-def _expire(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
+RequestHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
+NotificationHandler = Callable[[str, Any], None]
 
 
 @attrs.frozen(kw_only=True)
@@ -102,10 +83,9 @@ class Session:
         self._on_notification = on_notification
         self._diag = on_diagnostic or (lambda m: None)
         self._handlers = dict(request_handlers or {})
+        #: every request waiting for its answer, by id
         self._pending: dict[int, _Pending] = {}
-        #: (deadline, future) of requests with the default timeout: send order is deadline order
-        self._deadlines: deque = deque()
-        self._sweeper: asyncio.TimerHandle | None = None
+        self._waiters: Waiters = AnyioWaiters()  # replaced for the running backend on entry
         self._next_id = 0
         self._closed: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -117,10 +97,7 @@ class Session:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
-        try:
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:  # another anyio backend: the generic path below
-            self._loop = None
+        self._waiters = for_current_backend(self.request_timeout)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reader, name=f"kxen-reader-{self.server}")
@@ -178,45 +155,37 @@ class Session:
             timeout = self.initialize_timeout if method == "initialize" else self.request_timeout
         self._next_id += 1
         rid = self._next_id
-        loop = self._loop
-        pending = _Pending(method, loop.create_future() if loop is not None else None)
-        self._pending[rid] = pending
+        waiters = self._waiters
+        waiter = waiters.create()
+        self._pending[rid] = _Pending(method, waiter)
         message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        completed = sent = False
+        sent = False
         try:
-            # the timeout covers the send too: a server that stops reading must not block us forever
-            response = None
-            if loop is None:  # generic anyio path
-                with anyio.move_on_after(timeout):
-                    await self._stream.send(message)
-                    sent = True
-                    await pending.event.wait()  # type: ignore[union-attr]
-                response = pending.response
-            elif self._stream.send_nowait(message):
+            if self._stream.send_nowait(message):
                 sent = True  # queued without waiting: the common case
-                remaining = timeout
-            else:  # backpressure (nothing queued): the send counts against the timeout
-                start = loop.time()
+                response = await waiters.wait(waiter, timeout)
+            else:
+                # backpressure (nothing queued): the send counts against the timeout too, so a
+                # server that stops reading cannot block us forever
+                start = anyio.current_time()
                 with anyio.move_on_after(timeout):
                     await self._stream.send(message)
                     sent = True
-                remaining = timeout - (loop.time() - start)
-            if sent and loop is not None:
-                timer = self._arm(loop, remaining, pending.future)  # type: ignore[arg-type]
-                try:
-                    response = await pending.future
-                finally:
-                    if timer is not None:
-                        timer.cancel()
-            completed = response is not None
-        finally:
+                if sent:
+                    response = await waiters.wait(waiter, timeout - (anyio.current_time() - start))
+                else:
+                    response = None
+        except BaseException:  # the caller was cancelled (or the send failed: then nothing was sent)
             self._pending.pop(rid, None)
-            if sent and not completed and method != "initialize" and self._closed is None:
-                # timeout, or the caller was cancelled / abandoned the wait: tell the server
-                await self._send_cancelled(rid, "request timed out" if not _cancelled_now() else "cancelled by caller")
+            if sent and method != "initialize" and self._closed is None:
+                await self._send_cancelled(rid, "cancelled by caller")
+            raise
+        self._pending.pop(rid, None)
         if response is None:
+            if sent and method != "initialize" and self._closed is None:
+                await self._send_cancelled(rid, "request timed out")
             raise RequestTimeout(method, timeout, server=self.server)
         if isinstance(response, BaseException):
             raise response
@@ -235,34 +204,6 @@ class Session:
         if not isinstance(result, dict):
             raise ProtocolError(f"{method}: result must be an object", server=self.server)
         return result
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, timeout: float, future: asyncio.Future) -> Any:
-        """Expire ``future`` after ``timeout`` (its result becomes None)."""
-        if timeout != self.request_timeout:
-            return loop.call_later(timeout, _expire, future)
-        # the common case: a deque append; one timer per session, re-armed for the oldest live deadline
-        dq = self._deadlines
-        while dq and dq[0][1].done():
-            dq.popleft()
-        deadline = loop.time() + timeout
-        dq.append((deadline, future))
-        if self._sweeper is None:
-            self._sweeper = loop.call_at(deadline, self._sweep)
-        return None
-
-    def _sweep(self) -> None:
-        self._sweeper = None
-        dq = self._deadlines
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        while dq:
-            deadline, future = dq[0]
-            if not future.done():
-                if deadline > now:
-                    self._sweeper = loop.call_at(deadline, self._sweep)
-                    return
-                future.set_result(None)
-            dq.popleft()
 
     async def initialize(self) -> InitializeResult:
         """Negotiate the protocol version, then send ``notifications/initialized``."""
@@ -320,16 +261,15 @@ class Session:
             if announce:
                 self.closed_event.set()
         pending, self._pending = self._pending, {}
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
-        self._deadlines.clear()
+        resolve = self._waiters.resolve
         for p in pending.values():
-            p.resolve(error)
+            resolve(p.waiter, error)
+        self._waiters.close()
 
     async def _reader(self) -> None:
         stream = self._stream
         pending = self._pending
+        resolve = self._waiters.resolve
         try:
             while True:
                 message = await stream.receive()
@@ -342,9 +282,9 @@ class Session:
                         self._diag(f"reply for unknown request id {str(rid)[:40]!r} ignored")
                         continue
                     if "result" not in message and "error" not in message:
-                        p.resolve(ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
+                        resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
                     else:
-                        p.resolve(message)
+                        resolve(p.waiter, message)
                     continue
                 self._dispatch_other(message)
         except ClosedError as exc:
@@ -359,7 +299,7 @@ class Session:
         if type(message) is RequestFailed:
             p = self._pending.get(message.id)
             if p is not None:
-                p.resolve(message.error)
+                self._waiters.resolve(p.waiter, message.error)
             return
         if type(message) is not dict:
             self._diag(f"ignored a {type(message).__name__} message (batches are not used)")
@@ -420,17 +360,6 @@ class Session:
             pass
         except Exception as exc:
             self._diag(f"could not reply to server request: {type(exc).__name__}: {exc}")
-
-
-def _cancelled_now() -> bool:
-    """True when the current task is being cancelled (as opposed to a timeout)."""
-    try:
-        import asyncio
-
-        task = asyncio.current_task()
-        return bool(task is not None and task.cancelling())
-    except (RuntimeError, AttributeError):
-        return False
 
 
 __all__ = [

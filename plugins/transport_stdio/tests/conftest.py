@@ -8,6 +8,13 @@ from pathlib import Path
 import pytest
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The stdio tests run on both anyio backends (overrides kxen_testing's asyncio-only fixture):
+    the transport has one code path, and so must behave the same on each."""
+    return request.param
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "workspace"

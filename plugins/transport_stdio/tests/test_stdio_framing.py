@@ -12,7 +12,8 @@ from kxen_core.errors import ClosedError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
-from kxen_transport_stdio.transport import STDERR_TAIL_BYTES, _Stream
+from kxen_transport_stdio.framing import LineReader
+from kxen_transport_stdio.transport import STDERR_TAIL_BYTES
 from kxen_testing import running
 from stdio_support import HELPER, HELPER_ARGV, STDIO, context, helper, wait_state
 
@@ -87,24 +88,15 @@ async def test_lone_surrogate_in_arguments_is_still_sent(kxen_home, workspace):
 
 
 class _Fake:
-    """Drives _Stream's line splitter without a process."""
+    """Collects the line splitter's diagnostics (it runs without a process)."""
 
-    def __init__(self, max_line_bytes: int) -> None:
-        self.max_line_bytes = max_line_bytes
+    def __init__(self) -> None:
         self.diags: list[str] = []
-        self.name = "fake"
-
-    def diag(self, message: str) -> None:
-        self.diags.append(message)
 
 
-class _Proc:
-    stdin = stdout = None
-
-
-def _splitter(max_line: int = 100) -> tuple[_Stream, _Fake]:
-    fake = _Fake(max_line)
-    return _Stream(fake, _Proc()), fake  # type: ignore[arg-type]
+def _splitter(max_line: int = 100) -> tuple[LineReader, _Fake]:
+    fake = _Fake()
+    return LineReader(max_line, fake.diags.append), fake
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 10_000])
@@ -116,8 +108,8 @@ def test_splitter_any_chunking(chunk):
     data += b"not json\n" + b"{" + b"y" * 200 + b"}\n" + b"\n\n" + b'{"last":true}\n'
     s, fake = _splitter(100)
     for i in range(0, len(data), chunk):
-        s._feed(data[i : i + chunk])
-    assert list(s._ready) == msgs + [{"last": True}]
+        s.feed(data[i : i + chunk])
+    assert list(s.ready) == msgs + [{"last": True}]
     assert len(fake.diags) == 2 and "non-JSON" in fake.diags[0] and "longer than 100" in fake.diags[1]
     assert not s._skipping
 
@@ -125,16 +117,16 @@ def test_splitter_any_chunking(chunk):
 def test_splitter_memory_stays_bounded_inside_an_oversized_line():
     s, fake = _splitter(1000)
     for _ in range(1000):
-        s._feed(b"q" * 4096)
+        s.feed(b"q" * 4096)
     assert s._skipping and sum(map(len, s._parts)) <= 1000
-    s._feed(b"tail\n{}\n")
-    assert list(s._ready) == [{}] and fake.diags == ["stdout line longer than 1000 bytes skipped"]
+    s.feed(b"tail\n{}\n")
+    assert list(s.ready) == [{}] and fake.diags == ["stdout line longer than 1000 bytes skipped"]
 
 
 def test_splitter_exact_bound_is_kept():
     s, fake = _splitter(10)
-    s._feed(b'"12345678"\n"123456789"\n')
-    assert list(s._ready) == ["12345678"] and len(fake.diags) == 1
+    s.feed(b'"12345678"\n"123456789"\n')
+    assert list(s.ready) == ["12345678"] and len(fake.diags) == 1
 
 
 async def test_stderr_tail_is_bounded_and_in_the_failure_reason(kxen_home, workspace):
@@ -259,7 +251,7 @@ if given is not None:
         for n in cuts * (len(data) // sum(cuts) + 1):
             if i >= len(data):
                 break
-            s._feed(data[i : i + n])
+            s.feed(data[i : i + n])
             i += n
-        assert list(s._ready) == expected
+        assert list(s.ready) == expected
         assert s._held <= bound and not s._parts

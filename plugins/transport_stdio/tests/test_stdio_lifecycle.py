@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
 from kxen_core.config import ServerConfig
-from kxen_core.errors import ClosedError, RequestTimeout
+from kxen_core.errors import ClosedError, ConnectError, RequestTimeout
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
@@ -197,3 +198,36 @@ async def test_request_timeout_covers_a_blocked_send(tmp_path):
                 await s.initialize()
             with anyio.fail_after(3), pytest.raises(RequestTimeout):
                 await s.request("tools/call", {"name": "echo", "arguments": {"text": "x" * (4 << 20)}}, timeout=0.5)
+
+
+def _open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+async def test_no_descriptor_outlives_the_transport(tmp_path):
+    """Our stdin pipe: the child's end is closed in the parent at once, ours on close."""
+    server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
+    before = _open_fds()
+    with anyio.fail_after(10):
+        async with StdioTransport(server, context(server, tmp_path)) as stream:
+            async with Session(stream, server="s", request_timeout=5) as s:
+                await s.initialize()
+    assert _open_fds() - before == set()
+    # a launch that cannot start leaks nothing either
+    launch = context(server, tmp_path).launch
+    broken = TransportContext(workspace=tmp_path, launch=attrs.evolve(launch, command=str(tmp_path / "missing")))
+    with pytest.raises(ConnectError):
+        async with StdioTransport(server, broken):
+            pass
+    assert _open_fds() - before == set()
+
+
+async def test_writing_to_a_server_that_closed_its_stdin_is_a_closed_error(tmp_path):
+    server = ServerConfig(name="s", command="sh", args=["-c", "exec 0<&-; echo 'stdin closed' >&2; exit 3"])
+    with anyio.fail_after(10):
+        async with StdioTransport(server, context(server, tmp_path)) as stream:
+            with pytest.raises(ClosedError):  # stdout ends: the child is gone
+                await stream.receive()
+            assert not stream.send_nowait({"jsonrpc": "2.0", "method": "x"})  # EPIPE: nothing queued
+            with pytest.raises(ClosedError, match="exited with code 3; stderr: stdin closed"):
+                await stream.send({"jsonrpc": "2.0", "method": "x"})
