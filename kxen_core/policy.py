@@ -62,7 +62,7 @@ def combine(votes: list[Vote], default: Decision) -> tuple[Decision, list[Vote]]
     if not votes:
         return default, [Vote(decision=default, reason="defaultToolPolicy", plugin="config")]
     worst = max(_RANK[v.decision] for v in votes)
-    decision: Decision = ("allow", "ask", "deny")[worst]  # type: ignore[assignment]
+    decision: Decision = ("allow", "ask", "deny")[worst]
     return decision, [v for v in votes if v.decision == decision]
 
 

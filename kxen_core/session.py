@@ -274,7 +274,10 @@ class Session:
             while True:
                 message = await stream.receive()
                 # hot path: a response to one of our requests
-                rid = message.get("id") if type(message) is dict else None
+                if not isinstance(message, dict):
+                    self._dispatch_other(message)  # a RequestFailed (or garbage) from the transport
+                    continue
+                rid = message.get("id")
                 if rid is not None and "method" not in message:
                     p = pending.get(rid) if type(rid) is int else None
                     if p is None:

@@ -50,7 +50,7 @@ class FakeServer:
         ]
         self.resources = resources
         self.prompts = prompts
-        caps = {"tools": {}}
+        caps: dict[str, Any] = {"tools": {}}
         if resources is not None:
             caps["resources"] = {}
         if prompts is not None:
@@ -128,7 +128,7 @@ class FakeServer:
         if method == "prompts/list" and self.prompts is not None:
             return self._page("prompts", self.prompts, params)
         if method == "tools/call":
-            handler = self.handlers.get(params.get("name"))
+            handler = self.handlers.get(str(params.get("name")))
             if handler is None:
                 raise FakeError(-32602, f"Unknown tool: {params.get('name')}")
             return await _maybe_await(handler(params.get("arguments") or {}))

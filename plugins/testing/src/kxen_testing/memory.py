@@ -64,8 +64,8 @@ class MemoryTransport:
     async def __aenter__(self) -> _Stream:
         if self.fake is None:
             raise ConnectError(f"no fake server registered for {self.name!r}", server=self.name)
-        c2s_send, c2s_recv = anyio.create_memory_object_stream(0)
-        s2c_send, s2c_recv = anyio.create_memory_object_stream(0)
+        c2s_send, c2s_recv = anyio.create_memory_object_stream[Any](0)
+        s2c_send, s2c_recv = anyio.create_memory_object_stream[Any](0)
         self._streams = [c2s_send, c2s_recv, s2c_send, s2c_recv]
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

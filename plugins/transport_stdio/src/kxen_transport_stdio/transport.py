@@ -22,7 +22,7 @@ import os
 import subprocess
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import anyio
 from anyio.abc import Process
@@ -45,9 +45,11 @@ EXIT_SETTLE_SECONDS = 0.5
 STDERR_SETTLE_SECONDS = 0.1
 
 
-def child_env(configured: dict[str, str], host: dict[str, str] | None = None) -> dict[str, str]:
-    host = os.environ if host is None else host
-    env = {k: host[k] for k in ENV_PASSTHROUGH if k in host}
+def child_env(configured: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: :data:`ENV_PASSTHROUGH` from ``host`` (default: this process's),
+    then the configured ``env`` on top."""
+    source: Mapping[str, str] = os.environ if host is None else host
+    env = {k: source[k] for k in ENV_PASSTHROUGH if k in source}
     env.update(configured)
     return env
 
