@@ -14,7 +14,17 @@ from __future__ import annotations
 import enum
 
 
-class State(str, enum.Enum):
+class _Word(str, enum.Enum):
+    """A member that is its value: equal to it, printed and formatted as it (on every Python)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class State(_Word):
     """The closed set of server states (compares equal to its value: ``State.READY == "ready"``)."""
 
     DISABLED = "disabled"
@@ -27,14 +37,8 @@ class State(str, enum.Enum):
     FAILED = "failed"
     STOPPED = "stopped"
 
-    def __str__(self) -> str:
-        return self.value
 
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-class Phase(str, enum.Enum):
+class Phase(_Word):
     """Where a failed server failed."""
 
     TRANSPORT = "transport"
@@ -42,12 +46,6 @@ class Phase(str, enum.Enum):
     INITIALIZE = "initialize"
     CATALOG = "catalog"
     CALL = "call"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 #: states a server stays in until something changes it (``wait_ready`` waits for one of these)
