@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
-from .loader import canonical
+from .loader import UnreadableFile, canonical, read_limited
 
 
 #: seconds to wait for another process's settings change before giving up with a ConfigError
@@ -45,10 +45,19 @@ def update_settings(home: Path, mutate: Callable[[Any], bool], *, lock_timeout: 
         raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc}"]) from None
     try:
         try:
-            text = path.read_text(encoding="utf-8") if path.exists() else ""
-            doc = tomlkit.parse(text)
-        except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
+            text = read_limited(path).decode("utf-8")
+        except FileNotFoundError:
+            text = ""
+        except UnreadableFile as exc:
             raise ConfigError([f"{path}: (file): cannot be updated: {exc}"]) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError([f"{path}: (file): cannot be updated: not UTF-8 text (invalid byte at offset {exc.start})"]) from None
+        try:
+            doc = tomlkit.parse(text)
+        except RecursionError:
+            raise ConfigError([f"{path}: (file): cannot be updated: not valid TOML: nested too deeply"]) from None
+        except tomlkit.exceptions.ParseError as exc:
+            raise ConfigError([f"{path}: (file): cannot be updated: not valid TOML: {exc}"]) from None
         if not mutate(doc):
             return False
         fd, tmp = tempfile.mkstemp(dir=home, prefix=".config.toml.")
