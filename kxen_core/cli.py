@@ -222,6 +222,8 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 async def _mcp(args: argparse.Namespace) -> int:
+    from .converter import SURROGATE_RULE, lone_surrogates
+    from .errors import printable
     from .runtime import Runtime
 
     only = None
@@ -229,13 +231,20 @@ async def _mcp(args: argparse.Namespace) -> int:
         only = {args.server}
     call_args: dict[str, Any] = {}
     if args.mcp_command == "call":
+        problem = None
         try:
             call_args = json.loads(args.args)
-        except ValueError as exc:
-            print(f"kxen: error: --args is not valid JSON: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if not isinstance(call_args, dict):
-            print("kxen: error: --args must be a JSON object", file=sys.stderr)
+        except RecursionError:
+            problem = "--args is not valid JSON: nested too deeply"
+        except ValueError as exc:  # UnicodeError included
+            problem = f"--args is not valid JSON: {exc}"
+        else:
+            if not isinstance(call_args, dict):
+                problem = "--args must be a JSON object"
+            elif lone_surrogates(call_args, limit=1):  # undecodable argv bytes or "\ud800" escapes
+                problem = f"--args: {lone_surrogates(call_args, limit=1)[0]}: {SURROGATE_RULE}"
+        if problem is not None:
+            print(f"kxen: error: {printable(problem)}", file=sys.stderr)
             return EXIT_USAGE
 
     async with Runtime(home=args.home, workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:

@@ -27,10 +27,13 @@ def _exact(kind: type, label: str):
             # never the value itself: a value in the wrong place may be a credential
             raise ValueError(f"expected {label}, got {type_name(value)}")
         if kind is str and not _encodable(value):
-            raise ValueError("must be valid Unicode text (it holds a lone surrogate)")
+            raise ValueError(SURROGATE_RULE)
         return value
 
     return hook
+
+
+SURROGATE_RULE = "must be valid Unicode text (it holds a lone surrogate)"
 
 
 def type_name(value: Any) -> str:
@@ -40,6 +43,30 @@ def type_name(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     return type(value).__name__
+
+
+def lone_surrogates(data: Any, limit: int = 20) -> list[str]:
+    """Key paths (``a.b[0]``) of the strings in parsed JSON ``data`` -- keys included -- that hold a
+    lone surrogate (``"\\ud800"``), which no UTF-8 output can carry; at most ``limit``. Iterative, so
+    any nesting the parser accepted is fine."""
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack and len(found) < limit:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if not _encodable(value):
+                found.append(path or "(top level)")
+        elif isinstance(value, dict):
+            for key, inner in reversed(list(value.items())):
+                sub = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and not _encodable(key):
+                    found.append(sub)
+                    continue
+                stack.append((sub, inner))
+        elif isinstance(value, list):
+            for i in reversed(range(len(value))):
+                stack.append((f"{path}[{i}]", value[i]))
+    return found
 
 
 def _encodable(text: str) -> bool:

@@ -19,8 +19,8 @@ import cattrs
 from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
-from ..converter import format_exception, make_converter
-from ..errors import ConfigError
+from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, make_converter
+from ..errors import ConfigError, printable
 from .models import ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
 
@@ -157,12 +157,18 @@ def _read(path: Path, problems: list[str], parse: Callable[[str], Any]) -> Any:
         problems.append(f"{path}: (file): not valid {kind}: not UTF-8 text (invalid byte at offset {exc.start})")
         return None
     try:
-        return parse(text)
+        data = parse(text)
     except RecursionError:
         problems.append(f"{path}: (file): not valid {kind}: nested too deeply")
+        return None
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         problems.append(f"{path}: (file): not valid {kind}: {exc}")
-    return None
+        return None
+    bad = lone_surrogates(data)
+    if bad:  # "\ud800" escapes: valid JSON, but no UTF-8 output (a launch, a message) can carry them
+        problems.extend(f"{path}: {where}: {SURROGATE_RULE}" for where in bad)
+        return None
+    return data
 
 
 def _structure(conv: cattrs.Converter, data: Any, cls: type, file: str, path: str, problems: list[str]) -> Any:
@@ -299,7 +305,7 @@ def load_config(
         settings=settings,
         servers=merged,
         user_servers=user,
-        project_problems=tuple(pproblems),
+        project_problems=tuple(map(printable, pproblems)),  # keys from a repository: one safe line each
         trusted=trusted,
         files=(str(home / "config.toml"), str(user_file), str(pfile)),
     )
