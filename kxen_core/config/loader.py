@@ -77,15 +77,16 @@ class UnreadableFile(Exception):
     the rule, without the file's name (callers add it)."""
 
 
-def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES, *, private: bool = False) -> bytes:
     """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
 
     The one way kxen reads a file: opened without blocking (a FIFO or a device never stalls the
     open), checked on the open descriptor (``S_ISREG`` from ``fstat``, so a swap after the check is
     still caught), and read with a hard bound of ``limit + 1`` bytes -- ``st_size`` is never trusted
     (it is 0 for ``/dev/zero`` and can change while reading). Symlinks are followed to their target,
-    which must itself be a regular file. Raises ``FileNotFoundError`` for a missing file and
-    :class:`UnreadableFile` for everything else."""
+    which must itself be a regular file. With ``private`` (the user's own settings and servers),
+    the file must also be owned by the user and writable by nobody else (:func:`unsafe_owner`).
+    Raises ``FileNotFoundError`` for a missing file and :class:`UnreadableFile` for everything else."""
     try:
         # refuse devices, FIFOs and sockets before opening them at all (opening a device can act)
         if not stat.S_ISREG(os.stat(path).st_mode):
@@ -102,6 +103,10 @@ def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between the check and the open
             raise UnreadableFile(_not_regular(st.st_mode))
+        if private:
+            rule = unsafe_owner(st)
+            if rule:
+                raise UnreadableFile(rule)
         chunks: list[bytes] = []
         total = 0
         while total <= limit:
@@ -119,6 +124,26 @@ def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES) -> bytes:
         os.close(fd)
 
 
+def unsafe_owner(st: os.stat_result) -> str | None:
+    """Why a file with this ``stat`` may not hold the user's own settings or servers, or None.
+
+    Whoever can write ``config.toml`` can grant trust and turn remote MCP on, and whoever can write
+    the user's ``mcp.json`` chooses what runs as the user: so these are refused (not just warned
+    about) when another user owns them, when anyone may write them, or when a group other than
+    the user's own may write them. (Where there are no POSIX owners, nothing is checked.)"""
+    if not hasattr(os, "geteuid"):  # pragma: no cover - not POSIX
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    fix = "(chmod go-w, or chown it to yourself)"
+    if st.st_uid != os.geteuid():
+        return f"refused: owned by another user (uid {st.st_uid}) {fix}"
+    if mode & stat.S_IWOTH:
+        return f"refused: writable by every user (mode {mode:04o}) {fix}"
+    if mode & stat.S_IWGRP and st.st_gid != os.getegid():
+        return f"refused: writable by group {st.st_gid}, not your own group (mode {mode:04o}) {fix}"
+    return None
+
+
 def _why(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or "invalid path"
 
@@ -134,7 +159,7 @@ def _not_regular(mode: int) -> str:
     return f"cannot be read: must be a regular file (it is {what})"
 
 
-def _read(path: Path, problems: list[str], parse: Callable[[str], Any]) -> Any:
+def _read(path: Path, problems: list[str], parse: Callable[[str], Any], *, private: bool = False) -> Any:
     """The parsed file, ``MISSING`` when it does not exist, or ``None`` after recording a problem.
 
     The file is read by :func:`read_limited`; its text must be UTF-8 (a BOM is refused, as are
@@ -142,7 +167,7 @@ def _read(path: Path, problems: list[str], parse: Callable[[str], Any]) -> Any:
     not a crash)."""
     kind = "TOML" if path.suffix == ".toml" else "JSON"
     try:
-        data = read_limited(path)
+        data = read_limited(path, private=private)
     except FileNotFoundError:
         return MISSING
     except UnreadableFile as exc:
@@ -186,7 +211,7 @@ def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None
     conv = conv or make_converter()
     path = home / "config.toml"
     before = len(problems)
-    data = _read(path, problems, tomllib.loads)
+    data = _read(path, problems, tomllib.loads, private=True)
     if data is MISSING or len(problems) > before:
         return Settings()
     return _structure(conv, data, Settings, str(path), "$", problems) or Settings()
@@ -207,7 +232,7 @@ def load_servers(
     conv = conv or make_converter()
     file = str(path)
     before = len(problems)
-    data = _read(path, problems, json.loads)
+    data = _read(path, problems, json.loads, private=scope == "user")
     if data is MISSING or len(problems) > before:
         return {}
     if not isinstance(data, dict):
@@ -298,7 +323,9 @@ def load_config(
         project = {}
     merged = dict(user)
     merged.update(project)  # whole-entry replacement
-    trusted = str(workspace) in {canonical(p) for p in settings.trusted_workspaces}
+    # the recorded strings as they are (only normalized as text): resolving them again here would
+    # let a symlink planted later at a trusted path carry the trust to wherever it points
+    trusted = str(workspace) in {os.path.normpath(p) for p in settings.trusted_workspaces}
     return Config(
         home=home,
         workspace=workspace,
