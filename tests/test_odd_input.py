@@ -121,3 +121,31 @@ def test_odd_call_args_are_a_usage_error(kxen_home, ws, capsys, value, message):
     assert err.startswith(f"kxen: error: {message}"), err
     assert "Traceback" not in err and "\x1b" not in err
     err.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--workspace", "{loop}", "mcp", "approvals"],
+        ["--workspace", "{loop}", "mcp", "status"],
+        ["--workspace", "a\x00b", "config", "check"],
+        ["--home", "{loop}", "config", "check"],
+        ["--home", "h\x00me", "mcp", "approvals"],
+        ["trust", "{loop}"],
+        ["untrust", "x\x00y"],
+        ["mcp", "status", "--wait", "nan"],
+        ["mcp", "status", "--wait", "-1"],
+        ["mcp", "tools", "--wait", "inf"],
+        ["mcp", "call", "s", "t", "--timeout", "nan"],
+        ["mcp", "call", "s", "t", "--timeout", "1e400"],
+    ],
+)
+def test_odd_cli_arguments_are_usage_errors(kxen_home, tmp_path, capsys, argv):
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    argv = [a.replace("{loop}", str(loop)) for a in argv]
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument" in err and "\x00" not in err
