@@ -26,7 +26,7 @@ def _exact(kind: type, label: str):
         if not isinstance(value, kind):
             # never the value itself: a value in the wrong place may be a credential
             raise ValueError(f"expected {label}, got {type_name(value)}")
-        if kind is str and not _encodable(value):
+        if isinstance(value, str) and not _encodable(value):
             raise ValueError(SURROGATE_RULE)
         return value
 
