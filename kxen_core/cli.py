@@ -20,10 +20,31 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_WAIT = 90.0
 
 
+def _path(text: str) -> Path:
+    """A path option: a usage error (exit 2), not a traceback, when it holds a NUL byte or cannot
+    be resolved (a symlink loop)."""
+    try:
+        Path(text).resolve()
+    except (OSError, RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(f"cannot be resolved (a symlink loop or a NUL byte): {text!r}") from None
+    return Path(text)
+
+
+def _seconds(text: str) -> float:
+    """Seconds: a finite number >= 0 ("nan", "inf" and negatives are usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 86400 * 365:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to 31536000: {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kxen", description="kxen: a strict, fast MCP host runtime.")
-    p.add_argument("--home", type=Path, help="settings and user servers (default $KXEN_HOME or ~/.kxen)")
-    p.add_argument("--workspace", type=Path, help="the workspace (default: the current directory)")
+    p.add_argument("--home", type=_path, help="settings and user servers (default $KXEN_HOME or ~/.kxen)")
+    p.add_argument("--workspace", type=_path, help="the workspace (default: the current directory)")
     p.add_argument(
         "--approve",
         action="append",
@@ -46,14 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("server")
     call.add_argument("tool")
     call.add_argument("--args", default="{}", help="the tool arguments as a JSON object")
-    call.add_argument("--timeout", type=float, help="seconds to wait for the result")
+    call.add_argument("--timeout", type=_seconds, help="seconds to wait for the result")
     for sp in (status, tools, call):
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
-        sp.add_argument("--wait", type=float, default=DEFAULT_WAIT, help="seconds to wait for servers to settle")
+        sp.add_argument("--wait", type=_seconds, default=DEFAULT_WAIT, help="seconds to wait for servers to settle")
 
     for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
         tp = sub.add_parser(verb, help=text)
-        tp.add_argument("path", nargs="?", type=Path, help="the workspace (default: --workspace or the current directory)")
+        tp.add_argument("path", nargs="?", type=_path, help="the workspace (default: --workspace or the current directory)")
     remote = sub.add_parser("remote", help="turn remote MCP (http, sse servers) on or off in user settings")
     remote.add_argument("switch", choices=["on", "off"])
     plugins = sub.add_parser("plugins", help="loaded plugins and load failures")
@@ -222,6 +243,8 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 async def _mcp(args: argparse.Namespace) -> int:
+    from .converter import SURROGATE_RULE, lone_surrogates
+    from .errors import printable
     from .runtime import Runtime
 
     only = None
@@ -229,13 +252,20 @@ async def _mcp(args: argparse.Namespace) -> int:
         only = {args.server}
     call_args: dict[str, Any] = {}
     if args.mcp_command == "call":
+        problem = None
         try:
             call_args = json.loads(args.args)
-        except ValueError as exc:
-            print(f"kxen: error: --args is not valid JSON: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if not isinstance(call_args, dict):
-            print("kxen: error: --args must be a JSON object", file=sys.stderr)
+        except RecursionError:
+            problem = "--args is not valid JSON: nested too deeply"
+        except ValueError as exc:  # UnicodeError included
+            problem = f"--args is not valid JSON: {exc}"
+        else:
+            if not isinstance(call_args, dict):
+                problem = "--args must be a JSON object"
+            elif lone_surrogates(call_args, limit=1):  # undecodable argv bytes or "\ud800" escapes
+                problem = f"--args: {lone_surrogates(call_args, limit=1)[0]}: {SURROGATE_RULE}"
+        if problem is not None:
+            print(f"kxen: error: {printable(problem)}", file=sys.stderr)
             return EXIT_USAGE
 
     async with Runtime(home=args.home, workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:

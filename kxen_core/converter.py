@@ -24,15 +24,68 @@ def _exact(kind: type, label: str):
         if kind is float and isinstance(value, int):
             return float(value)
         if not isinstance(value, kind):
-            raise ValueError(f"expected {label}, got {type(value).__name__} {_short(value)}")
+            # never the value itself: a value in the wrong place may be a credential
+            raise ValueError(f"expected {label}, got {type_name(value)}")
+        if isinstance(value, str) and not _encodable(value):
+            raise ValueError(SURROGATE_RULE)
         return value
 
     return hook
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+SURROGATE_RULE = "must be valid Unicode text (it holds a lone surrogate)"
+
+
+def type_name(value: Any) -> str:
+    """How a problem names a value it does not show: its JSON/TOML type only."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return type(value).__name__
+
+
+def lone_surrogates(data: Any, limit: int = 20) -> list[str]:
+    """Key paths (``a.b[0]``) of the strings in parsed JSON ``data`` -- keys included -- that hold a
+    lone surrogate (``"\\ud800"``), which no UTF-8 output can carry; at most ``limit``. Iterative, so
+    any nesting the parser accepted is fine."""
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack and len(found) < limit:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if not _encodable(value):
+                found.append(path or "(top level)")
+        elif isinstance(value, dict):
+            for key, inner in reversed(list(value.items())):
+                sub = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and not _encodable(key):
+                    found.append(sub)
+                    continue
+                stack.append((sub, inner))
+        elif isinstance(value, list):
+            for i in reversed(range(len(value))):
+                stack.append((f"{path}[{i}]", value[i]))
+    return found
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\\ud800" in JSON)
+        return False
+    return True
+
+
+#: name fragments (case-insensitive) that mark a key whose value is a credential
+SECRET_NAME_WORDS = (
+    "token", "secret", "key", "password", "passwd", "pwd", "credential", "auth", "cookie", "session", "private",
+)  # fmt: skip
+
+
+def secret_name(name: str) -> bool:
+    lower = name.lower()
+    return any(word in lower for word in SECRET_NAME_WORDS)
 
 
 _NOT_FROM_FILE = ("name", "scope", "source")
@@ -52,7 +105,10 @@ def _validated(c: cattrs.Converter, attribute: attrs.Attribute) -> Any:
         value = base(value, type_)
         try:
             attribute.validator(None, attribute, value)  # type: ignore[misc]
-        except (ValueError, TypeError):
+        except (ValueError, TypeError) as exc:
+            if secret_name(attribute.name):
+                # a validator may quote the value; under a name like this it is likely a credential
+                raise ValueError("invalid value (not shown: the key looks secret)") from exc
             raise
         except Exception:  # a validator that needs the instance runs again in __init__
             pass
@@ -71,8 +127,10 @@ def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
         allowed = get_args(type_)
 
         def hook(value: Any, _type: Any) -> Any:
-            if isinstance(value, bool) or value not in allowed:
-                raise ValueError(f"must be one of {', '.join(map(str, allowed))} (got {_short(value)})")
+            if isinstance(value, bool) or not isinstance(value, str) or value not in allowed:
+                # the value is not shown: a string in the wrong place may be a credential
+                got = "" if isinstance(value, str) else f" (got {type_name(value)})"
+                raise ValueError(f"must be one of {', '.join(map(str, allowed))}{got}")
             return value
 
         return hook

@@ -46,8 +46,13 @@ class ConfigError(KxenError):
         super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (controls, newlines, lone surrogates,
+    terminal escapes) shown escaped, so it is one safe line on any terminal and encodes as UTF-8."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+_printable = printable
 
 
 class PluginError(KxenError):

@@ -90,7 +90,11 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     cwd = Path(workspace)
     if server.cwd:
         cwd = cwd / os.path.expanduser(server.cwd)
-    cwd = cwd.resolve()
+    try:
+        cwd = cwd.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte: from config, not a crash
+        why = "it holds a NUL byte" if isinstance(exc, ValueError) else getattr(exc, "strerror", None) or "a symlink loop"
+        raise ConnectError(f"cwd cannot be resolved ({why})", server=server.name) from None
     if server.kind != "stdio":
         return Launch(
             command=server.command,

@@ -142,3 +142,133 @@ def test_valid_entries_round_trip(name, entry):
     file2, server2 = load_entry(json.loads(json.dumps(again)), name=name)
     assert isinstance(server2, ServerConfig), server2
     assert server2 == attrs.evolve(server, source=str(file2))
+
+
+# --- file kinds and encodings: load, or a ConfigError naming the file; never another error, never a hang
+
+
+import os  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from kxen_core.config import load_config  # noqa: E402
+from kxen_core.config.loader import MAX_CONFIG_BYTES  # noqa: E402
+from kxen_core.errors import ConfigError  # noqa: E402
+
+_FILE_KINDS = ["regular", "missing", "directory", "too-large", "unreadable", "empty"]
+if os.path.exists("/dev/zero"):
+    _FILE_KINDS += ["symlink-to-dev-zero", "symlink-to-dev-null"]
+if hasattr(os, "mkfifo"):
+    _FILE_KINDS += ["fifo", "symlink-to-fifo"]
+_ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32", "latin-1", "cp1252"]
+
+_doc_servers = st.dictionaries(
+    st.text(max_size=8),
+    st.fixed_dictionaries({"command": st.text(max_size=10)}, optional={"args": st.lists(st.text(max_size=6), max_size=3),
+                                                                       "env": st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
+                                                                       "cwd": st.text(max_size=6)}),
+    max_size=3,
+)  # fmt: skip
+
+
+@st.composite
+def _contents(draw: Any, target: str) -> bytes:
+    """The bytes of a config file: a plausible document in some encoding, maybe with a lone
+    surrogate escape spliced into a string, maybe truncated, or plain random bytes."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.binary(max_size=200))
+    if target == "config.toml":
+        import tomlkit
+
+        text = tomlkit.dumps(
+            {"trusted_workspaces": draw(st.lists(st.text(max_size=8), max_size=2)),
+             "mcp": {"remote_enabled": draw(st.booleans())}}
+        )  # fmt: skip
+    else:
+        text = json.dumps({"mcpServers": draw(_doc_servers)}, ensure_ascii=draw(st.booleans()))
+        if draw(st.booleans()):  # a lone surrogate as a JSON escape, inside the first string
+            at = text.find('"', text.find("{") + 1)
+            if at >= 0:
+                text = text[: at + 1] + draw(st.sampled_from(["\\ud800", "\\udfff", "\\udc80x", "\\ud83d"])) + text[at + 1 :]
+    encoding = draw(st.sampled_from(_ENCODINGS))
+    data = text.encode(encoding, errors="replace")
+    if draw(st.integers(0, 4)) == 0:
+        data = data[: draw(st.integers(0, len(data)))]
+    return data
+
+
+def _plant(kind: str, path: Path, content: bytes, tmp: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "regular":
+        path.write_bytes(content)
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "too-large":
+        with open(path, "wb") as f:
+            f.write(content[:100])
+            f.truncate(MAX_CONFIG_BYTES + 1 + len(content))
+    elif kind == "unreadable":
+        path.write_bytes(content)
+        os.chmod(path, 0)
+    elif kind.startswith("symlink-to-dev-"):
+        path.symlink_to("/dev/" + kind.rsplit("-", 1)[1])
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink-to-fifo":
+        os.mkfifo(tmp / "a.fifo")
+        path.symlink_to(tmp / "a.fifo")
+
+
+def _load_bounded(home: Path, ws: Path, seconds: float = 60.0) -> Any:
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = load_config(home, ws)
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "load_config did not return (a FIFO or a device was read?)"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    target=st.sampled_from(["mcp.json", "config.toml", "project"]),
+    kind=st.sampled_from(_FILE_KINDS),
+)
+def test_any_file_kind_and_encoding_loads_or_is_a_config_error_naming_the_file(data, target, kind):
+    content = data.draw(_contents("config.toml" if target == "config.toml" else "mcp.json"), label="content")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        home, ws = tmp / "home", tmp / "ws"
+        home.mkdir(), ws.mkdir()
+        path = ws / ".kxen" / "mcp.json" if target == "project" else home / target
+        _plant(kind, path, content, tmp)
+        try:
+            try:
+                config = _load_bounded(home, ws.resolve())
+            except ConfigError as exc:
+                assert target != "project", exc  # a project file never stops the load
+                assert exc.problems and all(p.startswith(f"{path}: ") for p in exc.problems), exc.problems
+                problems = exc.problems
+            else:
+                problems = list(config.project_problems)
+                assert all(p.startswith(f"{path.parent.parent.resolve() / '.kxen' / 'mcp.json'}: ") for p in problems)
+            if kind not in ("regular", "missing", "empty", "unreadable"):
+                assert problems, f"a {kind} was accepted"
+            for p in problems:
+                p.encode("utf-8")  # printable, encodable: a lone surrogate never reaches output
+                assert p.isprintable(), p
+        finally:
+            if path.exists() and not path.is_symlink() and kind == "unreadable":
+                os.chmod(path, 0o600)

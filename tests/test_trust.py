@@ -430,3 +430,108 @@ def test_a_relative_trusted_workspace_entry_trusts_nothing(kxen_home, ws, monkey
         assert "trusted_workspaces" in str(exc)
         return
     assert not config.trusted
+
+
+# --- trust cannot be moved; settings files must be the user's own --------------------------------
+
+
+def test_a_symlink_planted_at_a_trusted_path_does_not_move_trust(kxen_home, tmp_path):
+    """Trust is the canonical path recorded at ``kxen trust`` time, compared as a string: replacing
+    the trusted directory by a symlink to another directory does not trust that directory."""
+    trusted, evil = tmp_path / "trusted", tmp_path / "evil"
+    trusted.mkdir(), evil.mkdir()
+    write_project(evil, {"p": demo_entry()})
+    assert cli.main(["trust", str(trusted)]) == 0
+    assert load_config(None, trusted).trusted
+    trusted.rmdir()
+    trusted.symlink_to(evil, target_is_directory=True)
+    assert not load_config(None, evil).trusted
+    assert not load_config(None, trusted).trusted  # the workspace resolves to evil
+    # a hand-written entry that is itself a symlink trusts nothing but its own string
+    link = tmp_path / "link"
+    link.symlink_to(evil, target_is_directory=True)
+    kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(link))}]\n")
+    assert not load_config(None, evil).trusted
+    # untrust still finds an entry by what it resolves to, so the user can always remove trust
+    assert untrust(kxen_home.path, evil) is True
+    assert "trusted_workspaces = []" in (kxen_home.path / "config.toml").read_text().replace("\n", "")
+
+
+def test_trust_does_not_count_a_symlinked_entry_as_already_trusting(kxen_home, ws, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(ws, target_is_directory=True)
+    kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(link))}]\n")
+    assert not load_config(None, ws).trusted
+    assert trust(kxen_home.path, ws) is True  # not "unchanged": the canonical path is recorded
+    assert load_config(None, ws).trusted
+
+
+@pytest.mark.parametrize("name", ["config.toml", "mcp.json"])
+@pytest.mark.parametrize("mode", [0o666, 0o646, 0o602])
+def test_user_files_writable_by_everyone_are_refused(kxen_home, ws, capsys, name, mode):
+    path = kxen_home.path / name
+    path.write_text("" if name == "config.toml" else '{"mcpServers": {}}')
+    os.chmod(path, mode)
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ws)
+    assert info.value.problems == [
+        f"{path}: (file): refused: writable by every user (mode {mode:04o}) (chmod go-w, or chown it to yourself)"
+    ]
+    if name == "config.toml":
+        assert cli.main(["trust", str(ws)]) == 2
+        assert f"{path}: (file): cannot be updated: refused: writable by every user" in capsys.readouterr().err
+        assert path.read_text() == ""
+
+
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to chown")
+
+
+@needs_root
+def test_user_files_owned_by_another_user_or_writable_by_another_group_are_refused(kxen_home, ws):
+    path = kxen_home.write_settings("")
+    os.chown(path, 65534, -1)
+    with pytest.raises(ConfigError, match=r"refused: owned by another user \(uid 65534\)"):
+        load_config(None, ws)
+    os.chown(path, 0, 65534)
+    os.chmod(path, 0o664)
+    with pytest.raises(ConfigError, match="refused: writable by group 65534, not your own group"):
+        load_config(None, ws)
+    os.chmod(path, 0o644)  # readable by the group is fine
+    assert load_config(None, ws).settings is not None
+
+
+def test_group_writable_by_the_users_own_group_is_allowed(kxen_home, ws):
+    path = kxen_home.write_settings("")
+    os.chmod(path, 0o664)
+    assert load_config(None, ws).trusted is False
+
+
+def test_a_project_file_writable_by_others_is_not_refused_for_that(kxen_home, ws):
+    pfile = write_project(ws, {"p": demo_entry()})
+    os.chmod(pfile, 0o666)  # a repository's own file: trust and approval guard it, not its mode
+    assert load_config(None, ws).project_problems == ()
+
+
+def test_kxen_trust_writes_through_a_symlinked_settings_file(kxen_home, ws, tmp_path):
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "kxen.toml"
+    real.write_text("# kept in my dotfiles\n")
+    os.chmod(real, 0o600)
+    link = kxen_home.path / "config.toml"
+    link.symlink_to(real)
+    assert cli.main(["trust", str(ws)]) == 0
+    assert link.is_symlink() and os.readlink(link) == str(real), "the symlink was replaced by a regular file"
+    assert "# kept in my dotfiles" in real.read_text() and str(ws) in real.read_text()
+    assert real.stat().st_mode & 0o777 == 0o600
+    assert load_config(None, ws).trusted
+    assert [p.name for p in dotfiles.iterdir()] == ["kxen.toml"]  # no temp file left behind
+    assert cli.main(["remote", "on"]) == 0
+    assert link.is_symlink() and "remote_enabled = true" in real.read_text()
+
+
+def test_kxen_trust_never_leaves_the_settings_file_writable_by_others(kxen_home, ws):
+    path = kxen_home.write_settings("")
+    os.chmod(path, 0o600)
+    trust(kxen_home.path, ws)
+    assert path.stat().st_mode & 0o022 == 0

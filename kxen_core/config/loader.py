@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -18,8 +19,8 @@ import cattrs
 from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
-from ..converter import format_exception, make_converter
-from ..errors import ConfigError
+from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, make_converter
+from ..errors import ConfigError, printable
 from .models import ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
 
@@ -71,28 +72,128 @@ def _render(file: str, raw: str) -> str:
 MISSING = object()  # a file that does not exist (as opposed to one holding JSON null)
 
 
-def _read(path: Path, problems: list[str], parse: Callable[[bytes], Any]) -> Any:
-    """The parsed file, ``MISSING`` when it does not exist, or ``None`` after recording a problem."""
+class UnreadableFile(Exception):
+    """A file kxen refuses to read: not a regular file, too large, or not readable. The message is
+    the rule, without the file's name (callers add it)."""
+
+
+def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES, *, private: bool = False) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
+
+    The one way kxen reads a file: opened without blocking (a FIFO or a device never stalls the
+    open), checked on the open descriptor (``S_ISREG`` from ``fstat``, so a swap after the check is
+    still caught), and read with a hard bound of ``limit + 1`` bytes -- ``st_size`` is never trusted
+    (it is 0 for ``/dev/zero`` and can change while reading). Symlinks are followed to their target,
+    which must itself be a regular file. With ``private`` (the user's own settings and servers),
+    the file must also be owned by the user and writable by nobody else (:func:`unsafe_owner`).
+    Raises ``FileNotFoundError`` for a missing file and :class:`UnreadableFile` for everything else."""
     try:
-        st = path.stat()
+        # refuse devices, FIFOs and sockets before opening them at all (opening a device can act)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise UnreadableFile(_not_regular(os.stat(path).st_mode))
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        if isinstance(exc, OSError) and exc.errno == 2:
+            raise FileNotFoundError(exc.errno, exc.strerror) from None
+        raise UnreadableFile(f"cannot be read: {_why(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced between the check and the open
+            raise UnreadableFile(_not_regular(st.st_mode))
+        if private:
+            rule = unsafe_owner(st)
+            if rule:
+                raise UnreadableFile(rule)
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise UnreadableFile(f"larger than {limit} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot be read: {_why(exc)}") from None
+    finally:
+        os.close(fd)
+
+
+def unsafe_owner(st: os.stat_result) -> str | None:
+    """Why a file with this ``stat`` may not hold the user's own settings or servers, or None.
+
+    Whoever can write ``config.toml`` can grant trust and turn remote MCP on, and whoever can write
+    the user's ``mcp.json`` chooses what runs as the user: so these are refused (not just warned
+    about) when another user owns them, when anyone may write them, or when a group other than
+    the user's own may write them. (Where there are no POSIX owners, nothing is checked.)"""
+    if not hasattr(os, "geteuid"):  # pragma: no cover - not POSIX
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    fix = "(chmod go-w, or chown it to yourself)"
+    if st.st_uid != os.geteuid():
+        return f"refused: owned by another user (uid {st.st_uid}) {fix}"
+    if mode & stat.S_IWOTH:
+        return f"refused: writable by every user (mode {mode:04o}) {fix}"
+    if mode & stat.S_IWGRP and st.st_gid != os.getegid():
+        return f"refused: writable by group {st.st_gid}, not your own group (mode {mode:04o}) {fix}"
+    return None
+
+
+def _why(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or "invalid path"
+
+
+def _not_regular(mode: int) -> str:
+    what = (
+        "a directory" if stat.S_ISDIR(mode)
+        else "a FIFO" if stat.S_ISFIFO(mode)
+        else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket" if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )  # fmt: skip
+    return f"cannot be read: must be a regular file (it is {what})"
+
+
+def _read(path: Path, problems: list[str], parse: Callable[[str], Any], *, private: bool = False) -> Any:
+    """The parsed file, ``MISSING`` when it does not exist, or ``None`` after recording a problem.
+
+    The file is read by :func:`read_limited`; its text must be UTF-8 (a BOM is refused, as are
+    other encodings) and hold no lone surrogate; parsing is bounded (nesting too deep is a problem,
+    not a crash)."""
+    kind = "TOML" if path.suffix == ".toml" else "JSON"
+    try:
+        data = read_limited(path, private=private)
     except FileNotFoundError:
         return MISSING
-    except OSError as exc:
-        problems.append(f"{path}: (file): cannot be read: {exc.strerror or exc}")
+    except UnreadableFile as exc:
+        problems.append(f"{path}: (file): {exc}")
         return None
-    if st.st_size > MAX_CONFIG_BYTES:
-        problems.append(f"{path}: (file): larger than {MAX_CONFIG_BYTES} bytes")
-        return None
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        problems.append(f"{path}: (file): cannot be read: {exc.strerror or exc}")
+    if data.startswith(b"\xef\xbb\xbf"):
+        problems.append(f"{path}: (file): not valid {kind}: must be UTF-8 without a byte order mark")
         return None
     try:
-        return parse(data)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: (file): not valid {kind}: not UTF-8 text (invalid byte at offset {exc.start})")
+        return None
+    try:
+        data = parse(text)
+    except RecursionError:
+        problems.append(f"{path}: (file): not valid {kind}: nested too deeply")
+        return None
     except (ValueError, tomllib.TOMLDecodeError) as exc:
-        problems.append(f"{path}: (file): not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}")
+        problems.append(f"{path}: (file): not valid {kind}: {exc}")
         return None
+    bad = lone_surrogates(data)
+    if bad:  # "\ud800" escapes: valid JSON, but no UTF-8 output (a launch, a message) can carry them
+        problems.extend(f"{path}: {where}: {SURROGATE_RULE}" for where in bad)
+        return None
+    return data
 
 
 def _structure(conv: cattrs.Converter, data: Any, cls: type, file: str, path: str, problems: list[str]) -> Any:
@@ -110,7 +211,7 @@ def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None
     conv = conv or make_converter()
     path = home / "config.toml"
     before = len(problems)
-    data = _read(path, problems, lambda b: tomllib.loads(b.decode("utf-8")))
+    data = _read(path, problems, tomllib.loads, private=True)
     if data is MISSING or len(problems) > before:
         return Settings()
     return _structure(conv, data, Settings, str(path), "$", problems) or Settings()
@@ -131,7 +232,7 @@ def load_servers(
     conv = conv or make_converter()
     file = str(path)
     before = len(problems)
-    data = _read(path, problems, lambda b: json.loads(b.decode("utf-8")))
+    data = _read(path, problems, json.loads, private=scope == "user")
     if data is MISSING or len(problems) > before:
         return {}
     if not isinstance(data, dict):
@@ -222,14 +323,16 @@ def load_config(
         project = {}
     merged = dict(user)
     merged.update(project)  # whole-entry replacement
-    trusted = str(workspace) in {canonical(p) for p in settings.trusted_workspaces}
+    # the recorded strings as they are (only normalized as text): resolving them again here would
+    # let a symlink planted later at a trusted path carry the trust to wherever it points
+    trusted = str(workspace) in {os.path.normpath(p) for p in settings.trusted_workspaces}
     return Config(
         home=home,
         workspace=workspace,
         settings=settings,
         servers=merged,
         user_servers=user,
-        project_problems=tuple(pproblems),
+        project_problems=tuple(map(printable, pproblems)),  # keys from a repository: one safe line each
         trusted=trusted,
         files=(str(home / "config.toml"), str(user_file), str(pfile)),
     )

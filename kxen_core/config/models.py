@@ -196,13 +196,13 @@ def _absolute_paths(instance: Any, attribute: attrs.Attribute, value: list[str])
     # a relative entry would trust whatever directory kxen happens to run in
     for i, path in enumerate(value):
         if not os.path.isabs(path):
-            raise ValueError(f"{attribute.name}[{i}] must be an absolute path (got {path[:80]!r})")
+            raise ValueError(f"{attribute.name}[{i}] must be an absolute path")
 
 
 def _globs(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
     for pattern in value:
         if not pattern or len(pattern) > 200:
-            raise ValueError(f"{attribute.name}: patterns are 1-200 characters (got {pattern[:40]!r})")
+            raise ValueError(f"{attribute.name}: patterns are 1-200 characters (got {len(pattern)})")
 
 
 @attrs.frozen(kw_only=True)

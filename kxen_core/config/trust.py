@@ -5,6 +5,11 @@ Only the user grants trust and turns remote MCP on: these are written by ``kxen 
 and nothing in a project can change them. Writes are atomic (temp file, fsync, rename), and the
 whole read-modify-write holds ``config.toml.lock`` beside the file, so two processes changing
 settings at once cannot lose either change. Waiting for that lock is bounded (``lock_timeout``).
+
+A symlinked ``config.toml`` is written through: its target gets the new content (temp file next to
+the target, then rename), and the link stays. The file is read like every config file (regular,
+bounded) and must be the user's own and not writable by others; the new file never gets group or
+world write. Trust is recorded as the workspace's canonical path and compared as that string.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
-from .loader import canonical
+from .loader import UnreadableFile, canonical, read_limited
 
 
 #: seconds to wait for another process's settings change before giving up with a ConfigError
@@ -45,28 +50,48 @@ def update_settings(home: Path, mutate: Callable[[Any], bool], *, lock_timeout: 
         raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc}"]) from None
     try:
         try:
-            text = path.read_text(encoding="utf-8") if path.exists() else ""
-            doc = tomlkit.parse(text)
-        except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
+            text = read_limited(path, private=True).decode("utf-8")
+        except FileNotFoundError:
+            text = ""
+        except UnreadableFile as exc:
             raise ConfigError([f"{path}: (file): cannot be updated: {exc}"]) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError([f"{path}: (file): cannot be updated: not UTF-8 text (invalid byte at offset {exc.start})"]) from None
+        try:
+            doc = tomlkit.parse(text)
+        except RecursionError:
+            raise ConfigError([f"{path}: (file): cannot be updated: not valid TOML: nested too deeply"]) from None
+        except tomlkit.exceptions.ParseError as exc:
+            raise ConfigError([f"{path}: (file): cannot be updated: not valid TOML: {exc}"]) from None
         if not mutate(doc):
             return False
-        fd, tmp = tempfile.mkstemp(dir=home, prefix=".config.toml.")
+        # a symlinked config.toml (dotfiles kept elsewhere) stays a symlink: the new content replaces
+        # its target, atomically, from a temp file next to the target
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(tomlkit.dumps(doc))
-                f.flush()
-                os.fsync(f.fileno())
-            if path.exists():
-                os.chmod(tmp, path.stat().st_mode & 0o777)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            _write(path, tomlkit.dumps(doc))
+        except OSError as exc:
+            raise ConfigError([f"{path}: (file): cannot be updated: {exc.strerror or exc}"]) from None
         return True
     finally:
         lock.release()
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the content of ``path`` -- of its target, when it is a symlink -- atomically."""
+    target = Path(os.path.realpath(path))
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".config.toml.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o777 & ~0o022)  # never more open than before, never go+w
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def _trust_edit(home: Path, workspace: Path, add: bool, lock_timeout: float) -> bool:
@@ -85,7 +110,9 @@ def _trust_edit(home: Path, workspace: Path, add: bool, lock_timeout: float) -> 
             doc["trusted_workspaces"] = current
         if not isinstance(current, list):
             raise ConfigError([f"{path}: trusted_workspaces: must be a list of paths"])
-        present = [canonical(p) for p in current if isinstance(p, str)]
+        # trust is recorded and compared as the canonical path string (see load_config): an entry
+        # is never resolved again to decide what is trusted, only to find what to remove
+        present = [os.path.normpath(p) for p in current if isinstance(p, str)]
         if add:
             if target in present:
                 return False
@@ -93,12 +120,19 @@ def _trust_edit(home: Path, workspace: Path, add: bool, lock_timeout: float) -> 
             return True
         changed = False
         for i in reversed(range(len(current))):
-            if isinstance(current[i], str) and canonical(current[i]) == target:
+            if isinstance(current[i], str) and target in (os.path.normpath(current[i]), _resolved(current[i])):
                 del current[i]
                 changed = True
         return changed
 
     return update_settings(home, mutate, lock_timeout=lock_timeout)
+
+
+def _resolved(path: str) -> str | None:
+    try:
+        return canonical(path)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
+        return None
 
 
 def trust(home: Path, workspace: Path, *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
