@@ -85,7 +85,7 @@ class ApprovalDecision:
 
 
 def fingerprint(payload: Any) -> str:
-    """A stable SHA-256 over canonical JSON."""
-    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """A stable SHA-256 over canonical JSON (a lone surrogate is hashed as itself, never a crash)."""
+    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()
 

@@ -1,0 +1,100 @@
+"""Text from outside kxen, made safe to print: on a terminal, and as strict JSON.
+
+Server names, descriptions, error messages, a server's stderr, tool results, key paths of a
+project file: any of it may carry terminal escapes, bidi overrides that reorder what is shown, or
+lone surrogates that cannot be encoded. :func:`safe_text` shows every such character literally as
+a visible escape (``\\x1b``, ``\\u202e``, ``\\udc80``), so nothing reaches the terminal that the
+terminal would act on, and nothing makes printing fail.
+
+Escaped: control characters (C0, DEL, C1 -- ``ESC`` among them), format characters (bidi
+overrides and isolates, zero-width characters, Unicode tags), line and paragraph separators, and
+surrogates. Newlines and tabs are escaped too unless ``multiline=True``.
+
+:func:`json_text` is the ``--json`` form: always strict JSON (``allow_nan=False``). Non-finite
+numbers (``1e999``, ``NaN`` from a server) become the strings ``"Infinity"``, ``"-Infinity"`` and
+``"NaN"``; the characters above are written as ``\\uXXXX`` escapes, so the output is plain to look
+at and decodes to exactly the same strings.
+
+Rich is never given markup built from such text: tables are built from ``rich.text.Text``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import unicodedata
+from typing import Any
+
+#: Unicode categories shown as escapes: control, format, surrogate, line and paragraph separator
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+_CANDIDATE = re.compile(r"[^\x20-\x7e]")  # everything else is printable ASCII
+
+
+@functools.lru_cache(maxsize=4096)
+def _unsafe(ch: str) -> bool:
+    return unicodedata.category(ch) in UNSAFE_CATEGORIES
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _sub_line(m: re.Match[str]) -> str:
+    ch = m.group()
+    return _escape(ch) if _unsafe(ch) else ch
+
+
+def _sub_multiline(m: re.Match[str]) -> str:
+    ch = m.group()
+    return _escape(ch) if ch not in "\n\t" and _unsafe(ch) else ch
+
+
+def safe_text(value: Any, *, multiline: bool = False) -> str:
+    """``value`` as text a terminal shows literally (``None`` is ``""``)."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    return _CANDIDATE.sub(_sub_multiline if multiline else _sub_line, text)
+
+
+def finite(data: Any) -> Any:
+    """``data`` with every non-finite float replaced by ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``."""
+    if isinstance(data, float):
+        if math.isfinite(data):
+            return data
+        return "NaN" if math.isnan(data) else ("Infinity" if data > 0 else "-Infinity")
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
+
+
+def _json_escape(m: re.Match[str]) -> str:
+    ch = m.group()
+    if ch < " " or not _unsafe(ch):  # json.dumps escapes C0 in strings; outside them it is layout
+        return ch
+    code = ord(ch)
+    if code > 0xFFFF:  # as a surrogate pair, the only way JSON spells it
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def json_text(data: Any, *, indent: int | None = 2) -> str:
+    """Strict JSON for ``data`` (see the module docstring), safe on a terminal."""
+    text = json.dumps(finite(data), indent=indent, ensure_ascii=False, allow_nan=False)
+    # outside strings the output is ASCII (and layout), so every other match is inside a string,
+    # where \\uXXXX is valid
+    return _CANDIDATE.sub(_json_escape, text)
+
+
+__all__ = ["UNSAFE_CATEGORIES", "finite", "json_text", "safe_text"]
