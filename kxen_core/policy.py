@@ -17,6 +17,7 @@ import attrs
 
 if TYPE_CHECKING:
     from .config.models import ServerConfig, Settings
+    from .launch import Launch
 
 Decision = Literal["allow", "ask", "deny"]
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
@@ -32,6 +33,7 @@ class ToolCall:
     role: str | None = None
     tool_info: dict[str, Any] = attrs.field(factory=dict)  # the catalog entry (annotations are hints only)
     settings: Settings | None = None  # the user's settings (roles live there)
+    launch: Launch | None = None  # what runs behind a local server's name (its approval is bound to it)
 
     @property
     def qualified_name(self) -> str:

@@ -286,6 +286,7 @@ class Runtime:
             role=self.role,
             tool_info=info,
             settings=self.config.settings if self.config else None,
+            launch=target.launch,  # the approval is bound to what runs behind the name
         )
         await authorize(self.pm, call, self.approvals)
         session = target.session

@@ -26,6 +26,7 @@ import math
 import re
 import unicodedata
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 #: Unicode categories shown as escapes: control, format, surrogate, line and paragraph separator
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
@@ -97,4 +98,42 @@ def json_text(data: Any, *, indent: int | None = 2) -> str:
     return _CANDIDATE.sub(_json_escape, text)
 
 
-__all__ = ["UNSAFE_CATEGORIES", "finite", "json_text", "safe_text"]
+def redacted_url(url: str | None) -> str:
+    """``url`` for display: every query value (``api_key=...``) and any user info replaced by ``***``,
+    the fragment dropped. The keys stay, so a person can still tell two URLs apart."""
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2]
+        if "@" in parts.netloc:
+            netloc = "***@" + netloc
+    except ValueError:
+        return "(not a valid URL)"
+    query = "&".join(
+        (piece.partition("=")[0] + "=***") if "=" in piece else piece for piece in parts.query.split("&") if piece
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def query_values(url: str | None) -> list[str]:
+    """The query values of ``url`` (what :func:`redacted_url` hides), raw and percent-decoded."""
+    from urllib.parse import parse_qsl
+
+    if not url:
+        return []
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        return []
+    out: list[str] = []
+    for piece in query.split("&"):
+        raw = piece.partition("=")[2]
+        if raw:
+            out.append(raw)
+    for _key, value in parse_qsl(query, keep_blank_values=False):
+        out.append(value)
+    return [v for v in dict.fromkeys(out) if v]
+
+
+__all__ = ["UNSAFE_CATEGORIES", "finite", "json_text", "query_values", "redacted_url", "safe_text"]
