@@ -15,7 +15,7 @@ import anyio
 
 from .config import load_config
 from .errors import ConfigError, KxenError
-from .safe_text import json_text, safe_text
+from .safe_text import Secrets, config_secrets, json_text, safe_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_WAIT = 90.0
@@ -65,7 +65,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: what the loaded config says must never be printed; scrubbed from all output (see _use_config)
+_secrets = Secrets()
+
+
+def _use_config(config: Any) -> None:
+    """Scrub the secrets of ``config`` (user and project entries) from everything printed from now on."""
+    global _secrets
+    _secrets = config_secrets([*config.servers.values(), *config.user_servers.values()])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    global _secrets
+    _secrets = Secrets()
     args = _parser().parse_args(argv)
     try:
         if args.command == "plugins":
@@ -91,13 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _print_json(data: Any) -> None:
     """Strict JSON, safe on a terminal (non-finite numbers as strings: see :mod:`.safe_text`)."""
-    _say(json_text(data))
+    _say(json_text(_secrets.data(data)))
 
 
 def _say(text: str, *, err: bool = False) -> None:
     """Print one line. ``text`` must already be safe (:func:`safe_text`); a terminal whose encoding
     cannot show a character gets a backslash escape instead of a crash."""
     stream = sys.stderr if err else sys.stdout
+    text = _secrets.text(text)
     try:
         stream.write(text + "\n")
     except UnicodeEncodeError:
@@ -116,14 +129,14 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     for c in columns:
         table.add_column(Text(c), overflow="fold")
     for row in rows:
-        table.add_row(*[Text(safe_text(v)) for v in row])
+        table.add_row(*[Text(_secrets.text(safe_text(v))) for v in row])
     console = Console(soft_wrap=False, markup=False, emoji=False, highlight=False)
     try:
         console.print(table)
     except UnicodeEncodeError:
         # a terminal that cannot show some character: the same table in ASCII with escapes
         for row in rows:
-            _say("  ".join(safe_text(v).encode("ascii", "backslashreplace").decode("ascii") for v in row))
+            _say("  ".join(safe_text(v).encode("ascii", "backslashreplace").decode("ascii") for v in row))  # scrubbed by _say
 
 
 # --- kxen config check / kxen plugins ---------------------------------------------------------
@@ -134,6 +147,7 @@ def _config_check(args: argparse.Namespace) -> int:
 
     # kinds and their options are checked against the installed plugins
     config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
+    _use_config(config)
     problems = list(config.project_problems)
     if args.json:
         _print_json(
@@ -172,6 +186,7 @@ def _approvals(args: argparse.Namespace) -> int:
 
     rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
     config = rt.load()  # nothing starts
+    _use_config(config)
     rows = []
     for server, launch, error in rt.pending_launches():
         rows.append(
@@ -264,6 +279,8 @@ async def _mcp(args: argparse.Namespace) -> int:
         if only and not set(only) <= set(rt.servers):
             _say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
             return EXIT_USAGE
+        assert rt.config is not None
+        _use_config(rt.config)
         await rt.wait_ready(args.wait)
         if args.mcp_command == "status":
             return _status(rt, args)

@@ -16,6 +16,10 @@ numbers (``1e999``, ``NaN`` from a server) become the strings ``"Infinity"``, ``
 at and decodes to exactly the same strings.
 
 Rich is never given markup built from such text: tables are built from ``rich.text.Text``.
+
+:class:`Secrets` (from :func:`config_secrets`) scrubs what the user configured as secret -- the
+query values of a server URL (``api_key=...``), credential headers, sensitive env values -- from
+whatever a server sends back before it is shown.
 """
 
 from __future__ import annotations
@@ -136,4 +140,65 @@ def query_values(url: str | None) -> list[str]:
     return [v for v in dict.fromkeys(out) if v]
 
 
-__all__ = ["UNSAFE_CATEGORIES", "finite", "json_text", "query_values", "redacted_url", "safe_text"]
+class Secrets:
+    """Values that must never be printed (query values of configured URLs, credential header and env
+    values), scrubbed as ``***`` from text and from every string of a JSON-like value. Each value is
+    also known in its :func:`safe_text` form, so it is found after escaping too."""
+
+    MIN_CHARS = 4  # shorter values are too common to scrub
+
+    def __init__(self, values: Any = ()) -> None:
+        found = {v for v in values if isinstance(v, str) and len(v) >= self.MIN_CHARS}
+        found |= {safe_text(v) for v in found}
+        self.values = sorted(found, key=len, reverse=True)  # whole values before their parts
+
+    def text(self, text: str) -> str:
+        for v in self.values:
+            if v in text:
+                text = text.replace(v, "***")
+        return text
+
+    def data(self, data: Any) -> Any:
+        if not self.values:
+            return data
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, dict):
+            return {self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [self.data(v) for v in data]
+        return data
+
+
+def config_secrets(servers: Any) -> Secrets:
+    """The secrets of configured server entries: query values of ``url`` and the OAuth metadata
+    URL, values of credential headers (and the credential after ``Bearer``), values of env keys
+    that look sensitive, and the OAuth client secret."""
+    from .config.project import secret_header
+    from .launch import sensitive_key
+
+    values: list[str] = []
+    for server in servers:
+        values += query_values(server.url)
+        if server.oauth is not None:
+            values += query_values(server.oauth.authorizationServerMetadataUrl)
+            if server.oauth.clientSecret:
+                values.append(server.oauth.clientSecret)
+        for name, value in server.headers.items():
+            if secret_header(name):
+                scheme, _, credential = value.partition(" ")
+                values += [value, credential.strip()] if credential and scheme.isalpha() else [value]
+        values += [v for k, v in server.env.items() if sensitive_key(k)]
+    return Secrets(values)
+
+
+__all__ = [
+    "UNSAFE_CATEGORIES",
+    "Secrets",
+    "config_secrets",
+    "finite",
+    "json_text",
+    "query_values",
+    "redacted_url",
+    "safe_text",
+]

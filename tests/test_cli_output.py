@@ -274,3 +274,56 @@ def test_text_output_survives_a_narrow_terminal_encoding(kxen_home, ws, fakes, m
     assert cli.main([*argv, "tools", "--wait", "10"]) == 0
     sys.stdout.flush()
     assert b"gr\\xf6\\xdfe \\udc80 \\u2713" in buffer.getvalue()
+
+
+# --- secrets the user configured never come back in clear -----------------------------------------
+
+KEY = "k3y-from-the-url-51"
+TOKEN = "t0ken-from-a-header-77"
+
+
+def test_a_server_echoing_configured_secrets_is_printed_redacted(kx, kxen_home, fakes):
+    echo = f"api_key={KEY} auth=Bearer {TOKEN} again {KEY}"
+
+    def fail(args: dict[str, Any]) -> Any:
+        raise FakeError(-32000, f"denied: {echo}", data=echo)
+
+    def refuse(params: dict[str, Any]) -> Any:
+        raise FakeError(-32603, f"cannot start: {echo}")
+
+    fakes.add(
+        "f",
+        FakeServer(
+            tools={"ok": lambda a: text_result(echo), "fail": fail},
+            tool_defs=[
+                {"name": "ok", "description": echo, "inputSchema": {"type": "object"}},
+                {"name": "fail", "description": "x", "inputSchema": {"type": "object"}},
+            ],
+        ),
+    )
+    fakes.add("g", FakeServer(methods={"initialize": refuse}))
+    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
+    url = f"https://127.0.0.1/mcp?api_key={KEY}&v=1"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    kxen_home.write_servers(
+        {
+            "r": mem("f", url=url, headers=headers, defaultToolPolicy="allow"),
+            "bad": mem("g", url=url),
+        }
+    )
+    runs = [
+        kx("mcp", "status", "--wait", "10"),
+        kx("mcp", "status", "--json", "--wait", "10"),
+        kx("mcp", "tools", "r", "--wait", "10"),
+        kx("mcp", "tools", "r", "--json", "--wait", "10"),
+        kx("mcp", "call", "r", "ok", "--wait", "10"),
+        kx("mcp", "call", "r", "ok", "--json", "--wait", "10"),
+        kx("mcp", "call", "r", "fail", "--wait", "10"),
+        kx("mcp", "call", "r", "fail", "--json", "--wait", "10"),
+    ]
+    assert [code for code, _, _ in runs] == [1, 1, 0, 0, 0, 0, 1, 1]
+    for _code, out, err in runs:
+        assert KEY not in out + err and TOKEN not in out + err
+        assert_clean(out, err)
+    assert "***" in runs[4][1] and "***" in runs[6][2]
+    assert json.loads(runs[5][1])["content"][0]["text"] == "api_key=*** auth=*** again ***"
