@@ -25,7 +25,7 @@ from .agent_tools import qualified_name
 from .errors import ApprovalDenied, KxenError, PolicyDenied
 from .hookcall import acall_all, acall_first
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
-from .safe_text import redacted_url
+from .safe_text import redacted_url, safe_text
 
 if TYPE_CHECKING:
     import pluggy
@@ -58,7 +58,7 @@ class Approvals:
             try:
                 answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
             except KxenError as exc:
-                log.warning("approval channel failed: %s", exc)
+                log.warning("approval channel failed: %s", safe_text(exc))  # may go to a terminal as is
                 return ApprovalDecision(approved=False, reason=f"approval channel failed: {exc}")
         if not isinstance(answer, ApprovalDecision):
             return ApprovalDecision(approved=False, reason="no approval channel is available")

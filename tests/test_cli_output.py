@@ -327,3 +327,28 @@ def test_a_server_echoing_configured_secrets_is_printed_redacted(kx, kxen_home, 
         assert_clean(out, err)
     assert "***" in runs[4][1] and "***" in runs[6][2]
     assert json.loads(runs[5][1])["content"][0]["text"] == "api_key=*** auth=*** again ***"
+
+
+@pytest.mark.anyio
+async def test_a_failing_approval_channel_is_logged_without_raw_escapes(caplog):
+    import logging
+
+    from kxen_core import hookimpl
+    from kxen_core.approvals import Approvals
+    from kxen_core.plugins import make_plugin_manager
+    from kxen_core.policy import ApprovalRequest
+
+    class Broken:
+        __name__ = "broken-channel"
+
+        @hookimpl
+        async def kxen_approval_prompt(self, request):
+            raise RuntimeError(ATTACK)
+
+    approvals = Approvals(make_plugin_manager(allow=[], extra=[Broken()]))
+    with caplog.at_level(logging.WARNING, logger="kxen.approvals"):
+        decision = await approvals.ask(ApprovalRequest(kind="tool_call", server="s", summary="x", fingerprint="f"))
+    assert decision.approved is False
+    logged = [r.getMessage() for r in caplog.records if r.name == "kxen.approvals"]
+    assert logged and all(unsafe_chars(m) == [] for m in logged)
+    assert "\\x1b[2J" in logged[0]
