@@ -2,7 +2,8 @@
 
 The gates, in order: a project entry needs a trusted workspace; a remote entry needs the user's
 remote switch; an entry may be turned off with ``enabled: false``. A project entry that may not start
-gives way to the user entry of the same name, when that one may. (A project *local* server also
+gives way to the user entry of the same name, when that one may; a project entry that starts in
+place of a user entry says so in its note. (A project *local* server also
 needs its exact launch approved; that is asked when it starts, see :mod:`kxen_core.server`.)
 """
 
@@ -46,12 +47,29 @@ def admit(config: Config, entry: ServerConfig) -> Admission:
     """Start ``entry``, a user entry in its place, or nothing (with the state and the reason)."""
     refused = gate(config, entry)
     if refused is None:
-        return Admission(run=entry)
+        return Admission(run=entry, note=replaces(config, entry))
     fallback = user_fallback(config, entry.name) if entry.scope == "project" else None
     if fallback is not None:
         why = refused.error or refused.note or refused.state.value
         return Admission(run=fallback, note=f"the project entry is not used ({why}); using the user entry")
     return refused
+
+
+def replaces(config: Config, entry: ServerConfig) -> str | None:
+    """The note when a project entry replaces the user entry of the same name (never silently)."""
+    user = config.user_servers.get(entry.name) if entry.scope == "project" else None
+    if user is None:
+        return None
+    return f"the project entry ({describe(entry)}) replaces the user entry of this name ({describe(user)})"
+
+
+def describe(server: ServerConfig) -> str:
+    """A server's kind and what stands behind it (URL with query values hidden, or command)."""
+    from .safe_text import redacted_url
+
+    if server.is_remote:
+        return f"{server.kind} {redacted_url(server.url)}"
+    return f"{server.kind} {server.command!r}" if server.command is not None else server.kind
 
 
 def user_fallback(config: Config, name: str) -> ServerConfig | None:
@@ -73,4 +91,4 @@ def why_replaced(config: Config, name: str) -> str:
     return "its configuration changed (reload)"
 
 
-__all__ = ["Admission", "admit", "gate", "user_fallback", "why_replaced"]
+__all__ = ["Admission", "admit", "describe", "gate", "replaces", "user_fallback", "why_replaced"]

@@ -15,7 +15,11 @@ def qualified_name(server: str, tool: str) -> str:
 
 
 def split_qualified(name: str) -> tuple[str, str]:
-    """``server__tool`` -> (server, tool). Server names never contain ``__``, so the first one splits."""
+    """``server__tool`` -> (server, tool): the inverse of :func:`qualified_name` for every allowed pair.
+
+    Server names never contain ``__`` and never end with ``_`` (:func:`~kxen_core.config.check_server_key`),
+    so no ``__`` can start inside the server name: the first one is the separator.
+    """
     server, sep, tool = name.partition(SEPARATOR)
     if not sep or not server or not tool:
         raise ValueError(f"not a qualified tool name (expected <server>__<tool>): {name[:100]!r}")

@@ -4,7 +4,10 @@
 beats allow) and sends an ``ask`` to :class:`Approvals`.
 
 A request with a fingerprint (a project launch, a tool call with its arguments) that was approved
-once in this process -- by a channel, or up front with ``--approve`` -- is not asked again. Channels
+once in this process -- by a channel, or up front with ``--approve`` -- is not asked again. A tool
+call's fingerprint is bound to the server's identity (:func:`server_identity`: scope, kind, and the
+launch fingerprint of a local server or the canonical URL of a remote one), not only its name: when
+a reload puts something else behind the name, the same call is asked again. Channels
 are asked one request at a time (a person answers one prompt at a time); with no channel, or a
 channel that fails, the answer is no. Nothing is persisted.
 """
@@ -12,7 +15,8 @@ channel that fails, the answer is no. Nothing is persisted.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import attrs
@@ -21,9 +25,13 @@ from .agent_tools import qualified_name
 from .errors import ApprovalDenied, KxenError, PolicyDenied
 from .hookcall import acall_all, acall_first
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
+from .safe_text import redacted_url, safe_text
 
 if TYPE_CHECKING:
     import pluggy
+
+    from .config.models import ServerConfig
+    from .launch import Launch
 
 log = logging.getLogger("kxen.approvals")
 
@@ -50,7 +58,7 @@ class Approvals:
             try:
                 answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
             except KxenError as exc:
-                log.warning("approval channel failed: %s", exc)
+                log.warning("approval channel failed: %s", safe_text(exc))  # may go to a terminal as is
                 return ApprovalDecision(approved=False, reason=f"approval channel failed: {exc}")
         if not isinstance(answer, ApprovalDecision):
             return ApprovalDecision(approved=False, reason="no approval channel is available")
@@ -60,6 +68,62 @@ class Approvals:
             answer = attrs.evolve(answer, reason="declined")
         return answer
 
+
+
+def canonical_url(url: str) -> str:
+    """``url`` with the scheme and host lower-cased, a default port dropped, an empty path as ``/``
+    and no fragment: two spellings of one endpoint are one identity."""
+    try:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or ""), parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None and (scheme, port) not in (("https", 443), ("http", 80)):
+        host = f"{host}:{port}"
+    return urlunsplit((scheme, host, parts.path or "/", parts.query, ""))
+
+
+def server_identity(server: ServerConfig, launch: Launch | None = None) -> dict[str, Any]:
+    """What stands behind a server's name: its scope and transport kind, and the canonical URL of a
+    remote server or the fingerprint of a local server's launch (from its config when the resolved
+    ``launch`` is not known)."""
+    identity: dict[str, Any] = {"scope": server.scope, "kind": server.kind}
+    if server.is_remote:
+        identity["url"] = canonical_url(server.url or "")
+    elif launch is not None:
+        identity["launch"] = launch.fingerprint
+    else:
+        identity["config"] = fingerprint(
+            {"command": server.command, "args": server.args, "cwd": server.cwd, "env": server.env, "options": server.options}
+        )
+    return identity
+
+
+def call_fingerprint(call: ToolCall) -> str:
+    """The fingerprint of one tool call: server name and identity, tool, arguments."""
+    return fingerprint(
+        {
+            "server": call.server.name,
+            "identity": server_identity(call.server, call.launch),
+            "tool": call.tool,
+            "arguments": call.arguments,
+        }
+    )
+
+
+def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
+    """What an approval request shows about the server: scope, file, kind, URL or launch."""
+    shown: dict[str, Any] = {"scope": server.scope, "source": server.source, "transport": server.kind}
+    if server.is_remote:
+        shown["url"] = redacted_url(server.url)
+    elif launch is not None:
+        shown["launch"] = launch.display()
+    else:
+        shown["command"] = server.command
+    return shown
 
 
 async def authorize(pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals) -> None:
@@ -81,12 +145,14 @@ async def authorize(pm: pluggy.PluginManager, call: ToolCall, approvals: Approva
         reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
         raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
     if decision == "ask":
-        fp = fingerprint({"server": call.server.name, "tool": call.tool, "arguments": call.arguments})
+        fp = call_fingerprint(call)
+        where = _where(call.server, call.launch)
         request = ApprovalRequest(
             kind="tool_call",
             server=call.server.name,
-            summary=f"call tool {label}",
-            details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why]},
+            summary=f"call tool {label} on the {call.server.scope} server {call.server.name!r}"
+            + (f" at {where['url']}" if "url" in where else ""),
+            details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why], **where},
             fingerprint=fp,
         )
         answer = await approvals.ask(request)
@@ -94,4 +160,4 @@ async def authorize(pm: pluggy.PluginManager, call: ToolCall, approvals: Approva
             raise ApprovalDenied(f"{label} needs approval: {answer.reason} (fingerprint {fp})")
 
 
-__all__ = ["Approvals", "authorize"]
+__all__ = ["Approvals", "authorize", "call_fingerprint", "canonical_url", "server_identity"]

@@ -15,6 +15,7 @@ import anyio
 
 from .config import load_config
 from .errors import ConfigError, KxenError
+from .safe_text import Secrets, config_secrets, json_text, safe_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_WAIT = 90.0
@@ -85,7 +86,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: what the loaded config says must never be printed; scrubbed from all output (see _use_config)
+_secrets = Secrets()
+
+
+def _use_config(config: Any) -> None:
+    """Scrub the secrets of ``config`` (user and project entries) from everything printed from now on."""
+    global _secrets
+    _secrets = config_secrets([*config.servers.values(), *config.user_servers.values()])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    global _secrets
+    _secrets = Secrets()
     args = _parser().parse_args(argv)
     try:
         if args.command == "plugins":
@@ -103,26 +116,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "json", False):
             _print_json({"ok": False, "problems": exc.problems})
         else:
-            print(f"kxen: {exc}", file=sys.stderr)
+            _say(f"kxen: {safe_text(exc, multiline=True)}", err=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """Strict JSON, safe on a terminal (non-finite numbers as strings: see :mod:`.safe_text`)."""
+    _say(json_text(_secrets.data(data)))
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    """Print one line. ``text`` must already be safe (:func:`safe_text`); a terminal whose encoding
+    cannot show a character gets a backslash escape instead of a crash."""
+    stream = sys.stderr if err else sys.stdout
+    text = _secrets.text(text)
+    try:
+        stream.write(text + "\n")
+    except UnicodeEncodeError:
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write((text + "\n").encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    """A rich table; every cell is a ``Text`` of :func:`safe_text` (never markup)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for c in columns:
-        table.add_column(c, overflow="fold")
+        table.add_column(Text(c), overflow="fold")
     for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
-    Console(soft_wrap=False).print(table)
+        table.add_row(*[Text(_secrets.text(safe_text(v))) for v in row])
+    console = Console(soft_wrap=False, markup=False, emoji=False, highlight=False)
+    try:
+        console.print(table)
+    except UnicodeEncodeError:
+        # a terminal that cannot show some character: the same table in ASCII with escapes
+        for row in rows:
+            _say("  ".join(safe_text(v).encode("ascii", "backslashreplace").decode("ascii") for v in row))  # scrubbed by _say
 
 
 # --- kxen config check / kxen plugins ---------------------------------------------------------
@@ -133,6 +168,7 @@ def _config_check(args: argparse.Namespace) -> int:
 
     # kinds and their options are checked against the installed plugins
     config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
+    _use_config(config)
     problems = list(config.project_problems)
     if args.json:
         _print_json(
@@ -141,7 +177,7 @@ def _config_check(args: argparse.Namespace) -> int:
     elif problems:
         _print_problems(problems)
     else:
-        print(f"OK: {len(config.servers)} server(s) in {', '.join(config.files)}")
+        _say(safe_text(f"OK: {len(config.servers)} server(s) in {', '.join(config.files)}"))
     return EXIT_USAGE if problems else EXIT_OK
 
 
@@ -152,7 +188,7 @@ def _trust(args: argparse.Namespace) -> int:
     path = (args.path or args.workspace or Path.cwd()).resolve()
     changed = (trust if args.command == "trust" else untrust)(args.home or default_home(), path)
     verb = "trusted" if args.command == "trust" else "not trusted"
-    print(f"{path}: {verb}" + ("" if changed else " (unchanged)"))
+    _say(safe_text(f"{path}: {verb}" + ("" if changed else " (unchanged)")))
     return EXIT_OK
 
 
@@ -171,6 +207,7 @@ def _approvals(args: argparse.Namespace) -> int:
 
     rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
     config = rt.load()  # nothing starts
+    _use_config(config)
     rows = []
     for server, launch, error in rt.pending_launches():
         rows.append(
@@ -192,17 +229,17 @@ def _approvals(args: argparse.Namespace) -> int:
     else:
         _print_problems(problems)
         if not rows and not problems:
-            print("no project servers to approve in this workspace")
+            _say("no project servers to approve in this workspace")
         for r in rows:
             state = "approved" if r["approved"] else "needs approval"
             if not r["trusted"]:
                 state += " (workspace not trusted: kxen trust)"
-            print(f"{r['server']}: {state}")
+            _say(f"{safe_text(r['server'])}: {state}")
             if r["error"]:
-                print(f"  error: {r['error']}")
+                _say(f"  error: {safe_text(r['error'])}")
             else:
-                print(f"  fingerprint: {r['fingerprint']}")
-                print("  launch: " + json.dumps(r["launch"], indent=2).replace("\n", "\n  "))
+                _say(f"  fingerprint: {safe_text(r['fingerprint'])}")
+                _say("  launch: " + json_text(r["launch"]).replace("\n", "\n  "))
     return EXIT_OK
 
 
@@ -235,7 +272,7 @@ def _plugins(args: argparse.Namespace) -> int:
             ],
         )
         for f in failures:
-            print(f"failed to load {f['dist']}[{f['entryPoint']}]: {f['error']}", file=sys.stderr)
+            _say(safe_text(f"failed to load {f['dist']}[{f['entryPoint']}]: {f['error']}"), err=True)
     return EXIT_FAILED if failures else EXIT_OK
 
 
@@ -270,8 +307,10 @@ async def _mcp(args: argparse.Namespace) -> int:
 
     async with Runtime(home=args.home, workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:
         if only and not set(only) <= set(rt.servers):
-            print(f"kxen: error: no server named {args.server!r} is configured", file=sys.stderr)
+            _say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
             return EXIT_USAGE
+        assert rt.config is not None
+        _use_config(rt.config)
         await rt.wait_ready(args.wait)
         if args.mcp_command == "status":
             return _status(rt, args)
@@ -297,17 +336,17 @@ def _status(rt: Any, args: argparse.Namespace) -> int:
         for s in servers:
             if s["error"]:
                 where = f" ({s['phase']})" if s["phase"] else ""
-                print(f"{s['name']}{where}: {s['error']}")
+                _say(safe_text(f"{s['name']}{where}: {s['error']}"))
             if s["note"]:
-                print(f"{s['name']}: {s['note']}")
+                _say(safe_text(f"{s['name']}: {s['note']}"))
     return EXIT_FAILED if any(s["state"] == "failed" for s in servers) else EXIT_OK
 
 
 def _print_problems(problems: list[str]) -> None:
     if problems:
-        print("kxen: the project config was rejected (none of its servers will start):", file=sys.stderr)
+        _say("kxen: the project config was rejected (none of its servers will start):", err=True)
         for p in problems:
-            print(f"  - {p}", file=sys.stderr)
+            _say(f"  - {safe_text(p)}", err=True)
 
 
 def _tools(rt: Any, args: argparse.Namespace) -> int:
@@ -322,7 +361,7 @@ def _tools(rt: Any, args: argparse.Namespace) -> int:
         )
     failed = [s for s in rt.status() if s["state"] == "failed"]
     for s in failed:
-        print(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}", file=sys.stderr)
+        _say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -335,12 +374,12 @@ async def _call(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) ->
         if args.json:
             _print_json({"error": {"type": type(exc).__name__, "message": str(exc)}})
         else:
-            print(f"kxen: error: {exc}", file=sys.stderr)
+            _say(f"kxen: error: {safe_text(exc)}", err=True)
         return EXIT_FAILED
     if args.json:
         _print_json(result)
     else:
-        print(result_text(result))
+        _say(safe_text(result_text(result), multiline=True))
     return EXIT_FAILED if result.get("isError") is True else EXIT_OK
 
 

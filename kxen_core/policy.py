@@ -17,6 +17,7 @@ import attrs
 
 if TYPE_CHECKING:
     from .config.models import ServerConfig, Settings
+    from .launch import Launch
 
 Decision = Literal["allow", "ask", "deny"]
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
@@ -32,6 +33,7 @@ class ToolCall:
     role: str | None = None
     tool_info: dict[str, Any] = attrs.field(factory=dict)  # the catalog entry (annotations are hints only)
     settings: Settings | None = None  # the user's settings (roles live there)
+    launch: Launch | None = None  # what runs behind a local server's name (its approval is bound to it)
 
     @property
     def qualified_name(self) -> str:
@@ -85,7 +87,7 @@ class ApprovalDecision:
 
 
 def fingerprint(payload: Any) -> str:
-    """A stable SHA-256 over canonical JSON."""
-    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """A stable SHA-256 over canonical JSON (a lone surrogate is hashed as itself, never a crash)."""
+    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()
 

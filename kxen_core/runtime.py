@@ -91,8 +91,22 @@ class Runtime:
         return config
 
     async def reload(self) -> None:
-        """Load the config again. On a bad config raise ``ConfigError`` and change nothing."""
-        await self._replace(self.load())
+        """Load the config again. On a bad config raise ``ConfigError`` and change nothing.
+
+        A rejected project file is rejected whole, and the running runtime is kept: the project
+        entries in force before stay (admitted again under the new settings: untrusting the
+        workspace or turning remote off still stops them), and ``problems`` says why the file was
+        not applied. The user's changes apply."""
+        await self._replace(self._keep_project(self.load()))
+
+    def _keep_project(self, config: Config) -> Config:
+        """``config`` with the project entries of the running config when its project file was rejected."""
+        if not config.project_problems or self.config is None:
+            return config
+        kept = {n: s for n, s in self.config.servers.items() if s.scope == "project"}
+        if not kept:
+            return config
+        return attrs.evolve(config, servers={**config.servers, **kept})
 
     async def _replace(self, config: Config) -> None:
         """Apply a new config: servers whose entry and admission are unchanged keep running; the
@@ -272,6 +286,7 @@ class Runtime:
             role=self.role,
             tool_info=info,
             settings=self.config.settings if self.config else None,
+            launch=target.launch,  # the approval is bound to what runs behind the name
         )
         await authorize(self.pm, call, self.approvals)
         session = target.session

@@ -67,6 +67,7 @@ class Server:
     error: str | None = None
     note: str | None = None  # e.g. why a user entry stands in for a project entry
     fingerprint: str | None = None  # of a project launch awaiting approval
+    launch: Launch | None = None  # what runs, for a local server (tool-call approvals are bound to it)
     session: Session | None = None
     stream: MessageStream | None = None  # while the transport is up (for describe())
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
@@ -148,6 +149,7 @@ class Server:
                         if approved is None:
                             return
                         server, launch = approved
+                self.launch = launch
                 kind = env.pm.transports.get(server.kind)
                 if kind is None:
                     self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.broken()))

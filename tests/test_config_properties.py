@@ -21,7 +21,7 @@ _json_values = st.recursive(
     _json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )  # fmt: skip
-_names = st.from_regex(r"[A-Za-z0-9_-]{1,32}", fullmatch=True).filter(lambda s: "__" not in s)
+_names = st.from_regex(r"[A-Za-z0-9_-]{1,32}", fullmatch=True).filter(lambda s: "__" not in s and not s.endswith("_"))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

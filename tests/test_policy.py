@@ -118,7 +118,11 @@ async def test_ask_without_a_channel_is_denied_and_not_sent(kxen_home, tmp_path)
         with pytest.raises(ApprovalDenied) as info:
             await call(rt, "demo__echo", {"text": "hi"})
         assert "no approval channel" in str(info.value)
-        fp = fingerprint({"server": "demo", "tool": "echo", "arguments": {"text": "hi"}})
+        # bound to what runs behind the name: scope, kind and the launch fingerprint
+        launch = rt.servers["demo"].launch
+        assert launch is not None and launch.command is not None
+        identity = {"scope": "user", "kind": "stdio", "launch": launch.fingerprint}
+        fp = fingerprint({"server": "demo", "identity": identity, "tool": "echo", "arguments": {"text": "hi"}})
         assert fp in str(info.value)
     assert calls_logged(log) == []
 
@@ -132,8 +136,14 @@ async def test_ask_without_a_channel_is_denied_and_not_sent(kxen_home, tmp_path)
 
 
 async def test_an_approved_fingerprint_does_not_lift_a_deny(fake):
+    from kxen_core.approvals import call_fingerprint
+    from kxen_core.config import load_config
+    from kxen_core.launch import resolve_launch
+
     server = fake(toolPolicies={"echo": "deny"})
-    fp = fingerprint({"server": "srv", "tool": "echo", "arguments": {}})
+    entry = load_config(None, Path.cwd()).servers["srv"]
+    launch = resolve_launch(entry, Path.cwd().resolve())
+    fp = call_fingerprint(ToolCall(server=entry, tool="echo", arguments={}, launch=launch))  # exactly this call
     async with Runtime(pm=pm_with(Channel(approved=True)), approve=[fp]) as rt:
         await settle(rt)
         with pytest.raises(PolicyDenied):
@@ -151,11 +161,17 @@ async def test_ask_with_an_approving_channel_goes_through(kxen_home, tmp_path):
         assert result["structuredContent"] == {"sum": 5}
         await call(rt, "demo__add", {"a": 2, "b": 3})  # the same call: approved earlier in this process
         await call(rt, "demo__add", {"a": 1, "b": 1})  # other arguments: asked again
+        launch = rt.servers["demo"].launch
+        assert launch is not None
     assert [r.kind for r in channel.requests] == ["tool_call", "tool_call"]
     first = channel.requests[0]
     assert first.server == "demo" and "demo__add" in first.summary
     assert first.details["tool"] == "add" and first.details["arguments"] == {"a": 2, "b": 3}
-    assert first.fingerprint == fingerprint({"server": "demo", "tool": "add", "arguments": {"a": 2, "b": 3}})
+    identity = {"scope": "user", "kind": "stdio", "launch": launch.fingerprint}
+    assert first.fingerprint == fingerprint(
+        {"server": "demo", "identity": identity, "tool": "add", "arguments": {"a": 2, "b": 3}}
+    )
+    assert first.details["scope"] == "user" and first.details["launch"] == launch.display()
     assert calls_logged(log) == ["add", "add", "add"]
 
 

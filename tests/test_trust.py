@@ -284,7 +284,10 @@ async def test_approved_project_entry_replaces_the_user_entry(kxen_home, ws, tmp
     async with Runtime(workspace=ws, pm=no_channel_pm(Recorder(approved=True))) as rt:
         await settle(rt)
         s = state(rt, "s")
-        assert (s["state"], s["scope"], s["note"]) == ("ready", "project", None)
+        # never silently: the note names both entries
+        command = rt.config.servers["s"].command
+        note = f"the project entry (stdio {command!r}) replaces the user entry of this name (stdio {command!r})"
+        assert (s["state"], s["scope"], s["note"]) == ("ready", "project", note)
     assert plog.exists() and not ulog.exists()
 
 

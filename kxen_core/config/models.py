@@ -21,11 +21,19 @@ BUILTIN_REMOTE_KINDS = ("http", "sse")
 
 
 def check_server_key(key: str) -> str | None:
-    """Return the rule a server key breaks, or ``None`` when it is fine."""
+    """Return the rule a server key breaks, or ``None`` when it is fine.
+
+    The rule makes model-facing names (``<server>__<tool>``) injective: a name without ``__`` that
+    does not end in ``_`` cannot hold the start of the separator, so the first ``__`` of
+    ``server__tool`` is always the separator (``a`` + ``_x`` and ``a_`` + ``x`` would both be
+    ``a___x``).
+    """
     if not SERVER_KEY_RE.fullmatch(key):
         return "server names are 1-32 characters of A-Z a-z 0-9 _ -"
     if "__" in key:
         return "server names must not contain '__' (it separates server and tool in model-visible names)"
+    if key.endswith("_"):
+        return "server names must not end with '_' (the model sees <server>__<tool>: 'a_' + 'x' would read as 'a' + '_x')"
     return None
 
 

@@ -219,7 +219,10 @@ async def test_it_decides_ask_policy_tool_calls(kxen_home, fakes, allowlist):
 
     kxen_home.write_servers({"srv": {"transport": "memory", "toolPolicies": {"echo": "ask"}}})
     fake = fakes.add("srv", tools={"echo": lambda a: text_result(a.get("text", ""))})
-    allowlist(fingerprint({"server": "srv", "tool": "echo", "arguments": {"text": "listed"}}))
+    # a call's fingerprint covers the server's name and identity (scope, kind, launch), tool, arguments
+    launch = resolve_launch(load_config(None, Path.cwd()).servers["srv"], Path.cwd().resolve())
+    identity = {"scope": "user", "kind": "memory", "launch": launch.fingerprint}
+    allowlist(fingerprint({"server": "srv", "identity": identity, "tool": "echo", "arguments": {"text": "listed"}}))
     async with Runtime(pm=channel_pm()) as rt:
         with anyio.fail_after(30):
             assert await rt.wait_ready()

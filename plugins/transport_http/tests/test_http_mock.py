@@ -561,3 +561,45 @@ async def test_a_failing_get_stream_is_reopened_a_bounded_number_of_times() -> N
                 assert (await session.request("tools/list")) == {"tools": []}  # requests go on
     assert [r.method for r in app.requests].count("GET") == 3  # the first GET and 2 reopenings
     assert any("HTTP 503" in d and "not reopened after 2 attempt(s)" in d for d in diagnostics)
+
+
+@pytest.mark.parametrize("query", ["api_key=k3y-in-the-url-77", "a=1&api_key=k3y-in-the-url-77", "api_key=k3y%2Din%2Dthe%2Durl%2D77"])
+async def test_query_values_of_the_url_never_leak(query: str) -> None:
+    # a server that echoes the URL's api_key back: in a JSON-RPC error, an error body, a broken connection
+    class Echoing(App):
+        async def call(self, rid, method, params, request):
+            echoed = f"{request.url} key={request.url.params['api_key']}"
+            if params["name"] == "json":
+                return httpx.Response(401, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
+            if params["name"] == "text":
+                return httpx.Response(403, text=f"forbidden for {echoed}")
+            raise httpx.ConnectError(f"cannot reach {echoed}", request=request)
+
+    diagnostics: list[str] = []
+    srv = ServerConfig(name="t", url=f"http://mock.test/mcp?{query}", transport="http")
+    errors: list[str] = []
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(srv, context(diagnostics), http_transport=httpx.MockTransport(Echoing())) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                for name in ("json", "text"):
+                    with pytest.raises((RemoteError, HTTPStatusError)) as err:
+                        await session.request("tools/call", {"name": name})
+                    errors.append(f"{err.value} {getattr(err.value, 'data', '')} {getattr(err.value, 'body', '')}")
+                with pytest.raises(ClosedError) as closed:
+                    await session.request("tools/call", {"name": "connect"})
+                errors.append(f"{closed.value} {closed.value.__cause__}")
+                facts = json.dumps(stream.describe())
+    everything = "\n".join(errors + diagnostics + [facts])
+    assert "***" in everything and "k3y" not in everything, everything
+
+
+def test_the_redactor_knows_the_query_values_of_its_urls() -> None:
+    from kxen_transport_http.plumbing import Redactor, url_secrets
+
+    assert url_secrets("https://h.test/mcp?api_key=a%2Fb%20c&x=&y") == ["a%2Fb%20c", "a/b c"]
+    redact = Redactor(urls=["https://h.test/mcp?api_key=a%2Fb%20c&v=1", None])
+    assert redact("echo a/b c and a%2Fb%20c and v=1") == "echo *** and *** and v=1"  # too short to scrub: 1
+    for _ in range(Redactor.MAX_VALUES + 1):  # header values come and go; the URL's stay
+        redact.remember([f"header-{_:04d}"])
+    assert redact("a/b c") == "***"

@@ -9,8 +9,9 @@ here. It has one owner: nothing below is written twice in either transport.
 * **Client** -- :func:`open_client` makes the one ``httpx.AsyncClient`` of a transport (no
   redirects, bounded connect, an injectable network for tests); :func:`transport_options` gives a
   kind's options, structured by the host's converter when a context was built by hand.
-* **Secrets** -- header values are secrets: :class:`Redactor` remembers the ones sent and scrubs
-  them from any text that leaves a transport; :func:`safe_url` drops userinfo, query and fragment.
+* **Secrets** -- header values and the query values of the configured URL are secrets:
+  :class:`Redactor` remembers them and scrubs them from any text that leaves a transport;
+  :func:`safe_url` drops userinfo, query and fragment; :func:`url_secrets` lists a URL's query values.
 * **Headers** -- :func:`request_headers` is ``server.headers`` plus what ``kxen_credential_lookup``
   answers; :func:`config_headers` and :func:`has_credential_hook` serve a transport that builds
   its headers once when no plugin implements that hook.
@@ -34,7 +35,7 @@ from ._bodies import MessageTooLarge, content_type, encode, parse_messages, read
 from ._client import CLOSE_STEP_SECONDS, HttpMessageStream, HttpTransport, TransportFactory, open_client, transport_options
 from ._errors import ERROR_BODY_LIMIT, describe_exception, error_from_http, jsonrpc_error, map_errors, rejected
 from ._headers import config_headers, has_credential_hook, request_headers
-from ._secrets import Redactor, safe_url
+from ._secrets import Redactor, safe_url, url_secrets
 from ._sse import (
     MAX_RETRY_MS,
     FollowEnd,
@@ -77,4 +78,5 @@ __all__ = [
     "request_headers",
     "safe_url",
     "transport_options",
+    "url_secrets",
 ]

@@ -78,7 +78,8 @@ class HttpMessageStream:
         self.options = options
         self.url = server.url or ""
         self.safe_url = safe_url(self.url)
-        self.redact = Redactor()
+        meta = server.oauth.authorizationServerMetadataUrl if server.oauth else None
+        self.redact = Redactor(urls=[self.url, meta])  # query values (api_key=...) are secrets too
         #: for a POST whose answer is awaited where it is sent: bounded by the server's request timeout
         self.post_timeout = httpx.Timeout(
             connect=options.connectTimeoutSeconds, read=server.timeouts.requestSeconds, write=30.0, pool=30.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any, Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 
 def safe_url(url: str) -> str:
@@ -20,18 +20,33 @@ def safe_url(url: str) -> str:
         return "(invalid url)"
 
 
+def url_secrets(url: str | None) -> list[str]:
+    """The query values of ``url`` (``api_key=...``), as written and percent-decoded: secrets."""
+    if not url:
+        return []
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        return []
+    values = [piece.partition("=")[2] for piece in query.split("&")]
+    values += [v for _k, v in parse_qsl(query, keep_blank_values=False)]
+    return [v for v in dict.fromkeys(values) if v]
+
+
 class Redactor:
-    """Remembers the header values sent lately and scrubs them from any text.
+    """Remembers the header values sent lately, and the query values of the configured URLs, and
+    scrubs them from any text.
 
     Call it on every text that leaves a transport (an exception message, a diagnostic, a body the
     server echoed): ``redact(text, limit)`` replaces each remembered value with ``***`` and cuts the
-    result to ``limit`` characters.
+    result to ``limit`` characters. The query values of ``urls`` are kept for the transport's life.
     """
 
     MAX_VALUES = 64
 
-    def __init__(self) -> None:
+    def __init__(self, urls: Iterable[str | None] = ()) -> None:
         self._values: set[str] = set()
+        self._fixed: set[str] = {v for url in urls for v in url_secrets(url) if len(v) >= 4}
 
     def remember(self, values: Iterable[str]) -> None:
         for v in values:
@@ -44,7 +59,7 @@ class Redactor:
                     self._values.add(secret)
 
     def __call__(self, text: str, limit: int = 300) -> str:
-        for v in sorted(self._values, key=len, reverse=True):  # whole values before their parts
+        for v in sorted(self._values | self._fixed, key=len, reverse=True):  # whole values before their parts
             if v in text:
                 text = text.replace(v, "***")
         return text if len(text) <= limit else text[:limit] + "..."
@@ -55,4 +70,4 @@ class Redactor:
             text = json.dumps(value, ensure_ascii=False)
         except (TypeError, ValueError):
             return None
-        return value if not any(v in text for v in self._values) else self(text, 2000)
+        return value if not any(v in text for v in self._values | self._fixed) else self(text, 2000)
