@@ -246,11 +246,15 @@ def test_project_problems_in_config_check_status_and_approvals(kx, kxen_home, ws
 
 def test_approvals_launch_error_and_display(kx, kxen_home, ws, monkeypatch):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory,stdio")
-    write_project(ws, {"p": {"command": "no-such-\x1b[2J[/]\u202e", "args": [ATTACK]}, "q": {"command": "sh", "args": [ATTACK]}})
+    # a lone surrogate in a config string is a config problem of its own (tests/test_odd_input.py):
+    # here every other hostile piece reaches the launch display
+    attack = " | ".join(h for h in HOSTILE if "surrogates" not in h)
+    write_project(ws, {"p": {"command": "no-such-\x1b[2J[/]\u202e", "args": [attack]}, "q": {"command": "sh", "args": [attack]}})
     code, out, err = kx("mcp", "approvals")
     assert code == 0
     assert_clean(out, err)
-    assert "no-such-\\x1b[2J[/]\\u202e" in out
+    assert "no-such-\\x1b[2J[/]\\u202e" in out, (out, err)
+    assert '"command": "/usr/bin/sh"' in out or '"command": "/bin/sh"' in out
 
 
 def test_broken_user_config_message(kx, kxen_home):
