@@ -1,12 +1,19 @@
 """The ``kxen`` command: thin -- parse, call the Runtime, print text or ``--json``.
 
-Exit codes: 0 success, 1 a server or call failed, 2 bad usage or invalid config.
+Exit codes: 0 success, 1 a server or call failed, 2 bad usage or invalid config, 128+N after signal N.
+
+Signals: while ``kxen mcp ...`` runs, SIGINT, SIGTERM and SIGHUP (a closed terminal) all do what
+Ctrl-C does: the command is cancelled, every server is closed with the usual bounds (its whole
+process group), and kxen exits with 128 plus
+the signal number (130, 143, 129). A second signal during that close is absorbed: the close is
+bounded anyway.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -77,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _remote(args)
         if args.command == "mcp" and args.mcp_command == "approvals":
             return _approvals(args)
-        return anyio.run(_mcp, args)
+        return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):
             _print_json({"ok": False, "problems": exc.problems})
@@ -219,6 +226,41 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 # --- kxen mcp ... -----------------------------------------------------------------------------
+
+
+#: the signals that end ``kxen mcp ...`` cleanly (those this platform has)
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+async def _mcp_until_signal(args: argparse.Namespace) -> int:
+    """:func:`_mcp`, cancelled by SIGINT, SIGTERM or SIGHUP; then 128 + the signal number.
+
+    The receiver stays installed until every server is closed, so a repeated signal cannot kill
+    kxen in the middle of its (shielded, bounded) close."""
+    received: list[int] = []
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with anyio.create_task_group() as tg:
+            work = anyio.CancelScope()
+
+            async def watch() -> None:
+                async for signum in signals:
+                    received.append(int(signum))
+                    work.cancel()
+
+            tg.start_soon(watch)
+            code = EXIT_FAILED
+            with work:
+                code = await _mcp(args)
+            tg.cancel_scope.cancel()
+    if received:
+        # kxen exits now: a signal still coming must not turn 128+N into death by signal
+        for signum in STOP_SIGNALS:
+            try:
+                signal.signal(signum, signal.SIG_IGN)
+            except (ValueError, OSError):  # not the main thread: nothing to protect
+                pass
+        return 128 + received[0]
+    return code
 
 
 async def _mcp(args: argparse.Namespace) -> int:
