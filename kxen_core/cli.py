@@ -4,7 +4,8 @@ Exit codes: 0 success, 1 a server or call failed, 2 bad usage or invalid config,
 
 Signals: while ``kxen mcp ...`` runs, SIGINT, SIGTERM and SIGHUP (a closed terminal) all do what
 Ctrl-C does: the command is cancelled, every server is closed with the usual bounds (its whole
-process group), and kxen exits with 128 plus
+process group and its descendants; on Linux kxen is a child subreaper while it runs, so orphans
+that double-forked away are ended too, see :mod:`.procs`), and kxen exits with 128 plus
 the signal number (130, 143, 129). A second signal during that close is absorbed: the close is
 bounded anyway.
 """
@@ -237,21 +238,37 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
 
     The receiver stays installed until every server is closed, so a repeated signal cannot kill
     kxen in the middle of its (shielded, bounded) close."""
+    from . import procs
+
     received: list[int] = []
+    # orphans of our servers' descendants (double-forked daemons) are adopted by kxen, not init,
+    # and ended once every server is closed (Linux; best effort)
+    subreaper = not procs.is_subreaper() and procs.become_subreaper()
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        async with anyio.create_task_group() as tg:
-            work = anyio.CancelScope()
+        try:
+            async with anyio.create_task_group() as tg:
+                work = anyio.CancelScope()
 
-            async def watch() -> None:
-                async for signum in signals:
-                    received.append(int(signum))
-                    work.cancel()
+                async def watch() -> None:
+                    async for signum in signals:
+                        received.append(int(signum))
+                        work.cancel()
 
-            tg.start_soon(watch)
-            code = EXIT_FAILED
-            with work:
-                code = await _mcp(args)
-            tg.cancel_scope.cancel()
+                tg.start_soon(watch)
+                code, error = EXIT_FAILED, None  # type: int, Exception | None
+                with work:
+                    try:
+                        code = await _mcp(args)
+                    except Exception as exc:  # raised as itself below, not in a task group's ExceptionGroup
+                        error = exc
+                tg.cancel_scope.cancel()
+        finally:
+            if subreaper:
+                with anyio.CancelScope(shield=True):
+                    await procs.end_adopted()
+                procs.stop_subreaper()
+    if error is not None and not received:
+        raise error
     if received:
         # kxen exits now: a signal still coming must not turn 128+N into death by signal
         for signum in STOP_SIGNALS:
