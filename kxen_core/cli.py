@@ -245,6 +245,14 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
     # and ended once every server is closed (Linux; best effort)
     subreaper = not procs.is_subreaper() and procs.become_subreaper()
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        # servers a crashed kxen left running (pid, start time and command still matching) end
+        # first; this process records its own servers until they are stopped
+        from .config.loader import default_home
+
+        home = args.home or default_home()
+        with anyio.CancelScope(shield=True):
+            await procs.end_leftovers(home)
+        procs.open_ledger(home)
         try:
             async with anyio.create_task_group() as tg:
                 work = anyio.CancelScope()
@@ -267,6 +275,7 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
                 with anyio.CancelScope(shield=True):
                     await procs.end_adopted()
                 procs.stop_subreaper()
+            procs.close_ledger()
     if error is not None and not received:
         raise error
     if received:

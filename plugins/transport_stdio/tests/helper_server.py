@@ -9,7 +9,8 @@ Tools: environ, echo, spawn, spawn_marked, hang, die, noise, big, stderr_flood.
 ``spawn_marked`` starts a sleeper carrying this process's ``--owner`` mark (so the tests can find
 and, if need be, kill it): ``mode`` "child" (stays in our group), "setsid" (its own session),
 "doublefork" (its own session, then forked twice: an orphan that no longer descends from us);
-``ignore_term`` makes it ignore SIGTERM; with ``hang`` no answer is sent (the call never ends).
+``ignore_term`` makes it ignore SIGTERM; with ``hang`` no answer is sent (the call never ends);
+``pidfile`` names a file the sleeper's pid is written to once it runs.
 """
 
 from __future__ import annotations
@@ -127,6 +128,10 @@ def main() -> None:
                 text(rid, "spawned", {"pids": pids})
             elif name == "spawn_marked":
                 pid = spawn_marked(opts.owner or "", str(args.get("mode", "child")), bool(args.get("ignore_term")))
+                if args.get("pidfile"):  # for a call that never answers: where the test finds the pid
+                    with open(str(args["pidfile"]) + ".tmp", "w") as f:
+                        f.write(str(pid))
+                    os.replace(str(args["pidfile"]) + ".tmp", str(args["pidfile"]))
                 if not args.get("hang"):
                     text(rid, "spawned", {"pid": pid})
             elif name == "hang":

@@ -45,6 +45,21 @@ def start_kxen(tmp_path: Path, home: Path, backend: str, *args: str) -> subproce
     return subprocess.Popen(argv, cwd=ws, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def hanging_call(tmp_path: Path, **extra: object) -> str:
+    """``--args`` of a spawn_marked call that never answers and writes its sleeper's pid to a file."""
+    return json.dumps({"mode": "child", "hang": True, "pidfile": str(tmp_path / "sleeper.pid"), **extra})
+
+
+def server_and_sleeper(tmp_path: Path, proc: subprocess.Popen, before: set[int]) -> list[int]:
+    """Once the sleeper runs: the pids of the server and the sleeper (never the kxen runner)."""
+    pidfile = tmp_path / "sleeper.pid"
+    assert wait_for(pidfile.exists, 60), (proc.poll(), proc.poll() is not None and proc.stderr.read()[-2000:])
+    sleeper = int(pidfile.read_text())
+    found = sorted(set(owned_helpers()) - before - {proc.pid})
+    assert sleeper in found and len(found) == 2, (sleeper, found)
+    return found
+
+
 def wait_for(predicate, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -69,13 +84,12 @@ def finish(proc: subprocess.Popen, seconds: float = 30) -> tuple[int | None, byt
 @pytest.mark.parametrize("ignore_term", [False, True])
 def test_a_signal_to_kxen_closes_every_server_and_exits_128_plus_signal(tmp_path, backend, signum, ignore_term):
     home = write_home(tmp_path, h=helper())
-    call = json.dumps({"mode": "child", "hang": True, "ignore_term": ignore_term})
+    call = hanging_call(tmp_path, ignore_term=ignore_term)
     before = set(owned_helpers())
     proc = start_kxen(tmp_path, home, backend, "mcp", "call", "h", "spawn_marked", "--args", call, "--wait", "30")
     try:
         # the server and its sleeper (a grandchild of kxen) are running, and the call hangs
-        assert wait_for(lambda: len(set(owned_helpers()) - before) >= 2, 60), proc.poll()
-        procs = sorted(set(owned_helpers()) - before)
+        procs = server_and_sleeper(tmp_path, proc, before)
         os.kill(proc.pid, signum)
         code, err = finish(proc)
         assert code == 128 + signum, err.decode(errors="replace")[-2000:]
@@ -84,18 +98,17 @@ def test_a_signal_to_kxen_closes_every_server_and_exits_128_plus_signal(tmp_path
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=10)
+        proc.communicate(timeout=10)
 
 
 def test_a_repeated_signal_does_not_cut_the_close_short(tmp_path):
     # the sleeper ignores SIGTERM, so the close takes its grace period; signals keep coming meanwhile
     home = write_home(tmp_path, h=helper())
-    call = json.dumps({"mode": "child", "hang": True, "ignore_term": True})
+    call = hanging_call(tmp_path, ignore_term=True)
     before = set(owned_helpers())
     proc = start_kxen(tmp_path, home, "asyncio", "mcp", "call", "h", "spawn_marked", "--args", call, "--wait", "30")
     try:
-        assert wait_for(lambda: len(set(owned_helpers()) - before) >= 2, 60), proc.poll()
-        procs = sorted(set(owned_helpers()) - before)
+        procs = server_and_sleeper(tmp_path, proc, before)
         for _ in range(150):  # bounded: at most 150 signals, 20 ms apart (past the whole close)
             if proc.poll() is not None:
                 break
@@ -107,4 +120,4 @@ def test_a_repeated_signal_does_not_cut_the_close_short(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=10)
+        proc.communicate(timeout=10)

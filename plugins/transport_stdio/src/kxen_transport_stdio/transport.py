@@ -29,7 +29,7 @@ import anyio
 from anyio.abc import Process
 
 from kxen_core.errors import ClosedError, ConnectError
-from kxen_core.procs import Tree, stat
+from kxen_core.procs import Tree, forget_server, record_server, stat
 
 from .framing import LineReader
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group
@@ -193,6 +193,7 @@ class StdioTransport:
         self.pid = self._proc.pid
         started = stat(self.pid)
         self._tree = Tree(self.pid, started.start if started is not None else None)
+        record_server(self.pid, started.start if started is not None else None, command)  # for after a host crash
         self._writer = PipeWriter(stdin_write)
         self._stderr_done = anyio.Event()
         self._tg = anyio.create_task_group()
@@ -243,6 +244,7 @@ class StdioTransport:
         with anyio.CancelScope(deadline=deadline):
             await proc.wait()
         await terminate_group(proc, self._tree)
+        forget_server(proc.pid)
         for stream in (proc.stdout, proc.stderr):
             try:
                 await stream.aclose()  # type: ignore[union-attr]
