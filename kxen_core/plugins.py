@@ -73,7 +73,11 @@ class _Discovered:
     def _read(self) -> tuple[str | None, str | None]:
         if self._meta is None:
             dist = getattr(self.ep, "dist", None)
-            self._meta = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
+            try:
+                name, version = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
+            except Exception:  # unreadable metadata (bad encoding, ...): shown as '?', never fatal
+                name, version = None, None
+            self._meta = (name if isinstance(name, str) else None, version if isinstance(version, str) else None)
         return self._meta
 
     @property
@@ -121,9 +125,10 @@ def _dist_key(dist: Any) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def discover() -> list[_Discovered]:
+def discover(failures: list[LoadFailure] | None = None) -> list[_Discovered]:
     """Every entry point in the ``kxen`` group of the distributions on :func:`search_path`, sorted,
-    nothing imported."""
+    nothing imported. A distribution whose entry points cannot be read is left out (and added to
+    ``failures``, if given)."""
     found: list[_Discovered] = []
     seen: set[str] = set()
     for dist in importlib_metadata.distributions(path=search_path()):
@@ -131,9 +136,13 @@ def discover() -> list[_Discovered]:
         if key in seen:  # shadowed by the same distribution earlier on the path
             continue
         seen.add(key)
-        for ep in dist.entry_points:
-            if ep.group == GROUP:
-                found.append(_Discovered(ep))
+        try:
+            mine = [ep for ep in dist.entry_points if ep.group == GROUP]
+        except Exception as exc:  # a malformed entry_points.txt: that dist only
+            if failures is not None:
+                failures.append(LoadFailure(dist=key, entry_point="?", error=f"unreadable entry points: {type(exc).__name__}: {exc}"))
+            continue
+        found.extend(_Discovered(ep) for ep in mine)
     found.sort(key=lambda d: (d.ep.name, getattr(d.ep, "value", "")))
     return found
 
@@ -246,7 +255,7 @@ def make_plugin_manager(
         allow_set = set(allow) if allow is not None else env_allow
         block_set = set(block) | (_split_env("KXEN_DISABLE_PLUGINS") or set())
         wanted = []
-        for d in discover():
+        for d in discover(pm.entry_failures):
             # the dist name is read only when a list could name it
             names = {d.ep.name, d.dist or ""} if (allow_set is not None or block_set) else {d.ep.name}
             if (allow_set is not None and not names & allow_set) or names & block_set:

@@ -677,3 +677,23 @@ def test_a_distribution_found_twice_on_the_path_counts_once(tmp_path, monkeypatc
     monkeypatch.setattr(sys, "path", [str(first), str(second), *sys.path])
     found = [d for d in plugins_mod.discover() if d.ep.name == "evil_plugin"]
     assert len(found) == 1
+
+
+def test_unreadable_metadata_or_entry_points_are_load_failures_not_a_crash(tmp_path, monkeypatch):
+    import sys
+
+    bad = tmp_path / "bad-1.0.dist-info"
+    bad.mkdir()
+    (bad / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: \xff\xfe\n")
+    (bad / "entry_points.txt").write_text("[kxen]\nbad_meta = no_such_module_h9\n")
+    worse = tmp_path / "worse-1.0.dist-info"
+    worse.mkdir()
+    (worse / "entry_points.txt").write_bytes(b"\xff[kxen\nworse = x\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setenv("KXEN_DISABLE_PLUGINS", "something")  # dist names are read for the blocklist
+    monkeypatch.delenv("KXEN_LOAD_PLUGINS", raising=False)
+    pm = make_plugin_manager()  # does not raise
+    errors = {(f.dist, f.entry_point): f.error for f in pm.failures if not f.skipped}
+    assert "unreadable entry points" in errors[("worse", "?")]
+    assert "no_such_module_h9" in errors[(None, "bad_meta")]
+    assert "bad_meta" in " ".join(pm.broken())
