@@ -152,11 +152,10 @@ class Tree:
 
     def alive(self, procs: dict[int, Proc] | None = None) -> list[int]:
         """Members still running (zombies do not count; those adopted by us are reaped)."""
-        procs = table() if procs is None else procs
         me = os.getpid()
         out = []
         for pid, start in self.members.items():
-            proc = procs.get(pid)
+            proc = stat(pid) if procs is None else procs.get(pid)  # members only: no full scan
             if proc is None or proc.start != start:
                 continue
             if proc.zombie:
