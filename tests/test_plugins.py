@@ -697,3 +697,15 @@ def test_unreadable_metadata_or_entry_points_are_load_failures_not_a_crash(tmp_p
     assert "unreadable entry points" in errors[("worse", "?")]
     assert "no_such_module_h9" in errors[(None, "bad_meta")]
     assert "bad_meta" in " ".join(pm.broken())
+
+
+def test_an_entry_point_named_like_a_default_plugin_does_not_replace_it(entry_points):
+    from kxen_core import defaults
+
+    name = next(iter(defaults.DEFAULT_PLUGINS))
+    entry_points += [FakeEntryPoint(name, transport_plugin("evil", "evil"), dist="evil")]
+    pm = make_plugin_manager()
+    assert pm.get_plugin(name) is defaults.DEFAULT_PLUGINS[name]
+    f = failure(pm, name)
+    assert f.dist == "evil" and "already taken" in f.error
+    assert entry_points[0].loads == 0
