@@ -1,12 +1,20 @@
 """The ``kxen`` command: thin -- parse, call the Runtime, print text or ``--json``.
 
-Exit codes: 0 success, 1 a server or call failed, 2 bad usage or invalid config.
+Exit codes: 0 success, 1 a server or call failed, 2 bad usage or invalid config, 128+N after signal N.
+
+Signals: while ``kxen mcp ...`` runs, SIGINT, SIGTERM and SIGHUP (a closed terminal) all do what
+Ctrl-C does: the command is cancelled, every server is closed with the usual bounds (its whole
+process group and its descendants; on Linux kxen is a child subreaper while it runs, so orphans
+that double-forked away are ended too, see :mod:`.procs`), and kxen exits with 128 plus
+the signal number (130, 143, 129). A second signal during that close is absorbed: the close is
+bounded anyway.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -111,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _remote(args)
         if args.command == "mcp" and args.mcp_command == "approvals":
             return _approvals(args)
-        return anyio.run(_mcp, args)
+        return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):
             _print_json({"ok": False, "problems": exc.problems})
@@ -277,6 +285,66 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 # --- kxen mcp ... -----------------------------------------------------------------------------
+
+
+#: the signals that end ``kxen mcp ...`` cleanly (those this platform has)
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+async def _mcp_until_signal(args: argparse.Namespace) -> int:
+    """:func:`_mcp`, cancelled by SIGINT, SIGTERM or SIGHUP; then 128 + the signal number.
+
+    The receiver stays installed until every server is closed, so a repeated signal cannot kill
+    kxen in the middle of its (shielded, bounded) close."""
+    from . import procs
+
+    received: list[int] = []
+    # orphans of our servers' descendants (double-forked daemons) are adopted by kxen, not init,
+    # and ended once every server is closed (Linux; best effort)
+    subreaper = not procs.is_subreaper() and procs.become_subreaper()
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        # servers a crashed kxen left running (pid, start time and command still matching) end
+        # first; this process records its own servers until they are stopped
+        from .config.loader import default_home
+
+        home = args.home or default_home()
+        with anyio.CancelScope(shield=True):
+            await procs.end_leftovers(home)
+        procs.open_ledger(home)
+        try:
+            async with anyio.create_task_group() as tg:
+                work = anyio.CancelScope()
+
+                async def watch() -> None:
+                    async for signum in signals:
+                        received.append(int(signum))
+                        work.cancel()
+
+                tg.start_soon(watch)
+                code, error = EXIT_FAILED, None  # type: int, Exception | None
+                with work:
+                    try:
+                        code = await _mcp(args)
+                    except Exception as exc:  # raised as itself below, not in a task group's ExceptionGroup
+                        error = exc
+                tg.cancel_scope.cancel()
+        finally:
+            if subreaper:
+                with anyio.CancelScope(shield=True):
+                    await procs.end_adopted()
+                procs.stop_subreaper()
+            procs.close_ledger()
+    if error is not None and not received:
+        raise error
+    if received:
+        # kxen exits now: a signal still coming must not turn 128+N into death by signal
+        for signum in STOP_SIGNALS:
+            try:
+                signal.signal(signum, signal.SIG_IGN)
+            except (ValueError, OSError):  # not the main thread: nothing to protect
+                pass
+        return 128 + received[0]
+    return code
 
 
 async def _mcp(args: argparse.Namespace) -> int:

@@ -169,7 +169,7 @@ def collect(pm: pluggy.PluginManager, display: Callable[[str], str] = str) -> Tr
 
         try:
             impl.function(*[{"register": register}[a] for a in impl.argnames])
-        except Exception as exc:  # a broken registration loses that plugin's kinds, nothing else
+        except BaseException as exc:  # a broken registration (SystemExit too) loses that plugin's kinds, nothing else
             registry.broken[name] = f"{type(exc).__name__}: {exc}"
             continue
         for kind in mine:

@@ -6,11 +6,26 @@ that fails to import is recorded as a :class:`LoadFailure` and reported; the hos
 
 ``KXEN_LOAD_PLUGINS`` (comma-separated entry-point or distribution names) is an allowlist: when set,
 only those are loaded (set it empty to load none). ``KXEN_DISABLE_PLUGINS`` is a blocklist.
+
+Hardening:
+
+- Discovery reads distributions only from :func:`search_path`: ``sys.path`` without ``''``, relative
+  entries and the current directory, so a repository's ``*.dist-info`` in the cwd of an embedding
+  host (``python -c``, ``python -m``, a REPL) is never taken for an installed plugin. A distribution
+  found twice (the same normalized name) counts once, the first on the path, as the import system
+  would use it.
+- An entry-point name claimed by more than one distribution is loaded from none of them: each is a
+  load failure naming every claimant (as a transport kind claimed twice is served by none,
+  :mod:`.kinds`). Blocking one (``KXEN_DISABLE_PLUGINS=dist``) lets the other load.
+- Anything raised at import or registration, ``SystemExit`` and ``KeyboardInterrupt`` included, is a
+  load failure of that plugin (import is synchronous: no cancellation can be delivered inside it).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
@@ -58,7 +73,11 @@ class _Discovered:
     def _read(self) -> tuple[str | None, str | None]:
         if self._meta is None:
             dist = getattr(self.ep, "dist", None)
-            self._meta = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
+            try:
+                name, version = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
+            except Exception:  # unreadable metadata (bad encoding, ...): shown as '?', never fatal
+                name, version = None, None
+            self._meta = (name if isinstance(name, str) else None, version if isinstance(version, str) else None)
         return self._meta
 
     @property
@@ -77,9 +96,53 @@ def _split_env(name: str) -> set[str] | None:
     return {p.strip() for p in raw.split(",") if p.strip()}
 
 
-def discover() -> list[_Discovered]:
-    """Every entry point in the ``kxen`` group, sorted, nothing imported."""
-    found = [_Discovered(ep) for ep in importlib_metadata.entry_points(group=GROUP)]
+def search_path(path: Sequence[Any] | None = None) -> list[str]:
+    """``path`` (default ``sys.path``) without the entries that mean the current directory: ``''``,
+    relative entries, non-strings, and the cwd itself (compared after resolving links)."""
+    try:
+        cwd: str | None = os.path.realpath(os.getcwd())
+    except OSError:  # the cwd was removed: relative entries are dropped anyway
+        cwd = None
+    out = []
+    for entry in sys.path if path is None else path:
+        if not isinstance(entry, str) or not entry or not os.path.isabs(entry):
+            continue
+        if cwd is not None and os.path.realpath(entry) == cwd:
+            continue
+        out.append(entry)
+    return out
+
+
+def _dist_key(dist: Any) -> str:
+    name = getattr(dist, "_normalized_name", None)  # the folder name, as importlib.metadata dedups
+    if not isinstance(name, str):
+        try:
+            name = dist.metadata["Name"]
+        except Exception:
+            name = None
+    if not isinstance(name, str) or not name:
+        return f"<unnamed {id(dist)}>"
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def discover(failures: list[LoadFailure] | None = None) -> list[_Discovered]:
+    """Every entry point in the ``kxen`` group of the distributions on :func:`search_path`, sorted,
+    nothing imported. A distribution whose entry points cannot be read is left out (and added to
+    ``failures``, if given)."""
+    found: list[_Discovered] = []
+    seen: set[str] = set()
+    for dist in importlib_metadata.distributions(path=search_path()):
+        key = _dist_key(dist)
+        if key in seen:  # shadowed by the same distribution earlier on the path
+            continue
+        seen.add(key)
+        try:
+            mine = [ep for ep in dist.entry_points if ep.group == GROUP]
+        except Exception as exc:  # a malformed entry_points.txt: that dist only
+            if failures is not None:
+                failures.append(LoadFailure(dist=key, entry_point="?", error=f"unreadable entry points: {type(exc).__name__}: {exc}"))
+            continue
+        found.extend(_Discovered(ep) for ep in mine)
     found.sort(key=lambda d: (d.ep.name, getattr(d.ep, "value", "")))
     return found
 
@@ -191,12 +254,30 @@ def make_plugin_manager(
         env_allow = _split_env("KXEN_LOAD_PLUGINS")
         allow_set = set(allow) if allow is not None else env_allow
         block_set = set(block) | (_split_env("KXEN_DISABLE_PLUGINS") or set())
-        for d in discover():
+        wanted = []
+        for d in discover(pm.entry_failures):
             # the dist name is read only when a list could name it
             names = {d.ep.name, d.dist or ""} if (allow_set is not None or block_set) else {d.ep.name}
             if (allow_set is not None and not names & allow_set) or names & block_set:
                 pm.entry_failures.append(
                     LoadFailure(dist=d.dist, entry_point=d.ep.name, error="not loaded (allowlist/blocklist)", skipped=True)
+                )
+                continue
+            wanted.append(d)
+        claims: dict[str, list[_Discovered]] = {}
+        for d in wanted:
+            claims.setdefault(d.ep.name, []).append(d)
+        for d in wanted:
+            claimants = claims[d.ep.name]
+            if len(claimants) > 1:  # nobody wins a name: each claimant fails, naming the others
+                others = ", ".join(f"{o.dist or '?'}[{o.ep.name}] ({getattr(o.ep, 'value', '?')})" for o in claimants if o is not d)
+                pm.entry_failures.append(
+                    LoadFailure(
+                        dist=d.dist,
+                        entry_point=d.ep.name,
+                        error=f"entry point name {d.ep.name!r} is also claimed by {others}; none of them is loaded"
+                        " (block the one you do not want with KXEN_DISABLE_PLUGINS)",
+                    )
                 )
                 continue
             if pm.has_plugin(d.ep.name):
@@ -214,7 +295,7 @@ def make_plugin_manager(
                     plugin, d.ep.name, source="entry point", discovered=d
                 )
                 _validate(pm, plugin)
-            except Exception as exc:  # a broken plugin must never take the host down
+            except BaseException as exc:  # a broken plugin must never take the host down, not even by SystemExit
                 if pm.has_plugin(d.ep.name):
                     pm.unregister(name=d.ep.name)
                     pm.origins.pop(d.ep.name, None)

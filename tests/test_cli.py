@@ -331,13 +331,16 @@ def test_plugins_json(kx):
 def test_plugins_with_a_load_failure_exits_1(kx, monkeypatch):
     class EP:
         name = "memory"
+        group = "kxen"
         dist = types.SimpleNamespace(metadata={"Name": "kxen-broken"}, version="0.0.1")
 
         def load(self):
             raise ImportError("No module named 'gone'")
 
     monkeypatch.setattr(
-        plugins_mod, "importlib_metadata", types.SimpleNamespace(entry_points=lambda group: [EP()])
+        plugins_mod,
+        "importlib_metadata",
+        types.SimpleNamespace(distributions=lambda path: [types.SimpleNamespace(_normalized_name="kxen_broken", entry_points=[EP()])]),
     )
     code, out, _ = kx("plugins", "--json")
     assert code == 1

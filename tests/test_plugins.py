@@ -49,15 +49,16 @@ def entry_points(monkeypatch):
     eps: list[FakeEntryPoint] = []
     groups: list[str] = []
 
-    def fake_entry_points(*, group: str):
-        groups.append(group)
-        return list(eps)
+    def fake_distributions(*, path: list[str]):
+        groups.append(path)
+        # one distribution per entry point (an entry point without a dist gets a nameless one)
+        return [types.SimpleNamespace(_normalized_name=f"fake_{i}", entry_points=[ep]) for i, ep in enumerate(eps)]
 
-    monkeypatch.setattr(plugins_mod, "importlib_metadata", types.SimpleNamespace(entry_points=fake_entry_points))
+    monkeypatch.setattr(plugins_mod, "importlib_metadata", types.SimpleNamespace(distributions=fake_distributions))
     monkeypatch.delenv("KXEN_LOAD_PLUGINS", raising=False)
     monkeypatch.delenv("KXEN_DISABLE_PLUGINS", raising=False)
     yield eps
-    assert set(groups) <= {"kxen"}
+    assert all("" not in path for path in groups)
 
 
 def module(name: str, **functions: Any) -> types.ModuleType:
@@ -160,14 +161,20 @@ def test_no_entry_points_loaded_when_disabled(entry_points):
 
 
 def test_duplicate_entry_point_name_is_recorded(entry_points):
+    # no first-come winner: a dist naming its entry point ``stdio`` does not take the name from the
+    # real plugin (or the other way round, whichever sorts first); both fail, each naming the other
     entry_points += [
         FakeEntryPoint("stdio", transport_plugin("one", "stdio"), dist="kxen-one"),
         FakeEntryPoint("stdio", transport_plugin("two", "stdio"), dist="kxen-two"),
     ]
     pm = make_plugin_manager()
-    assert loaded_names(pm) == {"stdio"}
-    f = failure(pm, "stdio")
-    assert f.dist == "kxen-two" and "already taken" in f.error
+    assert loaded_names(pm) == set()
+    assert [ep.loads for ep in entry_points] == [0, 0]  # neither is even imported
+    found = {f.dist: f for f in pm.failures if f.entry_point == "stdio"}
+    assert set(found) == {"kxen-one", "kxen-two"} and not any(f.skipped for f in found.values())
+    assert "kxen-two[stdio]" in found["kxen-one"].error and "kxen-one[stdio]" in found["kxen-two"].error
+    assert "none of them is loaded" in found["kxen-one"].error
+    assert pm.transports.get("stdio") is None
 
 
 def test_same_plugin_object_under_two_names_is_recorded(entry_points):
@@ -554,3 +561,151 @@ def test_the_registry_follows_plugins_registered_later(pm):
     assert pm.transports.get("late").plugin == "late"
     pm.unregister(name="late")
     assert pm.transports.get("late") is None
+
+
+# --- hardening: what a hostile distribution can try at load -----------------------------------
+
+
+@pytest.mark.parametrize("error", [SystemExit(7), SystemExit("bye"), KeyboardInterrupt(), GeneratorExit()])
+def test_system_exit_or_keyboard_interrupt_at_import_is_a_load_failure(entry_points, error):
+    entry_points += [FakeEntryPoint("bad", error, dist="kxen-bad"), FakeEntryPoint("good", transport_plugin("g", "g"), dist="d")]
+    pm = make_plugin_manager()  # does not raise
+    assert loaded_names(pm) == {"good"}
+    f = failure(pm, "bad")
+    assert f.dist == "kxen-bad" and type(error).__name__ in f.error and not f.skipped
+
+
+@pytest.mark.parametrize("error", [SystemExit(7), KeyboardInterrupt()])
+def test_system_exit_in_a_registration_loses_only_that_plugins_kinds(entry_points, error):
+    @hookimpl
+    def kxen_register_transports(register):
+        raise error
+
+    entry_points += [
+        FakeEntryPoint("bad", module("bad", kxen_register_transports=kxen_register_transports), dist="kxen-bad"),
+        FakeEntryPoint("good", transport_plugin("good", "good"), dist="kxen-good"),
+    ]
+    pm = make_plugin_manager()
+    assert pm.transports.names() == ["good"]
+    assert type(error).__name__ in failure(pm, "bad").error
+
+
+def test_a_dist_claiming_the_stdio_name_takes_it_from_nobody_in_either_order(entry_points):
+    for order in (("kxen-transport-stdio", "aaa-evil"), ("aaa-evil", "kxen-transport-stdio")):
+        entry_points.clear()
+        entry_points += [FakeEntryPoint("stdio", transport_plugin(d, "stdio"), dist=d) for d in order]
+        pm = make_plugin_manager()
+        assert loaded_names(pm) == set() and pm.transports.get("stdio") is None
+        errors = {f.dist: f.error for f in pm.failures if f.entry_point == "stdio"}
+        assert "aaa-evil[stdio]" in errors["kxen-transport-stdio"] and "kxen-transport-stdio[stdio]" in errors["aaa-evil"]
+
+
+def test_blocking_one_claimant_of_a_name_lets_the_other_load(entry_points, monkeypatch):
+    entry_points += [
+        FakeEntryPoint("stdio", transport_plugin("real", "stdio"), dist="kxen-transport-stdio"),
+        FakeEntryPoint("stdio", transport_plugin("evil", "stdio"), dist="evil"),
+    ]
+    monkeypatch.setenv("KXEN_DISABLE_PLUGINS", "evil")
+    pm = make_plugin_manager()
+    assert loaded_names(pm) == {"stdio"}
+    assert {p.dist for p in pm.infos() if p.name == "stdio"} == {"kxen-transport-stdio"}
+    assert not [f for f in pm.failures if not f.skipped]
+
+
+def _fake_dist_info(folder, name: str = "evil_plugin") -> Any:
+    """A real ``*.dist-info`` with a ``kxen`` entry point whose module writes a file when imported."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    info = folder / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[kxen]\n{name} = {name}_mod\n")
+    (folder / f"{name}_mod.py").write_text("import pathlib\npathlib.Path('IMPORTED').write_text('x')\n")
+    return folder
+
+
+def test_search_path_drops_the_cwd_and_relative_entries(tmp_path, monkeypatch):
+    import os
+
+    other = tmp_path / "other"
+    other.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    path = ["", ".", "sub", str(tmp_path), str(tmp_path) + "/", str(link), str(other), 3, f"{other}/../"]
+    assert plugins_mod.search_path(path) == [str(other)]
+    assert os.getcwd() not in plugins_mod.search_path()
+
+
+def test_a_dist_info_in_the_cwd_is_not_a_plugin(tmp_path, monkeypatch):
+    repo = _fake_dist_info(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    for entry in ("", ".", str(repo)):
+        monkeypatch.setattr("sys.path", [entry, *__import__("sys").path])
+        assert "evil_plugin" not in {d.ep.name for d in plugins_mod.discover()}
+    # the same folder elsewhere on sys.path is found: the fake dist-info itself is sound
+    monkeypatch.chdir(tmp_path)
+    assert "evil_plugin" in {d.ep.name for d in plugins_mod.discover()}
+
+
+def test_an_embedding_host_run_from_a_repository_does_not_import_its_dist_info(tmp_path):
+    import subprocess
+    import sys
+
+    repo = _fake_dist_info(tmp_path / "repo")
+    script = (
+        "import sys\n"
+        "from kxen_core.plugins import make_plugin_manager\n"
+        "pm = make_plugin_manager()\n"
+        "print(sorted(p.name for p in pm.infos()), [f.entry_point for f in pm.failures])\n"
+    )
+    for argv in ([sys.executable, "-c", script], [sys.executable, "-m", "host"]):
+        (repo / "host.py").write_text(script)
+        proc = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert "evil_plugin" not in proc.stdout
+        assert not (repo / "IMPORTED").exists()
+
+
+def test_a_distribution_found_twice_on_the_path_counts_once(tmp_path, monkeypatch):
+    import sys
+
+    first = _fake_dist_info(tmp_path / "a")
+    second = _fake_dist_info(tmp_path / "b")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(first), str(second), *sys.path])
+    found = [d for d in plugins_mod.discover() if d.ep.name == "evil_plugin"]
+    assert len(found) == 1
+
+
+def test_unreadable_metadata_or_entry_points_are_load_failures_not_a_crash(tmp_path, monkeypatch):
+    import sys
+
+    bad = tmp_path / "bad-1.0.dist-info"
+    bad.mkdir()
+    (bad / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: \xff\xfe\n")
+    (bad / "entry_points.txt").write_text("[kxen]\nbad_meta = no_such_module_h9\n")
+    worse = tmp_path / "worse-1.0.dist-info"
+    worse.mkdir()
+    (worse / "entry_points.txt").write_bytes(b"\xff[kxen\nworse = x\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setenv("KXEN_DISABLE_PLUGINS", "something")  # dist names are read for the blocklist
+    monkeypatch.delenv("KXEN_LOAD_PLUGINS", raising=False)
+    pm = make_plugin_manager()  # does not raise
+    errors = {(f.dist, f.entry_point): f.error for f in pm.failures if not f.skipped}
+    assert "unreadable entry points" in errors[("worse", "?")]
+    assert "no_such_module_h9" in errors[(None, "bad_meta")]
+    assert "bad_meta" in " ".join(pm.broken())
+
+
+def test_an_entry_point_named_like_a_default_plugin_does_not_replace_it(entry_points):
+    from kxen_core import defaults
+
+    name = next(iter(defaults.DEFAULT_PLUGINS))
+    entry_points += [FakeEntryPoint(name, transport_plugin("evil", "evil"), dist="evil")]
+    pm = make_plugin_manager()
+    assert pm.get_plugin(name) is defaults.DEFAULT_PLUGINS[name]
+    f = failure(pm, name)
+    assert f.dist == "evil" and "already taken" in f.error
+    assert entry_points[0].loads == 0

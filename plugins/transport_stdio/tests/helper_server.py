@@ -4,7 +4,13 @@
 Flags: ``--ignore-term`` (SIG_IGN for SIGTERM, inherited by children), ``--ignore-eof`` (keep running
 after stdin closes), ``--stderr TEXT`` (written to stderr at start), ``--startup-noise`` (a non-JSON
 stdout line before anything else), ``--deaf`` (after initialize, stop reading stdin).
-Tools: environ, echo, spawn, hang, die, noise, big, stderr_flood.
+Tools: environ, echo, spawn, spawn_marked, hang, die, noise, big, stderr_flood.
+
+``spawn_marked`` starts a sleeper carrying this process's ``--owner`` mark (so the tests can find
+and, if need be, kill it): ``mode`` "child" (stays in our group), "setsid" (its own session),
+"doublefork" (its own session, then forked twice: an orphan that no longer descends from us);
+``ignore_term`` makes it ignore SIGTERM; with ``hang`` no answer is sent (the call never ends);
+``pidfile`` names a file the sleeper's pid is written to once it runs.
 """
 
 from __future__ import annotations
@@ -19,8 +25,39 @@ import time
 
 TOOLS = [
     {"name": n, "inputSchema": {"type": "object"}}
-    for n in ("environ", "echo", "spawn", "hang", "die", "noise", "big", "stderr_flood")
+    for n in ("environ", "echo", "spawn", "spawn_marked", "hang", "die", "noise", "big", "stderr_flood")
 ]
+
+
+SLEEPER = """
+import os, signal, sys, time
+mode, ignore = sys.argv[2], sys.argv[3] == "1"
+if ignore:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode in ("setsid", "doublefork"):
+    os.setsid()
+if mode == "doublefork":
+    if os.fork():
+        os._exit(0)
+    if os.fork():
+        os._exit(0)
+sys.stdout.write(f"{os.getpid()}\\n")
+sys.stdout.flush()
+os.close(1)
+time.sleep(1000)
+"""
+
+
+def spawn_marked(owner: str, mode: str, ignore_term: bool) -> int:
+    p = subprocess.Popen(
+        [sys.executable, "-c", SLEEPER, f"--owner={owner}", mode, "1" if ignore_term else "0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    pid = int(p.stdout.readline())
+    p.stdout.close()
+    if mode == "doublefork":
+        p.wait()  # the first fork is gone: the sleeper is an orphan
+    return pid
 
 
 def main() -> None:
@@ -89,6 +126,14 @@ def main() -> None:
                 )
                 pids = [p.pid] + [int(p.stdout.readline()) for _ in range(2)]
                 text(rid, "spawned", {"pids": pids})
+            elif name == "spawn_marked":
+                pid = spawn_marked(opts.owner or "", str(args.get("mode", "child")), bool(args.get("ignore_term")))
+                if args.get("pidfile"):  # for a call that never answers: where the test finds the pid
+                    with open(str(args["pidfile"]) + ".tmp", "w") as f:
+                        f.write(str(pid))
+                    os.replace(str(args["pidfile"]) + ".tmp", str(args["pidfile"]))
+                if not args.get("hang"):
+                    text(rid, "spawned", {"pid": pid})
             elif name == "hang":
                 pass
             elif name == "die":

@@ -5,6 +5,13 @@ the child had its chance to exit on EOF: SIGTERM the group (unless the child is 
 is empty: then the id is not ours any more), SIGKILL it if anything in it is still alive after
 :data:`TERM_GRACE_SECONDS`, then wait (at most :data:`KILL_WAIT_SECONDS`) until the child is reaped
 and the group is gone. No grandchild survives a stop.
+
+A descendant that left the group (``setsid``, ``setpgid``) is followed too, on Linux: the transport
+keeps a :class:`kxen_core.procs.Tree` of the child, read before the child gets EOF (so a descendant
+orphaned by the child's exit is still known), and every member gets the same SIGTERM, SIGKILL and
+bounded wait as the group, each signalled only while its pid and start time still match. An orphan
+that double-forked out of the tree before that read is adopted by the ``kxen`` command (a child
+subreaper) and ended when it exits (:func:`kxen_core.procs.end_adopted`).
 """
 
 from __future__ import annotations
@@ -16,28 +23,41 @@ import sys
 import anyio
 from anyio.abc import Process
 
+from kxen_core.procs import Tree
+
 TERM_GRACE_SECONDS = 0.8
 KILL_WAIT_SECONDS = 2.0
 #: how often the group is probed while waiting for it to go
 POLL_SECONDS = 0.01
 
 
-async def terminate_group(proc: Process) -> None:
+async def terminate_group(proc: Process, tree: Tree | None = None) -> None:
     pgid = proc.pid
-    if proc.returncode is None or group_alive(pgid):
+    tree = tree if tree is not None else Tree(pgid)
+    tree.update()
+
+    def anything_left() -> bool:
+        return proc.returncode is None or group_alive(pgid) or bool(tree.alive())
+
+    if anything_left():
         killpg(pgid, signal.SIGTERM)
+        tree.signal(signal.SIGTERM)
         with anyio.move_on_after(TERM_GRACE_SECONDS):
-            while proc.returncode is None or group_alive(pgid):
+            while anything_left():
+                tree.signal(signal.SIGTERM, tree.update())  # found late (forked meanwhile): same signal
                 if proc.returncode is None:
                     with anyio.move_on_after(2 * POLL_SECONDS):
                         await proc.wait()
                 else:
                     await anyio.sleep(POLL_SECONDS)
-        if proc.returncode is None or group_alive(pgid):
+        tree.update()
+        if anything_left():
             killpg(pgid, signal.SIGKILL)
+            tree.signal(signal.SIGKILL)
             with anyio.move_on_after(KILL_WAIT_SECONDS):
                 await proc.wait()
-                while group_alive(pgid):  # SIGKILL is not instant: return once the group is gone
+                while group_alive(pgid) or tree.alive():  # SIGKILL is not instant: return once all are gone
+                    tree.signal(signal.SIGKILL, tree.update())
                     await anyio.sleep(POLL_SECONDS)
 
 

@@ -10,8 +10,9 @@ path on every anyio backend, public APIs only. stdout is one JSON message per li
 (:mod:`.framing`). stderr is drained into a bounded tail, shown by ``describe()`` and in the close
 reason together with the exit code or signal.
 
-Close: let the stdin backlog go out and close stdin (EOF), give the child a moment to exit, then
-stop its whole process group (:mod:`.group`: SIGTERM, SIGKILL after a grace period) and reap it.
+Close: note the child's descendants (:class:`kxen_core.procs.Tree`), let the stdin backlog go out
+and close stdin (EOF), give the child a moment to exit, then stop its whole process group and every
+noted descendant (:mod:`.group`: SIGTERM, SIGKILL after a grace period) and reap it.
 The close is shielded from cancellation and bounded in time, so no grandchild survives a stop.
 """
 
@@ -28,6 +29,7 @@ import anyio
 from anyio.abc import Process
 
 from kxen_core.errors import ClosedError, ConnectError
+from kxen_core.procs import Tree, forget_server, record_server, stat
 
 from .framing import LineReader
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group
@@ -119,6 +121,7 @@ class StdioTransport:
         self._stderr_done: anyio.Event | None = None
         self._settled: anyio.Event | None = None
         self.pid: int | None = None
+        self._tree: Tree | None = None
 
     def diag(self, message: str) -> None:
         self.context.diagnostic(message)
@@ -188,6 +191,9 @@ class StdioTransport:
         finally:
             os.close(stdin_read)  # the child has its copy: EOF and EPIPE now follow the child alone
         self.pid = self._proc.pid
+        started = stat(self.pid)
+        self._tree = Tree(self.pid, started.start if started is not None else None)
+        record_server(self.pid, started.start if started is not None else None, command)  # for after a host crash
         self._writer = PipeWriter(stdin_write)
         self._stderr_done = anyio.Event()
         self._tg = anyio.create_task_group()
@@ -224,6 +230,8 @@ class StdioTransport:
         proc, writer = self._proc, self._writer
         if proc is None or writer is None:
             return
+        if self._tree is not None:
+            self._tree.update()  # before EOF: what the child detached is known before it can exit
         # EOF: what is still queued for stdin goes out whole if the child takes it in time, then
         # stdin closes; the child gets the rest of the same grace period to exit by itself
         deadline = anyio.current_time() + EOF_GRACE_SECONDS
@@ -235,7 +243,8 @@ class StdioTransport:
         writer.close()
         with anyio.CancelScope(deadline=deadline):
             await proc.wait()
-        await terminate_group(proc)
+        await terminate_group(proc, self._tree)
+        forget_server(proc.pid)
         for stream in (proc.stdout, proc.stderr):
             try:
                 await stream.aclose()  # type: ignore[union-attr]
