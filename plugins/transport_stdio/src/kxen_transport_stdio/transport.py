@@ -236,6 +236,14 @@ class StdioTransport:
         with anyio.CancelScope(deadline=deadline):
             await proc.wait()
         await terminate_group(proc)
+        # a flood the child left unread keeps its stdout pipe paused, never at EOF, never closed:
+        # read it to the end (the group is gone, so the end is near), bounded
+        with anyio.move_on_after(EOF_GRACE_SECONDS):
+            try:
+                while await proc.stdout.receive(READ_CHUNK):  # type: ignore[union-attr]
+                    pass
+            except Exception:  # at its end, or closed
+                pass
         for stream in (proc.stdout, proc.stderr):
             try:
                 await stream.aclose()  # type: ignore[union-attr]
