@@ -3,9 +3,12 @@
 One reader task per session dispatches every incoming message: responses complete their pending
 request (a dict lookup and completing its waiter, nothing more on the hot path), server requests are answered
 in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
-handler. Every request has a timeout; on timeout, on the caller's cancellation and on ``aclose`` the
-request is dropped from the pending map and ``notifications/cancelled`` is sent best-effort (never for
-``initialize``). When the stream ends, every pending request fails at once with ``ClosedError``.
+handler. Past ``MAX_SERVER_REQUESTS_IN_FLIGHT`` a server request costs O(1): it is answered "busy"
+inline with ``send_nowait``, or by one of at most ``MAX_REFUSALS_IN_FLIGHT`` short tasks, or dropped
+and counted (``refused_requests``, ``dropped_requests``; a diagnostic at each power of two), so a
+flood neither grows memory nor delays closing. Every request has a timeout; on timeout, on the
+caller's cancellation and on ``aclose`` the request is dropped from the pending map and
+``notifications/cancelled`` is sent best-effort (never for ``initialize``). When the stream ends, every pending request fails at once with ``ClosedError``.
 
 Speed (see docs/performance.md): a request goes out with the stream's ``send_nowait`` (no cancel
 scope when nothing waits); only under backpressure does it await ``send``, and that wait counts
@@ -32,8 +35,11 @@ LATEST_PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 CLIENT_INFO = {"name": "kxen", "version": "0.1.0"}
 
-#: at most this many server->client requests are served at once; more get an error reply
+#: at most this many server->client requests are served at once; each one past it costs O(1): a
+#: "busy" error reply when the stream takes it without waiting, else one sent by at most
+#: MAX_REFUSALS_IN_FLIGHT tasks (each bounded by CANCEL_SEND_SECONDS), else it is dropped (counted)
 MAX_SERVER_REQUESTS_IN_FLIGHT = 32
+MAX_REFUSALS_IN_FLIGHT = 32
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
 
@@ -90,6 +96,10 @@ class Session:
         self._closed: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._server_requests = 0
+        self._refusing = 0
+        #: server requests past the in-flight bound: answered "busy" inline, or dropped unanswered
+        self.refused_requests = 0
+        self.dropped_requests = 0
         self.initialized: InitializeResult | None = None
         #: set once the session can no longer be used (stream ended, server died, aclose)
         self.closed_event = anyio.Event()
@@ -317,7 +327,7 @@ class Session:
                 self._diag(f"ignored server request {method[:60]!r} with an invalid id")
                 return
             if self._server_requests >= MAX_SERVER_REQUESTS_IN_FLIGHT:
-                self._tg.start_soon(self._reply_error, rid, -32603, "client busy")  # type: ignore[union-attr]
+                self._refuse(rid, method)
                 return
             self._server_requests += 1
             self._tg.start_soon(self._serve_request, rid, method, message.get("params"))  # type: ignore[union-attr]
@@ -327,6 +337,38 @@ class Session:
                 self._on_notification(method, message.get("params"))
             except Exception as exc:
                 self._diag(f"notification handler failed on {method[:60]!r}: {exc}")
+
+    def _refuse(self, rid: Any, method: str) -> None:
+        """A server request past the in-flight bound, in O(1): never a wait, never an unbounded task."""
+        busy: Message = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "client busy"}}
+        try:
+            sent = self._stream.send_nowait(busy)
+        except Exception:  # a stream that is closing: nothing was sent
+            sent = False
+        if sent:
+            self.refused_requests += 1
+            return
+        if self._refusing < MAX_REFUSALS_IN_FLIGHT:
+            self.refused_requests += 1
+            self._refusing += 1
+            self._tg.start_soon(self._send_refusal, busy)  # type: ignore[union-attr]
+            return
+        self.dropped_requests += 1
+        n = self.dropped_requests
+        if n & (n - 1) == 0:  # 1, 2, 4, 8...: the count stays visible, the diagnostics few
+            self._diag(
+                f"{n} server request(s) dropped unanswered: {MAX_SERVER_REQUESTS_IN_FLIGHT} in flight already "
+                f"and no room to refuse them (the last: {method[:60]!r})"
+            )
+
+    async def _send_refusal(self, busy: Message) -> None:
+        try:
+            with anyio.move_on_after(CANCEL_SEND_SECONDS):
+                await self._stream.send(busy)
+        except Exception:  # best effort, like any reply
+            pass
+        finally:
+            self._refusing -= 1
 
     async def _serve_request(self, rid: Any, method: str, params: Any) -> None:
         try:
