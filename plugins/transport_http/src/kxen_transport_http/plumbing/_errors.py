@@ -11,7 +11,7 @@ import httpx
 from kxen_core import Message, RequestFailed
 from kxen_core.errors import ClosedError, ConnectError, HTTPStatusError, ProtocolError, TransportError
 
-from ._bodies import MessageTooLarge, read_limited
+from ._bodies import BodyError, read_limited
 from ._secrets import Redactor
 
 #: how much of an HTTP error body is read to look for a JSON-RPC error in it
@@ -101,6 +101,6 @@ async def rejected(response: httpx.Response, rid: Any, redact: Redactor) -> Mess
     """:func:`error_from_http` for an error ``response``, reading at most ``ERROR_BODY_LIMIT`` of it."""
     try:
         body = await read_limited(response, ERROR_BODY_LIMIT)
-    except (MessageTooLarge, httpx.HTTPError):  # too large, or it broke off: the status says enough
+    except (BodyError, httpx.HTTPError):  # too large, undecodable, or it broke off: the status says enough
         body = b""
     return error_from_http(rid, response.status_code, response.reason_phrase, body, redact)
