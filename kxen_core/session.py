@@ -44,6 +44,24 @@ MAX_REFUSALS_IN_FLIGHT = 32
 CANCEL_SEND_SECONDS = 1.0
 
 
+def _text(value: Any, limit: int) -> str:
+    """``value`` as text of at most ``limit`` characters; a container by its type only (it may be
+    nested too deeply to print), a number too long to print likewise."""
+    if isinstance(value, str):
+        return value[:limit]
+    if value is None or isinstance(value, (bool, int, float)):
+        try:
+            return str(value)[:limit]
+        except ValueError:  # an int past the interpreter's digit limit
+            return "a very long number"
+    return f"(a JSON {type(value).__name__})"
+
+
+def _brief(value: Any) -> str:
+    """A value from the server, quoted and short, for a diagnostic or an error."""
+    return repr(_text(value, 40))
+
+
 class _Pending:
     """One request waiting for its answer: its method (for messages) and its waiter."""
 
@@ -206,7 +224,7 @@ class Session:
             code = err.get("code")
             raise RemoteError(
                 code if isinstance(code, int) and not isinstance(code, bool) else -32603,
-                str(err.get("message", ""))[:2000],
+                _text(err.get("message", ""), 2000),
                 err.get("data"),
                 method=method,
             )
@@ -234,7 +252,7 @@ class Session:
         version = result.get("protocolVersion")
         if version not in SUPPORTED_PROTOCOL_VERSIONS:
             raise ProtocolError(
-                f"server answered protocol version {str(version)[:40]!r}; kxen supports "
+                f"server answered protocol version {_brief(version)}; kxen supports "
                 + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
                 server=self.server,
             )
@@ -283,23 +301,26 @@ class Session:
         try:
             while True:
                 message = await stream.receive()
-                # hot path: a response to one of our requests
-                if not isinstance(message, dict):
-                    self._dispatch_other(message)  # a RequestFailed (or garbage) from the transport
-                    continue
-                rid = message.get("id")
-                if rid is not None and "method" not in message:
-                    p = pending.get(rid) if type(rid) is int else None
-                    if p is None:
-                        # a late reply to a cancelled or timed-out request is expected; anything else is noise
-                        self._diag(f"reply for unknown request id {str(rid)[:40]!r} ignored")
+                try:
+                    # hot path: a response to one of our requests
+                    if not isinstance(message, dict):
+                        self._dispatch_other(message)  # a RequestFailed (or garbage) from the transport
                         continue
-                    if "result" not in message and "error" not in message:
-                        resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
-                    else:
-                        resolve(p.waiter, message)
-                    continue
-                self._dispatch_other(message)
+                    rid = message.get("id")
+                    if rid is not None and "method" not in message:
+                        p = pending.get(rid) if type(rid) is int else None
+                        if p is None:
+                            # a late reply to a cancelled or timed-out request is expected; anything else is noise
+                            self._diag(f"reply for unknown request id {_brief(rid)} ignored")
+                            continue
+                        if "result" not in message and "error" not in message:
+                            resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
+                        else:
+                            resolve(p.waiter, message)
+                        continue
+                    self._dispatch_other(message)
+                except Exception as exc:  # (free when nothing raises) one message's problem, never the session's
+                    self._message_failed(message, exc)
         except ClosedError as exc:
             self._fail_all(exc)
         except Exception as exc:  # a transport that raises anything else is closed too
@@ -307,6 +328,22 @@ class Session:
         finally:
             if self._closed is None:
                 self._fail_all(ClosedError("session closed", server=self.server))
+
+    def _message_failed(self, message: Any, exc: Exception) -> None:
+        """Handling one message raised (e.g. ``RecursionError``: nested too deeply to print). The
+        request it answers fails with ``ProtocolError``; any other message is a diagnostic."""
+        p = None
+        try:
+            if type(message) is dict and "method" not in message:
+                rid = message.get("id")
+                p = self._pending.get(rid) if type(rid) is int else None
+        except Exception:
+            p = None
+        what = type(exc).__name__  # only its type: its text may be as unprintable as the message
+        if p is not None:
+            self._waiters.resolve(p.waiter, ProtocolError(f"{p.method}: the reply could not be handled ({what})", server=self.server))
+        else:
+            self._diag(f"ignored a message that could not be handled ({what})")
 
     def _dispatch_other(self, message: Any) -> None:
         if type(message) is RequestFailed:
