@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
+import anyio.abc
 import httpx
 import pytest
 
@@ -329,3 +330,68 @@ def test_the_sse_parser_bounds_what_one_event_keeps_not_what_it_skips() -> None:
             parser.feed(b"data: " + b"y" * 100 + b"\n")
     with pytest.raises(ProtocolError, match="over 1024"):
         SseParser(limit=1024).feed(b"data: " + b"z" * 2000)
+
+
+# --- over a real socket -----------------------------------------------------------------------
+
+
+async def _serve_one(conn: Any) -> None:
+    """A hostile Streamable HTTP server on 127.0.0.1, one request per connection: ``tools/call``
+    is answered with a gzip bomb as a chunked SSE stream; everything else plainly."""
+    async with conn:
+        buf = b""
+        try:
+            with anyio.fail_after(LIMIT):
+                while b"\r\n\r\n" not in buf:
+                    buf += await conn.receive()
+                head, _, body = buf.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method = lines[0].split(" ")[0]
+                length = next((int(v) for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "content-length"), 0)
+                while len(body) < length:
+                    body += await conn.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
+        plain = "HTTP/1.1 {} X\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n"
+        try:
+            if method != "POST":
+                await conn.send(plain.format(405 if method == "GET" else 200, 0).encode())
+                return
+            message = json.loads(body)
+            if "id" not in message:
+                await conn.send(plain.format(202, 0).encode())
+                return
+            if message["method"] == "tools/call":
+                await conn.send(
+                    b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/event-stream\r\n"
+                    b"Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+                )
+                data = bomb(b"data: ")
+                for i in range(0, len(data), 32 * 1024):
+                    chunk = data[i : i + 32 * 1024]
+                    await conn.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                await conn.send(b"0\r\n\r\n")
+                return
+            answer = result(message["id"], INIT if message["method"] == "initialize" else {"tools": []})
+            await conn.send(plain.format(200, len(answer)).encode() + answer)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
+
+
+async def test_a_compression_bomb_over_a_real_socket_fails_its_request_within_the_bound() -> None:
+    bomb(b"data: ")  # made before measuring
+    diagnostics: list[str] = []
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, _serve_one)
+        with Peak() as peak, anyio.fail_after(LIMIT):
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with open_streamable_http(server(url=url), context(diagnostics)) as stream:
+                async with Session(stream, server="t") as session:
+                    await session.initialize()
+                    with pytest.raises(ProtocolError, match="too large"):
+                        await session.request("tools/call", {"name": "x"})
+                    assert await session.request("tools/list") == {"tools": []}
+        tg.cancel_scope.cancel()
+    assert peak.growth < BOUND, f"{peak.growth / MiB:.1f} MiB"
