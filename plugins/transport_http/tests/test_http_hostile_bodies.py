@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import HTTPStatusError, ProtocolError
+from kxen_core.errors import HTTPStatusError, ProtocolError, RemoteError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_http.plumbing import DECODE_CHUNK, Inflater, SseParser
@@ -395,3 +395,15 @@ async def test_a_compression_bomb_over_a_real_socket_fails_its_request_within_th
                     assert await session.request("tools/list") == {"tools": []}
         tg.cancel_scope.cancel()
     assert peak.growth < BOUND, f"{peak.growth / MiB:.1f} MiB"
+
+
+@pytest.mark.parametrize("depth", [900, 30_000])  # both within ERROR_BODY_LIMIT
+async def test_a_deeply_nested_error_body_fails_its_request_only(depth: int) -> None:
+    nested = "[" * depth + "]" * depth
+
+    def refuse(rid: Any) -> httpx.Response:
+        body = '{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"no","data":%s}}' % (json.dumps(rid), nested)
+        return httpx.Response(400, headers={"content-type": "application/json"}, content=body.encode())
+
+    error = await run_bombed(refuse, [])
+    assert isinstance(error, (HTTPStatusError, RemoteError)), error

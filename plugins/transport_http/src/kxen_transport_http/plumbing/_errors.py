@@ -86,12 +86,16 @@ def error_from_http(rid: Any, status: int, reason: str, body: bytes, redact: Red
     data: dict[str, Any] = {"httpStatus": status}
     try:
         value = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
         value = None
     err = value.get("error") if isinstance(value, dict) else None
     if isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str):
         # keep the server's data (e.g. ``supported`` versions); only add the status when it has none
-        return jsonrpc_error(rid, err["code"], redact(err["message"], 2000), redact.value(err.get("data", data)))
+        try:
+            kept = redact.value(err.get("data", data))
+        except RecursionError:  # nested too deeply to check for secrets: dropped
+            kept = data
+        return jsonrpc_error(rid, err["code"], redact(err["message"], 2000), kept)
     text = redact(body.decode("utf-8", "replace").strip(), 500) if body else ""
     message = f"HTTP {status} {reason}".strip() + (f": {text}" if text else "")
     return RequestFailed(rid, HTTPStatusError(message, status=status, body=text))
