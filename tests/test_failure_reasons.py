@@ -59,3 +59,4 @@ def test_the_real_cause_is_found_in_nested_groups():
     assert real_cause(closed) is closed
     remote = RemoteError(-32000, "no", None, method="tools/list")
     assert real_cause(ExceptionGroup("g", [remote])) is remote
+
