@@ -118,6 +118,8 @@ def remote_tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> st
         return 'inputSchema must be an object schema ("type": "object")'
     try:
         size = len(json.dumps(schema, separators=(",", ":")).encode())
+    except RecursionError:
+        return "inputSchema nests too deeply to measure"
     except (TypeError, ValueError):
         return "inputSchema is not JSON"
     if size > limits.max_schema_bytes:

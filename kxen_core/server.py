@@ -8,6 +8,7 @@ process that runs is not a server that is ready: ``ready`` means initialized and
 from __future__ import annotations
 
 import logging
+import sys
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -25,6 +26,9 @@ from .session import Session
 from .states import SETTLED, Phase, State
 from .transport import MessageStream, TransportContext
 
+if sys.version_info < (3, 11):  # pragma: no cover - anyio depends on the backport there
+    from exceptiongroup import BaseExceptionGroup
+
 if TYPE_CHECKING:
     import cattrs
 
@@ -38,6 +42,35 @@ log = logging.getLogger("kxen.server")
 MAX_DIAGNOSTICS = 200
 LIST_CHANGED_DEBOUNCE = 0.05
 STOP_WAIT_SECONDS = 10
+
+
+def real_cause(exc: BaseException) -> BaseException:
+    """The error a task group wrapped: its first kxen error (depth first), else its first error
+    that is not a cancellation, else its first; ``exc`` itself when it is no group."""
+    leaves: list[BaseException] = []
+    todo = [exc]
+    while todo and len(leaves) < 1000:  # a group is finite, but be bounded anyway
+        e = todo.pop()
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(reversed(e.exceptions))
+        else:
+            leaves.append(e)
+    if not leaves:
+        return exc
+    for kind in (KxenError, Exception):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return leaves[0]
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a status shows for ``exc``: a kxen error's own text, else ``Type: text``; never a
+    task group's "unhandled errors" wrapper."""
+    cause = real_cause(exc)
+    if isinstance(cause, KxenError):
+        return str(cause)
+    return f"{type(cause).__name__}: {cause}"
 
 
 @attrs.frozen(kw_only=True)
@@ -197,13 +230,12 @@ class Server:
                             tg.cancel_scope.cancel()
                         if not self.stopping:
                             self.set(State.FAILED, Phase.TRANSPORT, session.close_reason or "connection closed")
-        except KxenError as exc:
+        except Exception as exc:  # a kxen error, or a plugin bug: it must not take the runtime down
+            # a task group (the listing's, a transport's) wraps what failed in it: report the cause
             if not self.stopping:
-                self.set(State.FAILED, phase, str(exc))
-        except Exception as exc:  # a plugin bug must not take the runtime down
-            if not self.stopping:
-                self.set(State.FAILED, phase, f"{type(exc).__name__}: {exc}")
-            log.debug("server %s failed", server.name, exc_info=True)
+                self.set(State.FAILED, phase, failure_text(exc))
+            if not isinstance(real_cause(exc), KxenError):
+                log.debug("server %s failed", server.name, exc_info=True)
         finally:
             self.session = None
             if self.stopping:
@@ -338,8 +370,8 @@ class Server:
         self._refreshing.discard(kind)
         try:
             await self._list(kind, required=False)
-        except KxenError as exc:
-            self.diag(f"refreshing {kind} failed: {exc}")
+        except Exception as exc:  # a plugin bug in a refresh must not end the server
+            self.diag(f"refreshing {kind} failed: {failure_text(exc)}")
 
 
 __all__ = ["Phase", "SETTLED", "Server", "ServerEnv", "State"]  # the states are re-exported for hosts

@@ -3,9 +3,12 @@
 One reader task per session dispatches every incoming message: responses complete their pending
 request (a dict lookup and completing its waiter, nothing more on the hot path), server requests are answered
 in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
-handler. Every request has a timeout; on timeout, on the caller's cancellation and on ``aclose`` the
-request is dropped from the pending map and ``notifications/cancelled`` is sent best-effort (never for
-``initialize``). When the stream ends, every pending request fails at once with ``ClosedError``.
+handler. Past ``MAX_SERVER_REQUESTS_IN_FLIGHT`` a server request costs O(1): it is answered "busy"
+inline with ``send_nowait``, or by one of at most ``MAX_REFUSALS_IN_FLIGHT`` short tasks, or dropped
+and counted (``refused_requests``, ``dropped_requests``; a diagnostic at each power of two), so a
+flood neither grows memory nor delays closing. Every request has a timeout; on timeout, on the
+caller's cancellation and on ``aclose`` the request is dropped from the pending map and
+``notifications/cancelled`` is sent best-effort (never for ``initialize``). When the stream ends, every pending request fails at once with ``ClosedError``.
 
 Speed (see docs/performance.md): a request goes out with the stream's ``send_nowait`` (no cancel
 scope when nothing waits); only under backpressure does it await ``send``, and that wait counts
@@ -32,10 +35,31 @@ LATEST_PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 CLIENT_INFO = {"name": "kxen", "version": "0.1.0"}
 
-#: at most this many server->client requests are served at once; more get an error reply
+#: at most this many server->client requests are served at once; each one past it costs O(1): a
+#: "busy" error reply when the stream takes it without waiting, else one sent by at most
+#: MAX_REFUSALS_IN_FLIGHT tasks (each bounded by CANCEL_SEND_SECONDS), else it is dropped (counted)
 MAX_SERVER_REQUESTS_IN_FLIGHT = 32
+MAX_REFUSALS_IN_FLIGHT = 32
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
+
+
+def _text(value: Any, limit: int) -> str:
+    """``value`` as text of at most ``limit`` characters; a container by its type only (it may be
+    nested too deeply to print), a number too long to print likewise."""
+    if isinstance(value, str):
+        return value[:limit]
+    if value is None or isinstance(value, (bool, int, float)):
+        try:
+            return str(value)[:limit]
+        except ValueError:  # an int past the interpreter's digit limit
+            return "a very long number"
+    return f"(a JSON {type(value).__name__})"
+
+
+def _brief(value: Any) -> str:
+    """A value from the server, quoted and short, for a diagnostic or an error."""
+    return repr(_text(value, 40))
 
 
 class _Pending:
@@ -90,6 +114,10 @@ class Session:
         self._closed: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._server_requests = 0
+        self._refusing = 0
+        #: server requests past the in-flight bound: answered "busy" inline, or dropped unanswered
+        self.refused_requests = 0
+        self.dropped_requests = 0
         self.initialized: InitializeResult | None = None
         #: set once the session can no longer be used (stream ended, server died, aclose)
         self.closed_event = anyio.Event()
@@ -196,7 +224,7 @@ class Session:
             code = err.get("code")
             raise RemoteError(
                 code if isinstance(code, int) and not isinstance(code, bool) else -32603,
-                str(err.get("message", ""))[:2000],
+                _text(err.get("message", ""), 2000),
                 err.get("data"),
                 method=method,
             )
@@ -224,7 +252,7 @@ class Session:
         version = result.get("protocolVersion")
         if version not in SUPPORTED_PROTOCOL_VERSIONS:
             raise ProtocolError(
-                f"server answered protocol version {str(version)[:40]!r}; kxen supports "
+                f"server answered protocol version {_brief(version)}; kxen supports "
                 + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
                 server=self.server,
             )
@@ -273,23 +301,26 @@ class Session:
         try:
             while True:
                 message = await stream.receive()
-                # hot path: a response to one of our requests
-                if not isinstance(message, dict):
-                    self._dispatch_other(message)  # a RequestFailed (or garbage) from the transport
-                    continue
-                rid = message.get("id")
-                if rid is not None and "method" not in message:
-                    p = pending.get(rid) if type(rid) is int else None
-                    if p is None:
-                        # a late reply to a cancelled or timed-out request is expected; anything else is noise
-                        self._diag(f"reply for unknown request id {str(rid)[:40]!r} ignored")
+                try:
+                    # hot path: a response to one of our requests
+                    if not isinstance(message, dict):
+                        self._dispatch_other(message)  # a RequestFailed (or garbage) from the transport
                         continue
-                    if "result" not in message and "error" not in message:
-                        resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
-                    else:
-                        resolve(p.waiter, message)
-                    continue
-                self._dispatch_other(message)
+                    rid = message.get("id")
+                    if rid is not None and "method" not in message:
+                        p = pending.get(rid) if type(rid) is int else None
+                        if p is None:
+                            # a late reply to a cancelled or timed-out request is expected; anything else is noise
+                            self._diag(f"reply for unknown request id {_brief(rid)} ignored")
+                            continue
+                        if "result" not in message and "error" not in message:
+                            resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
+                        else:
+                            resolve(p.waiter, message)
+                        continue
+                    self._dispatch_other(message)
+                except Exception as exc:  # (free when nothing raises) one message's problem, never the session's
+                    self._message_failed(message, exc)
         except ClosedError as exc:
             self._fail_all(exc)
         except Exception as exc:  # a transport that raises anything else is closed too
@@ -297,6 +328,22 @@ class Session:
         finally:
             if self._closed is None:
                 self._fail_all(ClosedError("session closed", server=self.server))
+
+    def _message_failed(self, message: Any, exc: Exception) -> None:
+        """Handling one message raised (e.g. ``RecursionError``: nested too deeply to print). The
+        request it answers fails with ``ProtocolError``; any other message is a diagnostic."""
+        p = None
+        try:
+            if type(message) is dict and "method" not in message:
+                rid = message.get("id")
+                p = self._pending.get(rid) if type(rid) is int else None
+        except Exception:
+            p = None
+        what = type(exc).__name__  # only its type: its text may be as unprintable as the message
+        if p is not None:
+            self._waiters.resolve(p.waiter, ProtocolError(f"{p.method}: the reply could not be handled ({what})", server=self.server))
+        else:
+            self._diag(f"ignored a message that could not be handled ({what})")
 
     def _dispatch_other(self, message: Any) -> None:
         if type(message) is RequestFailed:
@@ -317,7 +364,7 @@ class Session:
                 self._diag(f"ignored server request {method[:60]!r} with an invalid id")
                 return
             if self._server_requests >= MAX_SERVER_REQUESTS_IN_FLIGHT:
-                self._tg.start_soon(self._reply_error, rid, -32603, "client busy")  # type: ignore[union-attr]
+                self._refuse(rid, method)
                 return
             self._server_requests += 1
             self._tg.start_soon(self._serve_request, rid, method, message.get("params"))  # type: ignore[union-attr]
@@ -327,6 +374,38 @@ class Session:
                 self._on_notification(method, message.get("params"))
             except Exception as exc:
                 self._diag(f"notification handler failed on {method[:60]!r}: {exc}")
+
+    def _refuse(self, rid: Any, method: str) -> None:
+        """A server request past the in-flight bound, in O(1): never a wait, never an unbounded task."""
+        busy: Message = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "client busy"}}
+        try:
+            sent = self._stream.send_nowait(busy)
+        except Exception:  # a stream that is closing: nothing was sent
+            sent = False
+        if sent:
+            self.refused_requests += 1
+            return
+        if self._refusing < MAX_REFUSALS_IN_FLIGHT:
+            self.refused_requests += 1
+            self._refusing += 1
+            self._tg.start_soon(self._send_refusal, busy)  # type: ignore[union-attr]
+            return
+        self.dropped_requests += 1
+        n = self.dropped_requests
+        if n & (n - 1) == 0:  # 1, 2, 4, 8...: the count stays visible, the diagnostics few
+            self._diag(
+                f"{n} server request(s) dropped unanswered: {MAX_SERVER_REQUESTS_IN_FLIGHT} in flight already "
+                f"and no room to refuse them (the last: {method[:60]!r})"
+            )
+
+    async def _send_refusal(self, busy: Message) -> None:
+        try:
+            with anyio.move_on_after(CANCEL_SEND_SECONDS):
+                await self._stream.send(busy)
+        except Exception:  # best effort, like any reply
+            pass
+        finally:
+            self._refusing -= 1
 
     async def _serve_request(self, rid: Any, method: str, params: Any) -> None:
         try:

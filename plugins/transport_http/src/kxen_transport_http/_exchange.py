@@ -17,6 +17,7 @@ from kxen_core.errors import TransportError
 
 from ._mcp_session import answers
 from .plumbing import (
+    BodyError,
     MessageTooLarge,
     SseCursor,
     content_type,
@@ -41,6 +42,8 @@ async def run_request(stream: StreamParts, rid: Any, body: bytes, headers: httpx
                 await _resume(stream, rid, *dropped)
     except MessageTooLarge as exc:
         await stream.deliver_error(rid, f"answer too large: {exc} (maxMessageBytes)")
+    except BodyError as exc:  # an encoding not asked for, or corrupt compressed data
+        await stream.deliver_error(rid, f"answer cannot be decoded: {exc}")
     except TransportError as error:  # the connection broke, or the session expired
         stream.fail(error)
 
@@ -119,7 +122,8 @@ async def _resume(stream: StreamParts, rid: Any, cursor: SseCursor, dropped: str
 
 def answer_reader(stream: StreamParts, want: Any) -> Any:
     """The ``on_event`` of an SSE stream: feed its messages; True once the response to ``want``
-    went by (never, for ``want=None``: the GET stream)."""
+    went by (never, for ``want=None``: the GET stream). An event that is not JSON-RPC (not JSON,
+    nested too deeply...) is a diagnostic: the stream goes on."""
 
     async def on_event(event: ServerSentEvent) -> bool:
         found = False

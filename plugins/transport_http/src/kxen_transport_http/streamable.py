@@ -218,9 +218,11 @@ class StreamableHTTPStream(HttpMessageStream):
         with anyio.move_on_after(CLOSE_STEP_SECONDS):
             try:
                 with map_errors(f"DELETE {self.safe_url}", self.redact, self.name):
-                    response = await self.client.delete(self.url, headers=await self.mcp.headers("DELETE"))
-                if response.status_code not in (200, 202, 204, 404, 405):
-                    self.context.diagnostic(f"{self.name}: session DELETE answered HTTP {response.status_code}")
+                    # only the status matters: the body is never read (it could be a decompression bomb)
+                    async with self.client.stream("DELETE", self.url, headers=await self.mcp.headers("DELETE")) as response:
+                        status = response.status_code
+                if status not in (200, 202, 204, 404, 405):
+                    self.context.diagnostic(f"{self.name}: session DELETE answered HTTP {status}")
             except TransportError as exc:
                 self.context.diagnostic(self.redact(str(exc)))
 

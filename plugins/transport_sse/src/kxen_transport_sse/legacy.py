@@ -30,6 +30,7 @@ from kxen_core import Message, ServerConfig, TransportContext
 from kxen_core.errors import ClosedError, ConnectError, TransportError
 from kxen_transport_http.options import SseOptions
 from kxen_transport_http.plumbing import (
+    BodyError,
     FollowEnd,
     HttpMessageStream,
     HttpTransport,
@@ -155,6 +156,8 @@ class LegacySSEStream(HttpMessageStream):
     def _ended(self, end: FollowEnd) -> TransportError:
         if isinstance(end.error, MessageTooLarge):
             return ClosedError(f"{end.error} (maxMessageBytes); stream abandoned", server=self.name)
+        if isinstance(end.error, BodyError):
+            return ClosedError(f"{end.error}; stream abandoned", server=self.name)
         if end.error is not None:
             return ClosedError(f"GET {self.safe_url}: {end.reason}", server=self.name)
         if not self._endpoint:

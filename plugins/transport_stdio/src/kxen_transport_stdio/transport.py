@@ -245,6 +245,14 @@ class StdioTransport:
             await proc.wait()
         await terminate_group(proc, self._tree)
         forget_server(proc.pid)
+        # a flood the child left unread keeps its stdout pipe paused, never at EOF, never closed:
+        # read it to the end (the group is gone, so the end is near), bounded
+        with anyio.move_on_after(EOF_GRACE_SECONDS):
+            try:
+                while await proc.stdout.receive(READ_CHUNK):  # type: ignore[union-attr]
+                    pass
+            except Exception:  # at its end, or closed
+                pass
         for stream in (proc.stdout, proc.stderr):
             try:
                 await stream.aclose()  # type: ignore[union-attr]

@@ -15,13 +15,18 @@ here. It has one owner: nothing below is written twice in either transport.
 * **Headers** -- :func:`request_headers` is ``server.headers`` plus what ``kxen_credential_lookup``
   answers; :func:`config_headers` and :func:`has_credential_hook` serve a transport that builds
   its headers once when no plugin implements that hook.
-* **Bodies** -- :func:`read_limited` reads a body up to a limit (:class:`MessageTooLarge`),
-  :func:`parse_messages` / :func:`encode` are JSON-RPC in and out, :func:`content_type`.
+* **Bodies** -- :func:`read_limited` reads a body up to a limit of *decoded* bytes
+  (:class:`MessageTooLarge`); a compressed body is inflated from the raw stream by an
+  :class:`Inflater` (:func:`inflater_for`) in pieces of at most :data:`DECODE_CHUNK` bytes, only in
+  the encodings the client asks for (:data:`ACCEPT_ENCODING`), else :class:`BadEncoding`; both are
+  a :class:`BodyError`. :func:`parse_messages` / :func:`encode` are JSON-RPC in and out (JSON
+  nested too deeply is a ``ValueError``), :func:`content_type`.
 * **Errors** -- :class:`map_errors` is the one boundary where exceptions become kxen's
   ``ConnectError`` / ``ClosedError`` / ``ProtocolError`` with redacted text;
   :func:`error_from_http` / :func:`rejected` turn an HTTP error answer into what the request gets
   (the server's JSON-RPC error, else ``HTTPStatusError``).
-* **SSE** -- :func:`read_events` reads a stream with each event bounded, moving an
+* **SSE** -- :func:`read_events` reads a stream with each event bounded (decoded, through
+  :class:`SseParser`), moving an
   :class:`SseCursor`; :class:`SseFollower` is the one loop that follows a stream across
   reconnections (``Last-Event-ID``, the server's ``retry``, a bounded number of attempts; a ``GET``
   answered 400/404/405 is not retried); :func:`messages_in` and :func:`check_event_stream` go with it.
@@ -31,7 +36,19 @@ here. It has one owner: nothing below is written twice in either transport.
   :data:`CLOSE_STEP_SECONDS`.
 """
 
-from ._bodies import MessageTooLarge, content_type, encode, parse_messages, read_limited
+from ._bodies import (
+    ACCEPT_ENCODING,
+    DECODE_CHUNK,
+    BadEncoding,
+    BodyError,
+    Inflater,
+    MessageTooLarge,
+    content_type,
+    encode,
+    inflater_for,
+    parse_messages,
+    read_limited,
+)
 from ._client import CLOSE_STEP_SECONDS, HttpMessageStream, HttpTransport, TransportFactory, open_client, transport_options
 from ._errors import ERROR_BODY_LIMIT, describe_exception, error_from_http, jsonrpc_error, map_errors, rejected
 from ._headers import config_headers, has_credential_hook, request_headers
@@ -41,6 +58,7 @@ from ._sse import (
     FollowEnd,
     SseCursor,
     SseFollower,
+    SseParser,
     StreamRefused,
     check_event_stream,
     messages_in,
@@ -48,16 +66,22 @@ from ._sse import (
 )
 
 __all__ = [
+    "ACCEPT_ENCODING",
+    "BadEncoding",
+    "BodyError",
     "CLOSE_STEP_SECONDS",
+    "DECODE_CHUNK",
     "ERROR_BODY_LIMIT",
     "MAX_RETRY_MS",
     "FollowEnd",
     "HttpMessageStream",
     "HttpTransport",
+    "Inflater",
     "MessageTooLarge",
     "Redactor",
     "SseCursor",
     "SseFollower",
+    "SseParser",
     "StreamRefused",
     "TransportFactory",
     "check_event_stream",
@@ -67,6 +91,7 @@ __all__ = [
     "encode",
     "error_from_http",
     "has_credential_hook",
+    "inflater_for",
     "jsonrpc_error",
     "map_errors",
     "messages_in",

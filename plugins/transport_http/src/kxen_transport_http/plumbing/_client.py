@@ -13,6 +13,7 @@ from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
 from kxen_core.errors import ClosedError, ConnectError, TransportError
 from kxen_core.kinds import structure_options
 
+from ._bodies import ACCEPT_ENCODING
 from ._secrets import Redactor, safe_url
 
 #: each best-effort closing step (a farewell request, waiting for tasks, closing the client) gets this long
@@ -41,7 +42,7 @@ def open_client(
     factory: TransportFactory | None = None,
 ) -> httpx.AsyncClient:
     """The one ``httpx.AsyncClient`` of a transport: no redirects (a redirect must not carry
-    credentials elsewhere), connect bounded by ``options.connectTimeoutSeconds``, no read timeout
+    credentials elsewhere), ``Accept-Encoding`` limited to :data:`ACCEPT_ENCODING`, connect bounded by ``options.connectTimeoutSeconds``, no read timeout
     (streams stay open; requests are bounded by the session), and the network replaced by
     ``http_transport`` or by what ``factory(server)`` answers, when either is given (tests)."""
     if not server.url or not server.url.startswith(("http://", "https://")):
@@ -52,6 +53,8 @@ def open_client(
         transport=http_transport,
         timeout=httpx.Timeout(connect=options.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
         follow_redirects=False,
+        # only what the bounded readers inflate (see _bodies): never an encoding that could not be bounded
+        headers={"Accept-Encoding": ACCEPT_ENCODING},
     )
 
 

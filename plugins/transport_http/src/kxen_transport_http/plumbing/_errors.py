@@ -11,7 +11,7 @@ import httpx
 from kxen_core import Message, RequestFailed
 from kxen_core.errors import ClosedError, ConnectError, HTTPStatusError, ProtocolError, TransportError
 
-from ._bodies import MessageTooLarge, read_limited
+from ._bodies import BodyError, read_limited
 from ._secrets import Redactor
 
 #: how much of an HTTP error body is read to look for a JSON-RPC error in it
@@ -86,12 +86,16 @@ def error_from_http(rid: Any, status: int, reason: str, body: bytes, redact: Red
     data: dict[str, Any] = {"httpStatus": status}
     try:
         value = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
         value = None
     err = value.get("error") if isinstance(value, dict) else None
     if isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str):
         # keep the server's data (e.g. ``supported`` versions); only add the status when it has none
-        return jsonrpc_error(rid, err["code"], redact(err["message"], 2000), redact.value(err.get("data", data)))
+        try:
+            kept = redact.value(err.get("data", data))
+        except RecursionError:  # nested too deeply to check for secrets: dropped
+            kept = data
+        return jsonrpc_error(rid, err["code"], redact(err["message"], 2000), kept)
     text = redact(body.decode("utf-8", "replace").strip(), 500) if body else ""
     message = f"HTTP {status} {reason}".strip() + (f": {text}" if text else "")
     return RequestFailed(rid, HTTPStatusError(message, status=status, body=text))
@@ -101,6 +105,6 @@ async def rejected(response: httpx.Response, rid: Any, redact: Redactor) -> Mess
     """:func:`error_from_http` for an error ``response``, reading at most ``ERROR_BODY_LIMIT`` of it."""
     try:
         body = await read_limited(response, ERROR_BODY_LIMIT)
-    except (MessageTooLarge, httpx.HTTPError):  # too large, or it broke off: the status says enough
+    except (BodyError, httpx.HTTPError):  # too large, undecodable, or it broke off: the status says enough
         body = b""
     return error_from_http(rid, response.status_code, response.reason_phrase, body, redact)

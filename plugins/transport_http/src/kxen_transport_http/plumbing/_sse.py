@@ -1,19 +1,19 @@
-"""Server-sent events: reading a stream with every event bounded, and the one loop that follows a
-stream across reconnections (``GET`` + ``Last-Event-ID`` after the server's ``retry``), bounded."""
+"""Server-sent events: reading a stream with every event bounded in decoded bytes, and the one
+loop that follows a stream across reconnections (``GET`` + ``Last-Event-ID`` after the server's
+``retry``), bounded."""
 
 from __future__ import annotations
 
-from contextlib import aclosing
-from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable
+from typing import AsyncContextManager, Awaitable, Callable
 
 import anyio
 import attrs
 import httpx
-from httpx_sse import EventSource, ServerSentEvent
+from httpx_sse import ServerSentEvent
 
 from kxen_core import Message
 
-from ._bodies import MessageTooLarge, content_type, parse_messages
+from ._bodies import BodyError, MessageTooLarge, content_type, inflater_for, parse_messages, raw_chunks
 from ._errors import describe_exception
 from ._secrets import Redactor
 
@@ -21,7 +21,6 @@ from ._secrets import Redactor
 MAX_RETRY_MS = 60_000
 #: a GET answered with one of these means the server offers no such stream: it is not retried
 UNSUPPORTED = (400, 404, 405)
-_EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
 
 OnEvent = Callable[[ServerSentEvent], Awaitable[bool]]
 Connect = Callable[["SseCursor"], AsyncContextManager[httpx.Response]]
@@ -61,52 +60,107 @@ def check_event_stream(response: httpx.Response) -> None:
         raise StreamRefused(response.status_code, media_type)
 
 
-class _BoundedBytes(httpx.AsyncByteStream):
-    """The body of an SSE response, counting the bytes of the event being parsed so that one event
-    cannot grow without bound. An iterator object, not a generator: it is never left half-run."""
+class SseParser:
+    """Server-sent events from decoded bytes, as the HTML standard reads them (lines end with
+    CRLF, LF or CR; ``data`` lines join with LF; ``id`` is kept across events; comments and
+    unknown fields are ignored), with every event bounded: the bytes it keeps (its fields and the
+    line still being read) may not pass ``limit`` (:class:`MessageTooLarge`). Comments keep nothing."""
 
-    def __init__(self, inner: Any, limit: int) -> None:
-        self._inner = inner
-        self._chunks: Any = None
+    __slots__ = ("_limit", "_parts", "_held", "_kept", "_cr", "_event", "_data", "_id", "_retry", "_fields")
+
+    def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._ended_event = False
-        self.pending = 0
+        self._parts: list[bytes] = []  # the line being read
+        self._held = 0  # its bytes
+        self._kept = 0  # bytes of the fields of the current event
+        self._cr = False
+        self._event = ""
+        self._data: list[str] = []
+        self._id = ""
+        self._retry: int | None = None
+        self._fields = False
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        self._chunks = self._inner.__aiter__()
-        return self
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """The events ``chunk`` completes (a chunk is at most one read or ``DECODE_CHUNK``)."""
+        if self._cr:
+            chunk = b"\r" + chunk
+            self._cr = False
+        if chunk.endswith(b"\r"):  # it may be the first half of a CRLF: decide with the next chunk
+            self._cr = True
+            chunk = chunk[:-1]
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        events: list[ServerSentEvent] = []
+        if lines:
+            if self._parts:
+                lines[0] = b"".join(self._parts) + lines[0]
+                self._parts = []
+                self._held = 0
+            for line in lines:
+                event = self._line(line)
+                if event is not None:
+                    events.append(event)
+        if tail:
+            self._parts.append(tail)
+            self._held += len(tail)
+            if self._held + self._kept > self._limit:
+                raise MessageTooLarge(f"SSE event over {self._limit} bytes")
+        return events
 
-    async def __anext__(self) -> bytes:
-        if self._ended_event:  # the last chunk ended on a blank line: it ended every event in it
-            self.pending = 0
-        chunk: bytes = await self._chunks.__anext__()
-        self.pending += len(chunk)
-        if self.pending > self._limit:
+    def _line(self, line: bytes) -> ServerSentEvent | None:
+        if not line:
+            if not self._fields:
+                return None
+            event = ServerSentEvent(event=self._event, data="\n".join(self._data), id=self._id, retry=self._retry)
+            self._event, self._data, self._retry, self._fields, self._kept = "", [], None, False, 0
+            return event
+        if line[0] == 58:  # b":": a comment
+            return None
+        name, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value.decode("utf-8", "replace"))
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\0" in value:
+                return None
+            self._id = value.decode("utf-8", "replace")
+        elif name == b"retry":
+            try:
+                self._retry = int(value)
+            except ValueError:
+                return None
+        else:
+            return None
+        self._fields = True
+        self._kept += len(line) + 1
+        if self._kept > self._limit:
             raise MessageTooLarge(f"SSE event over {self._limit} bytes")
-        self._ended_event = chunk.endswith(_EVENT_ENDS)
-        return chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+        return None
 
 
 async def read_events(response: httpx.Response, cursor: SseCursor, limit: int, on_event: OnEvent) -> bool:
     """Hand each event of ``response`` to ``on_event`` until it answers True (then True) or the
     stream ends (False). Moves ``cursor``; raises :class:`MessageTooLarge` for an event over
-    ``limit`` bytes, and httpx's exceptions when the stream breaks."""
-    counter = _BoundedBytes(response.stream, limit)
-    response.stream = counter
-    async with aclosing(EventSource(response).aiter_sse()) as events:
-        async for event in events:
-            counter.pending = 0
-            if event.id:
-                cursor.last_id = event.id
-            if event.retry is not None:
-                cursor.retry_ms = max(0, event.retry)
-            if event.data:
-                cursor.events += 1
-            if await on_event(event):
-                return True
+    ``limit`` decoded bytes, :class:`BadEncoding` for a body that cannot be decoded, and httpx's
+    exceptions when the stream breaks. A compressed stream is inflated piece by piece, bounded."""
+    inflater = inflater_for(response)
+    parser = SseParser(limit)
+    async for raw in raw_chunks(response):
+        for piece in (raw,) if inflater is None else inflater.feed(raw):
+            for event in parser.feed(piece):
+                if event.id:
+                    cursor.last_id = event.id
+                if event.retry is not None:
+                    cursor.retry_ms = max(0, event.retry)
+                if event.data:
+                    cursor.events += 1
+                if await on_event(event):
+                    return True
     return False
 
 
@@ -128,7 +182,7 @@ class FollowEnd:
 
     #: ``on_event`` had what it wanted
     done: bool = False
-    #: otherwise what ended the last attempt: ``StreamRefused``, ``MessageTooLarge``, an httpx
+    #: otherwise what ended the last attempt: ``StreamRefused``, a ``BodyError``, an httpx
     #: exception; None when the stream simply ended
     error: Exception | None = None
     #: that, as redacted text ("ended" when the stream simply ended)
@@ -173,7 +227,7 @@ class SseFollower:
         :func:`check_event_stream`); it sends ``cursor.last_id`` as ``Last-Event-ID`` when there
         is one. ``dropped`` says the caller read the stream once already and why it stopped: then
         the first step is to reconnect. With ``need_event_id`` it does not reconnect without an
-        event id (resuming one answer). Anything other than ``StreamRefused``, ``MessageTooLarge``
+        event id (resuming one answer). Anything other than ``StreamRefused``, a ``BodyError``
         and httpx's request errors propagates: put :class:`map_errors` around the call.
         """
         error: Exception | None = None
@@ -199,7 +253,7 @@ class SseFollower:
                 error, reason = exc, str(exc)
                 if exc.unsupported:
                     return FollowEnd(error=exc, reason=reason, attempts=attempts)
-            except MessageTooLarge as exc:
+            except BodyError as exc:  # an event too large, a body that cannot be decoded
                 error, reason = exc, str(exc)
             except httpx.RequestError as exc:
                 error, reason = exc, describe_exception(exc, self.redact)
