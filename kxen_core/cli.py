@@ -156,6 +156,8 @@ def _approvals(args: argparse.Namespace) -> int:
             {
                 "server": server.name,
                 "kind": "stdio_launch",
+                "scope": server.scope,
+                "held": launch.held if launch else None,
                 "transport": server.kind,
                 "source": server.source,
                 "trusted": config.trusted,
@@ -177,6 +179,8 @@ def _approvals(args: argparse.Namespace) -> int:
             if not r["trusted"]:
                 state += " (workspace not trusted: kxen trust)"
             print(f"{r['server']}: {state}")
+            if r["held"]:
+                print(f"  held: {r['held']}")
             if r["error"]:
                 print(f"  error: {r['error']}")
             else:

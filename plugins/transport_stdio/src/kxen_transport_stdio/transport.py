@@ -3,7 +3,9 @@
 Launch: no shell; the command is made absolute against the child's PATH (relative entries and a
 command with a slash count from the cwd; symlinks are kept, as exec would run them); cwd is the
 server's ``cwd`` (relative to the workspace) or the workspace; the environment is cleared and gets
-only :data:`ENV_PASSTHROUGH` from the host, then the server's configured ``env`` on top.
+only :data:`ENV_PASSTHROUGH` from the host, then :data:`SAFE_DEFAULTS` (interpreters' safe-path
+modes, so ``python -m x`` does not import the workspace's ``x``), then the server's configured
+``env`` on top (a project may not set those keys; a user may turn them off).
 
 stdin is a pipe the transport makes itself and writes without blocking (:mod:`.writer`): one code
 path on every anyio backend, public APIs only. stdout is one JSON message per line
@@ -36,6 +38,8 @@ from .writer import PipeWriter
 
 #: host variables a child may inherit; everything else is cleared
 ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER")
+#: set in every child: the cwd is the workspace, so interpreters must not import from it
+SAFE_DEFAULTS = {"PYTHONSAFEPATH": "1"}
 STDERR_TAIL_BYTES = 16 * 1024
 READ_CHUNK = 256 * 1024
 #: after stdin is closed (its backlog sent first, within the same bound), how long the child gets to exit
@@ -47,9 +51,10 @@ STDERR_SETTLE_SECONDS = 0.1
 
 def child_env(configured: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
     """The child's environment: :data:`ENV_PASSTHROUGH` from ``host`` (default: this process's),
-    then the configured ``env`` on top."""
+    then :data:`SAFE_DEFAULTS`, then the configured ``env`` on top."""
     source: Mapping[str, str] = os.environ if host is None else host
     env = {k: source[k] for k in ENV_PASSTHROUGH if k in source}
+    env.update(SAFE_DEFAULTS)
     env.update(configured)
     return env
 
@@ -243,4 +248,4 @@ class StdioTransport:
                 pass
 
 
-__all__ = ["EOF_GRACE_SECONDS", "ENV_PASSTHROUGH", "STDERR_TAIL_BYTES", "TERM_GRACE_SECONDS", "StdioTransport", "child_env"]
+__all__ = ["EOF_GRACE_SECONDS", "ENV_PASSTHROUGH", "SAFE_DEFAULTS", "STDERR_TAIL_BYTES", "TERM_GRACE_SECONDS", "StdioTransport", "child_env"]
