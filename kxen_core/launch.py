@@ -165,15 +165,16 @@ def printable(text: str) -> str:
 
 
 def _workspace_files(
-    command: str, args: tuple[str, ...], cwd: str, workspace: str
+    command: str, args: tuple[str, ...], cwd: str, workspace: str, *, by_path: bool
 ) -> tuple[dict[str, str], list[str]]:
     """Digests of the command's target and of argument files inside the workspace, and the reasons
-    the launch runs something the workspace holds (launcher rules, a command inside it)."""
+    the launch runs something the workspace holds (launcher rules, a command named by a path into
+    it; a command found on an absolute PATH entry is the user's choice, wherever that entry is)."""
     files: dict[str, str] = {}
     reasons: list[str] = []
     target = os.path.realpath(command)
     files[target] = file_digest(target)
-    if inside(target, workspace) or inside(os.path.abspath(command), workspace):
+    if by_path and (inside(target, workspace) or inside(os.path.abspath(command), workspace)):
         reasons.append(f"the command {printable(command)} is a file in the workspace")
     count = 0
     for arg in args:
@@ -237,8 +238,11 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     if resolved is None:
         raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
     args = tuple(server.args)
-    files, reasons = _workspace_files(resolved, args, str(cwd), str(root))
-    held = "; ".join(reasons) if reasons else None
+    files, reasons = _workspace_files(resolved, args, str(cwd), str(root), by_path=os.sep in command)
+    # a user entry whose own config file is in the workspace (``--home`` inside the repository) is
+    # the repository's word already: holding its launch would protect nothing
+    own = server.scope == "user" and bool(server.source) and inside(os.path.realpath(server.source), str(root))
+    held = "; ".join(reasons) if reasons and not own else None
     return Launch(
         command=resolved,
         args=args,

@@ -336,3 +336,23 @@ def test_a_code_bearing_value_is_never_shown_as_a_digest(key, value):
     launch = Launch(command="/bin/x", args=(), cwd="/", env={key: value})
     assert launch.display()["env"][key] == value
     assert shown_env_value("API_TOKEN", "plain-secret-1") != "plain-secret-1"
+
+
+def test_a_command_found_on_an_absolute_path_entry_is_the_users_choice(ws, tmp_path):
+    """An activated venv of the workspace (an absolute PATH entry the user set) is not held; the
+    same file named by a relative path is."""
+    stub(ws / ".venv" / "bin", "srv", tmp_path / "ran")
+    on_path = resolve_launch(ServerConfig(name="u", command="srv", env={"PATH": str(ws / ".venv" / "bin")}), ws)
+    assert on_path.held is None and on_path.command == str(ws / ".venv" / "bin" / "srv")
+    assert resolve_launch(ServerConfig(name="u", command=".venv/bin/srv"), ws).held
+
+
+def test_a_user_config_that_is_itself_in_the_workspace_is_not_held(ws, tmp_path):
+    """``--home`` inside the repository: its config already decides what runs, holding protects nothing."""
+    (ws / "server.py").write_text("print('x')\n")
+    inside_ws = ServerConfig(name="u", command=sys.executable, args=["server.py"], source=str(ws / "home" / "mcp.json"))
+    outside = ServerConfig(name="u", command=sys.executable, args=["server.py"], source=str(tmp_path / "mcp.json"))
+    assert resolve_launch(inside_ws, ws).held is None
+    assert "server.py" in (resolve_launch(outside, ws).held or "")
+    # the fingerprint still covers the script either way
+    assert str(ws / "server.py") in resolve_launch(inside_ws, ws).files
