@@ -59,7 +59,7 @@ def digest(value: str) -> str:
 
 #: a file's content is hashed up to this size; a larger one is fingerprinted by size and mtime
 MAX_DIGEST_BYTES = 64 * 1024 * 1024
-#: how many argument files are digested (the rest are named, not hashed)
+#: how many argument files get a content digest (the rest: size, mtime, ctime and inode)
 MAX_DIGEST_FILES = 32
 _CHUNK = 1024 * 1024
 #: characters that make a value code: shell and template syntax, quotes, escapes, control characters
@@ -71,9 +71,15 @@ def code_bearing(value: str) -> bool:
     return bool(_CODE_RE.search(value))
 
 
-def file_digest(path: str) -> str:
-    """``sha256:<hex>`` of the file's content (bounded read), ``size:<n>;mtime_ns:<t>`` when it is
-    larger than :data:`MAX_DIGEST_BYTES`, ``dir`` for a directory, ``unreadable`` when it cannot be read."""
+def _stat_digest(st: os.stat_result) -> str:
+    # ctime and inode cannot be set back by whoever rewrites the file (mtime can)
+    return f"size:{st.st_size};mtime_ns:{st.st_mtime_ns};ctime_ns:{st.st_ctime_ns};ino:{st.st_ino}"
+
+
+def file_digest(path: str, *, hash_content: bool = True) -> str:
+    """``sha256:<hex>`` of the file's content (bounded read); its size, mtime, ctime and inode when
+    it is larger than :data:`MAX_DIGEST_BYTES` (or ``hash_content`` is false); ``dir`` for a
+    directory, ``unreadable`` when it cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -84,8 +90,8 @@ def file_digest(path: str) -> str:
             return "dir"
         if not stat.S_ISREG(st.st_mode):
             return "special"
-        if st.st_size > MAX_DIGEST_BYTES:
-            return f"size:{st.st_size};mtime_ns:{st.st_mtime_ns}"
+        if st.st_size > MAX_DIGEST_BYTES or not hash_content:
+            return _stat_digest(st)
         h = hashlib.sha256()
         total = 0
         while total <= MAX_DIGEST_BYTES:
@@ -94,7 +100,7 @@ def file_digest(path: str) -> str:
                 return "sha256:" + h.hexdigest()
             total += len(chunk)
             h.update(chunk)
-        return f"size:{st.st_size};mtime_ns:{st.st_mtime_ns}"  # it grew while read
+        return _stat_digest(st)  # it grew while read
     except OSError:
         return "unreadable"
     finally:
@@ -124,6 +130,9 @@ class Launch:
     #: why this launch runs something the workspace holds (None: it does not); such a launch needs
     #: workspace trust and approval of its fingerprint even for a user server
     held: str | None = None
+    #: whose env this is: a user's own values may be secrets with any characters (digest when the
+    #: key looks sensitive); a project's code-bearing value is never hidden behind a digest
+    scope: str = attrs.field(default="project", eq=False)
 
     def _canonical(self) -> dict[str, Any]:
         data: dict[str, Any] = {"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": self.env}
@@ -143,18 +152,19 @@ class Launch:
         shown in clear, so nobody approves code they cannot read (project config refuses such
         values before any approval is asked)."""
         shown = self._canonical()
-        shown["env"] = {k: shown_env_value(k, v) for k, v in sorted(self.env.items())}
+        shown["env"] = {k: shown_env_value(k, v, user=self.scope == "user") for k, v in sorted(self.env.items())}
         if self.held:
             shown["held"] = self.held
         return shown
 
 
-def shown_env_value(key: str, value: str) -> str:
+def shown_env_value(key: str, value: str, *, user: bool = False) -> str:
     """An env value as an approval shows it: a digest only when the key (or the value) looks like a
-    secret and the value is not code-bearing."""
-    if (sensitive_key(key) or sensitive_value(value)) and not code_bearing(value):
+    secret and -- unless the user wrote it -- the value is not code-bearing. Control characters of
+    a value shown in clear are escaped."""
+    if (sensitive_key(key) or sensitive_value(value)) and (user or not code_bearing(value)):
         return digest(value)
-    return value
+    return printable(value)
 
 
 def printable(text: str) -> str:
@@ -178,8 +188,6 @@ def _workspace_files(
         reasons.append(f"the command {printable(command)} is a file in the workspace")
     count = 0
     for arg in args:
-        if count >= MAX_DIGEST_FILES:
-            break
         for candidate in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
             if not candidate or "\0" in candidate:
                 continue
@@ -187,7 +195,8 @@ def _workspace_files(
             real = os.path.realpath(path)
             # a workspace path (or a link that leads into it): its content, and where a link points
             if path not in files and (inside(path, workspace) or inside(real, workspace)) and os.path.isfile(real):
-                files[path] = file_digest(real) + ("" if real == path else f"; target={printable(real)}")
+                content = file_digest(real, hash_content=count < MAX_DIGEST_FILES)
+                files[path] = content + ("" if real == path else f"; target={printable(real)}")
                 count += 1
     for rule, path in picked_up(command, args, cwd, workspace):
         real = os.path.realpath(path)
@@ -248,6 +257,7 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
         args=args,
         cwd=str(cwd),
         env=dict(server.env),
+        scope=server.scope,
         target=os.path.realpath(resolved),
         files=files,
         held=held,

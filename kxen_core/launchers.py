@@ -26,6 +26,8 @@ import attrs
 MAX_SNIFF_BYTES = 1024 * 1024
 #: how many positional arguments are looked at as scripts
 MAX_SCRIPT_ARGS = 32
+#: how many arguments are looked at as workspace paths
+MAX_PATH_ARGS = 256
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?[a-z]?(\.exe)?|pypy\d*(\.\d+)?")
 _SCRIPT_RUNNERS = re.compile(
@@ -58,10 +60,16 @@ RULES: tuple[Rule, ...] = (
     Rule("npx", r"npx|pnpx", _NPM_FILES, how="npx prefers the workspace's node_modules and reads its .npmrc"),
     Rule(
         "npm exec",
-        r"npm|pnpm|yarn",
-        (*_NPM_FILES, ".yarnrc.yml", ".yarnrc", ".pnpmfile.cjs"),
-        subcommands=("exec", "x", "dlx", "run", "run-script", "start", "test"),
-        how="the package manager runs the workspace's packages and scripts",
+        r"npm",
+        _NPM_FILES,
+        subcommands=("exec", "x", "run", "run-script", "start", "test", "restart", "stop"),
+        how="npm runs the workspace's packages and scripts",
+    ),
+    Rule(
+        "yarn/pnpm",
+        r"yarn|pnpm",
+        (*_NPM_FILES, ".yarnrc.yml", ".yarnrc", ".pnpmfile.cjs", ".yarn"),
+        how="yarn and pnpm run the workspace's packages and scripts (any word can name a script)",
     ),
     Rule("bunx", r"bunx", (*_NPM_FILES, "bunfig.toml"), how="bunx prefers the workspace's node_modules"),
     Rule(
@@ -139,7 +147,14 @@ def _package(spec: str | None) -> str | None:
 
 
 def _module(args: Sequence[str], option: str) -> str | None:
+    skip = False
     for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg in ("-X", "-W", "--check-hash-based-pycs"):
+            skip = True  # python -X dev -m mod: the option's value is not a script
+            continue
         if arg == option and i + 1 < len(args):
             top = args[i + 1].split(".", 1)[0]
             return top if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", top) else None
@@ -220,6 +235,14 @@ def picked_up(command: str, args: Sequence[str], cwd: str, workspace: str) -> li
                 if needle is not None and not _sniffed(path, needle):
                     continue
                 found.append((rule, path))
+        # any argument (or --option=value) that names a workspace path: npx ./pkg, uvx --from ./dir x
+        for arg in args[:MAX_PATH_ARGS]:
+            for value in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
+                if not value or "\0" in value or not (value.startswith((".", "~")) or "/" in value):
+                    continue
+                path = os.path.realpath(os.path.join(cwd, os.path.expanduser(value)))
+                if inside(path, workspace) and os.path.lexists(path):
+                    found.append((rule, path))
     seen: set[str] = set()
     unique = []
     for rule, path in found:
@@ -229,4 +252,4 @@ def picked_up(command: str, args: Sequence[str], cwd: str, workspace: str) -> li
     return unique
 
 
-__all__ = ["MAX_SCRIPT_ARGS", "MAX_SNIFF_BYTES", "RULES", "Rule", "inside", "picked_up"]
+__all__ = ["MAX_PATH_ARGS", "MAX_SCRIPT_ARGS", "MAX_SNIFF_BYTES", "RULES", "Rule", "inside", "picked_up"]

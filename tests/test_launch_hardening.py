@@ -77,6 +77,12 @@ PLANTS = [
     ("uv", ["tool", "run", "mcp-server-time"], ["uv.toml"], "uv.toml"),
     ("poetry", ["run", "serve"], ["pyproject.toml"], "pyproject.toml"),
     ("make", ["serve"], ["Makefile"], "Makefile"),
+    ("yarn", ["serve"], ["package.json"], "package.json"),
+    ("pnpm", ["mcp"], [".pnpmfile.cjs"], ".pnpmfile.cjs"),
+    ("python3", ["-X", "dev", "-m", "evil_mod"], ["evil_mod/__init__.py"], "evil_mod"),
+    ("uvx", ["--from", "./tools/evil", "mcp-server-time"], ["tools/evil/pyproject.toml"], "tools/evil"),
+    ("npx", ["-y", "./local-pkg"], ["local-pkg/package.json"], "local-pkg"),
+    ("node", ["--import", "./hook.mjs", "/opt/server.js"], ["hook.mjs"], "hook.mjs"),
 ]  # fmt: skip
 
 
@@ -278,7 +284,7 @@ def test_a_large_file_is_fingerprinted_by_size_and_mtime(tmp_path, monkeypatch):
     big = tmp_path / "big"
     big.write_bytes(b"x" * 64)
     st = big.stat()
-    assert file_digest(str(big)) == f"size:64;mtime_ns:{st.st_mtime_ns}"
+    assert file_digest(str(big)) == f"size:64;mtime_ns:{st.st_mtime_ns};ctime_ns:{st.st_ctime_ns};ino:{st.st_ino}"
     small = tmp_path / "small"
     small.write_bytes(b"x" * 8)
     assert file_digest(str(small)).startswith("sha256:")
@@ -332,9 +338,10 @@ def attrs_evolve(server: ServerConfig, **changes) -> ServerConfig:
 )  # fmt: skip
 def test_a_code_bearing_value_is_never_shown_as_a_digest(key, value):
     assert code_bearing(value)
-    assert shown_env_value(key, value) == value
+    clear = value.replace("\n", "\\x0a")  # in clear, with control characters escaped
+    assert shown_env_value(key, value) == clear and clear.isprintable()
     launch = Launch(command="/bin/x", args=(), cwd="/", env={key: value})
-    assert launch.display()["env"][key] == value
+    assert launch.display()["env"][key] == clear
     assert shown_env_value("API_TOKEN", "plain-secret-1") != "plain-secret-1"
 
 
@@ -356,3 +363,29 @@ def test_a_user_config_that_is_itself_in_the_workspace_is_not_held(ws, tmp_path)
     assert "server.py" in (resolve_launch(outside, ws).held or "")
     # the fingerprint still covers the script either way
     assert str(ws / "server.py") in resolve_launch(inside_ws, ws).files
+
+
+def test_padding_the_args_does_not_hide_the_real_script(ws, monkeypatch):
+    """Past the count of content digests, a file still counts by size, mtime, ctime and inode."""
+    monkeypatch.setattr(launch_mod, "MAX_DIGEST_FILES", 2)
+    for name in ("pad1", "pad2", "pad3", "real.py"):
+        (ws / name).write_text("print('v1')\n")
+    server = ServerConfig(name="p", scope="project", command=sys.executable, args=["pad1", "pad2", "pad3", "real.py"])
+    before = resolve_launch(server, ws)
+    assert set(before.files) >= {str(ws / n) for n in ("pad1", "pad2", "pad3", "real.py")}
+    real = ws / "real.py"
+    st = real.stat()
+    real.write_text("print('v2')\n")  # same size, mtime put back: ctime still moves
+    os.utime(real, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert resolve_launch(server, ws).fingerprint != before.fingerprint
+
+
+def test_a_users_own_secret_is_a_digest_whatever_its_characters(ws, tmp_path):
+    """A held user launch goes to an approval too: the user's secret stays a digest even with $ or !."""
+    (ws / "server.py").write_text("print('x')\n")
+    secret = "pa$$w0rd!-SECRET"
+    server = ServerConfig(name="u", command=sys.executable, args=["server.py"], env={"DB_PASSWORD": secret})
+    launch = resolve_launch(server, ws)
+    assert launch.held
+    shown = json.dumps(launch.display())
+    assert secret not in shown and launch.display()["env"]["DB_PASSWORD"].startswith("sha256:")

@@ -57,7 +57,7 @@ ENV_FAMILIES = frozenset(
         "LD", "DYLD", "GCONV", "GLIBC", "MALLOC", "LOCPATH", "NLSPATH", "HOSTALIASES", "RESOLV", "TZDIR",
         "BASH*", "ZSH*", "KSH", "SH", "FISH", "ENV", "IFS", "CDPATH", "PS1", "PS2", "PS3", "PS4", "PROMPT",
         "HIST*", "INPUTRC", "SHELL*", "HOME", "PATH", "USER", "LOGNAME", "TMP", "TMPDIR", "TEMP", "PWD", "OLDPWD",
-        "XDG", "LC", "LANG", "LANGUAGE", "TERM", "TERMINFO", "DISPLAY", "WAYLAND", "DBUS", "SYSTEMD", "SUDO",
+        "XDG", "LC", "LANG", "LANGUAGE", "TERM*", "DISPLAY", "WAYLAND", "DBUS", "SYSTEMD", "SUDO",
         "EDITOR", "VISUAL", "PAGER", "MANPAGER", "MANPATH", "BROWSER", "LESS*", "MORE",
         "GIT", "HG", "SVN", "CVS", "SSH", "GPG*", "GNUPG*", "KRB5*",
         "PYTHON*", "PY", "PIP", "PIPX", "UV", "UVX", "CONDA", "VIRTUAL", "POETRY", "PDM", "HATCH", "PIPENV", "TOX",
@@ -69,6 +69,8 @@ ENV_FAMILIES = frozenset(
         "OPENSSL", "SSL", "CURL", "WGET", "REQUESTS", "GNUTLS", "NSS", "HTTP", "HTTPS", "ALL", "NO", "FTP",
         "DOCKER", "PODMAN", "KUBECONFIG", "KUBE", "HELM", "GOOGLE", "CLOUDSDK", "GCLOUD", "AZURE",
         "CHROME", "CHROMIUM", "PLAYWRIGHT", "PUPPETEER", "NIX", "HOMEBREW", "KXEN",
+        "MPL*", "FLASK", "DJANGO", "CELERY", "GUNICORN", "UVICORN", "JUPYTER", "IPYTHON*", "QT", "GTK", "GIO", "GDK",
+        "VIM*", "EXINIT", "MAIL*", "MAN*",
     }
 )  # fmt: skip
 #: words (anywhere in the upper-cased key split at ``_``) that name code, a path, a config file, a
@@ -80,12 +82,13 @@ ENV_WORDS = frozenset(
         "ASKPASS", "HOOK", "HOOKS", "PRELOAD", "LIBRARY", "LIB", "LIBS", "PLUGIN", "PLUGINS", "MODULE",
         "MODULES", "SCRIPT", "SCRIPTS", "STARTUP", "INIT", "LOADER", "IMPORT", "REQUIRE", "INCLUDE", "EVAL",
         "INTERPRETER", "REGISTRY", "INDEX", "MIRROR", "PROXY", "CA", "CAFILE", "CAPATH", "CERT", "CERTS",
-        "INSECURE", "UNAUTHORIZED", "VERIFY", "TLS", "SSL", "FUNC", "PARAMETERS", "KEY0", "COUNT",
+        "INSECURE", "UNAUTHORIZED", "VERIFY", "TLS", "SSL", "FUNC", "PARAMETERS", "COUNT", "BACKEND", "ENGINE",
+        "HANDLER", "CLASS", "FACTORY", "ENTRYPOINT", "APP", "SETTINGS", "WRAPPER", "RUNNER", "LAUNCHER",
     }
 )  # fmt: skip
 #: word endings that name the same things glued to another word (GNUPGHOME, JAVAHOME, NPMRC)
 ENV_WORD_ENDINGS = ("PATH", "HOME", "DIR", "RC", "CONFIG", "CONF", "FILE", "PROXY", "OPTS", "OPTIONS", "ARGS",
-                    "EXEC", "CMD", "COMMAND", "HOOK", "PRELOAD")  # fmt: skip
+                    "EXEC", "CMD", "COMMAND", "HOOK", "PRELOAD", "INIT")  # fmt: skip
 #: well-known keys of those families that change nothing about what runs
 ENV_ALLOWED = frozenset(
     {"NODE_ENV", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONDONTWRITEBYTECODE", "NO_COLOR",
