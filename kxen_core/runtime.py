@@ -101,6 +101,8 @@ class Runtime:
             n: s
             for n, s in self.servers.items()
             if config.servers.get(n) == s.entry and admit(config, s.entry) == s.admission
+            # a held launch depends on workspace trust: started again when trust changed
+            and not (s.held and s.env is not None and s.env.trusted != config.trusted)
         }
         for name, server in self.servers.items():
             if name not in keep:

@@ -69,6 +69,7 @@ class Server:
     error: str | None = None
     note: str | None = None  # e.g. why a user entry stands in for a project entry
     fingerprint: str | None = None  # of a project launch awaiting approval
+    held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
     session: Session | None = None
     stream: MessageStream | None = None  # while the transport is up (for describe())
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
@@ -145,6 +146,7 @@ class Server:
                 launch = None
                 if not server.is_remote:
                     launch = resolve_launch(server, env.workspace)  # ConnectError -> failed(transport)
+                    self.held = launch.held is not None
                     if server.scope != "project" and launch.held and not env.trusted:
                         # a user server that would run what the workspace holds: never in an untrusted one
                         self.fingerprint = launch.fingerprint

@@ -389,3 +389,26 @@ def test_a_users_own_secret_is_a_digest_whatever_its_characters(ws, tmp_path):
     assert launch.held
     shown = json.dumps(launch.display())
     assert secret not in shown and launch.display()["env"]["DB_PASSWORD"].startswith("sha256:")
+
+
+async def test_trust_changes_apply_to_held_user_launches_on_reload(kxen_home, ws, tmp_path):
+    from kxen_core.config.trust import untrust
+
+    marker = tmp_path / "ran"
+    bin_dir = tmp_path / "bin"
+    stub(bin_dir, "npx", marker)
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    entry = user_entry("npx", ["-y", "pkg"], bin_dir)
+    fp = resolve_launch(ServerConfig(name="u", **entry), ws).fingerprint
+    async with running(kxen_home, ws, servers={"u": entry}, allow=STDIO, approve=[fp]) as rt:
+        assert state(rt, "u")["state"] == "awaiting_trust" and not marker.exists()
+        trust(kxen_home.path, ws)
+        await rt.reload()
+        with anyio.fail_after(30):
+            await rt.wait_ready()
+        assert marker.exists()  # trusted and approved: it ran (a stub, so it failed after)
+        untrust(kxen_home.path, ws)
+        await rt.reload()
+        with anyio.fail_after(30):
+            await rt.wait_ready()
+        assert state(rt, "u")["state"] == "awaiting_trust"
