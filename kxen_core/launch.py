@@ -43,9 +43,14 @@ SENSITIVE_ENV_WORDS = ("token", "secret", "key", "password", "passwd", "pwd", "c
 _USERINFO_RE = re.compile(r"://[^/?#\s]*@")
 
 
+#: "pat" (a personal access token) only as a word of its own or the end of the key, so PATH,
+#: PATTERN or DISPATCH are not taken for secrets (and PATH stays readable in an approval)
+_PAT_RE = re.compile(r"(?:^|[^a-z])pat(?:[^a-z]|$)|pat$")
+
+
 def sensitive_key(key: str) -> bool:
     lower = key.lower()
-    return any(word in lower for word in SENSITIVE_ENV_WORDS)
+    return any(word in lower for word in SENSITIVE_ENV_WORDS if word != "pat") or bool(_PAT_RE.search(lower))
 
 
 def sensitive_value(value: str) -> bool:

@@ -412,3 +412,15 @@ async def test_trust_changes_apply_to_held_user_launches_on_reload(kxen_home, ws
         with anyio.fail_after(30):
             await rt.wait_ready()
         assert state(rt, "u")["state"] == "awaiting_trust"
+
+
+@pytest.mark.parametrize("key", ["PATH", "path", "NODE_PATTERN", "DISPATCH_MODE"])
+def test_what_runs_is_never_hidden_as_a_secret(key):
+    """PATH decides what a launcher finds: an approval shows it in clear ("pat" is a word, not a fragment)."""
+    from kxen_core.launch import sensitive_key
+
+    assert not sensitive_key(key)
+    launch = Launch(command="/bin/x", args=(), cwd="/", env={key: "/opt/bin:/usr/bin"}, scope="user")
+    assert launch.display()["env"][key] == "/opt/bin:/usr/bin"
+    for secret in ("GITHUB_PAT", "PAT", "GITLAB_PAT_RO", "MYPAT", "pat_token"):
+        assert sensitive_key(secret), secret
