@@ -250,3 +250,29 @@ async def test_nul_byte_in_an_argument_is_a_connect_error(kxen_home, workspace):
         st = rt.status()[0]
     assert (st["state"], st["phase"]) == ("failed", "transport")
     assert "cannot start" in st["error"]
+
+
+@pytest.mark.parametrize(
+    ("configured", "host", "expected"),
+    [
+        ({"PATH": "tools:/usr/bin"}, {"PATH": "/bin"}, "/usr/bin"),
+        ({}, {"PATH": ".:/usr/bin::bin:/bin"}, "/usr/bin:/bin"),
+        ({"PATH": "node_modules/.bin"}, {}, os.defpath),
+        ({}, {"PATH": ""}, os.defpath),
+        ({"PATH": "/opt/x:/usr/bin"}, {"PATH": "."}, "/opt/x:/usr/bin"),
+    ],
+)
+def test_the_childs_path_never_names_the_workspace(configured, host, expected):
+    """What the child runs next (npx -> node, a shell -> git) is not looked up under its cwd either."""
+    from kxen_transport_stdio.transport import child_env
+
+    env = child_env(configured, host)
+    assert env["PATH"] == expected
+    assert env["PYTHONSAFEPATH"] == "1"
+
+
+async def test_a_host_path_with_a_dot_reaches_the_child_without_it(kxen_home, workspace, monkeypatch):
+    monkeypatch.setenv("PATH", f".:bin::{os.path.dirname(sys.executable)}:/usr/bin:/bin")
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
+        info = await _environ(rt)
+    assert info["env"]["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"
