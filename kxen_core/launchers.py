@@ -31,7 +31,7 @@ MAX_PATH_ARGS = 256
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?[a-z]?(\.exe)?|pypy\d*(\.\d+)?")
 _SCRIPT_RUNNERS = re.compile(
-    r"node(js)?|tsx|ts-node|bun|deno|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|lua|Rscript|osascript|"
+    r"node(js)?|tsx|ts-node|bun|deno|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|lua|Rscript|osascript|java|"
     + _PYTHON.pattern
 )
 
@@ -51,6 +51,8 @@ class Rule:
     subcommands: tuple[str, ...] = ()
     module_option: str | None = None
     sniff: dict[str, str] = attrs.field(factory=dict)
+    #: when not empty, the rule applies only when one of these options is given (``--opt`` or ``--opt=x``)
+    when_options: tuple[str, ...] = ()
     how: str = ""
 
 
@@ -76,9 +78,16 @@ RULES: tuple[Rule, ...] = (
         "bun",
         r"bun",
         (*_NPM_FILES, "bunfig.toml", "{script}"),
-        subcommands=("x", "run", "exec"),
-        how="bun runs the workspace's packages, scripts and bunfig.toml",
+        how="bun reads the workspace's bunfig.toml (preloads) and runs its packages and scripts",
     ),
+    Rule(
+        "node preload",
+        r"node(js)?|tsx|ts-node",
+        ("node_modules", "package.json"),
+        when_options=("-r", "--require", "--import", "--loader", "--experimental-loader"),
+        how="node resolves a bare --require/--import/--loader name in the workspace's node_modules",
+    ),
+    Rule("pipx run", r"pipx", ("{script}",), subcommands=("run",), how="pipx runs a workspace path it is given"),
     Rule(
         "deno",
         r"deno",
@@ -204,6 +213,8 @@ def picked_up(command: str, args: Sequence[str], cwd: str, workspace: str) -> li
     found: list[tuple[Rule, str]] = []
     for rule in RULES:
         if not re.fullmatch(rule.commands, base):
+            continue
+        if rule.when_options and not any(a.split("=", 1)[0] in rule.when_options for a in args):
             continue
         start = 0
         if rule.subcommands:

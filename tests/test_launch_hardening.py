@@ -83,6 +83,10 @@ PLANTS = [
     ("uvx", ["--from", "./tools/evil", "mcp-server-time"], ["tools/evil/pyproject.toml"], "tools/evil"),
     ("npx", ["-y", "./local-pkg"], ["local-pkg/package.json"], "local-pkg"),
     ("node", ["--import", "./hook.mjs", "/opt/server.js"], ["hook.mjs"], "hook.mjs"),
+    ("node", ["--require=dotenv-hook", "/opt/server.js"], ["node_modules/dotenv-hook/index.js"], "node_modules"),
+    ("bun", ["/opt/server.ts"], ["bunfig.toml"], "bunfig.toml"),
+    ("pipx", ["run", "./tool"], ["tool/pyproject.toml"], "tool"),
+    ("java", ["-jar", "server.jar"], ["server.jar"], "server.jar"),
 ]  # fmt: skip
 
 
