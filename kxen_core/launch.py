@@ -157,7 +157,16 @@ class Launch:
         shown in clear, so nobody approves code they cannot read (project config refuses such
         values before any approval is asked)."""
         shown = self._canonical()
-        shown["env"] = {k: shown_env_value(k, v, user=self.scope == "user") for k, v in sorted(self.env.items())}
+        shown["env"] = {
+            printable(k): shown_env_value(k, v, user=self.scope == "user") for k, v in sorted(self.env.items())
+        }
+        # names from the repository (file names, args) are shown with control characters escaped
+        for field in ("command", "cwd", "target"):
+            if isinstance(shown.get(field), str):
+                shown[field] = printable(shown[field])
+        shown["args"] = [printable(a) for a in self.args]
+        if "files" in shown:
+            shown["files"] = {printable(k): printable(v) for k, v in shown["files"].items()}
         if self.held:
             shown["held"] = self.held
         return shown

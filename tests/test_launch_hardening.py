@@ -428,3 +428,17 @@ def test_what_runs_is_never_hidden_as_a_secret(key):
     assert launch.display()["env"][key] == "/opt/bin:/usr/bin"
     for secret in ("GITHUB_PAT", "PAT", "GITLAB_PAT_RO", "MYPAT", "pat_token"):
         assert sensitive_key(secret), secret
+
+
+def test_repository_file_names_reach_an_approval_without_control_characters(ws):
+    name = "evil\x1b[2K\rname\x07.py"
+    (ws / name).write_text("print('x')\n")
+    server = ServerConfig(name="p", scope="project", command=sys.executable, args=[name, "a\nb"])
+    launch = resolve_launch(server, ws)
+    assert str(ws / name) in launch.files  # the fingerprint is over the real name
+    shown = launch.display()
+    text = json.dumps(shown, ensure_ascii=False)
+    assert all(c.isprintable() for c in text), text
+    assert shown["args"][0] == "evil\\x1b[2K\\x0dname\\x07.py"
+    user = resolve_launch(ServerConfig(name="u", command=sys.executable, args=[name]), ws)
+    assert user.held and user.held.isprintable()
