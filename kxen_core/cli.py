@@ -222,6 +222,8 @@ def _approvals(args: argparse.Namespace) -> int:
             {
                 "server": server.name,
                 "kind": "stdio_launch",
+                "scope": server.scope,
+                "held": launch.held if launch else None,
                 "transport": server.kind,
                 "source": server.source,
                 "trusted": config.trusted,
@@ -243,6 +245,8 @@ def _approvals(args: argparse.Namespace) -> int:
             if not r["trusted"]:
                 state += " (workspace not trusted: kxen trust)"
             _say(f"{safe_text(r['server'])}: {state}")
+            if r["held"]:
+                _say(f"  held: {safe_text(r['held'])}")
             if r["error"]:
                 _say(f"  error: {safe_text(r['error'])}")
             else:

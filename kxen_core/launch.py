@@ -5,6 +5,17 @@ absolute command, the args, the cwd and the configured env -- and, for a plugin'
 kind and its options, since they decide what the plugin runs. A project server starts only when this
 exact launch is approved by its fingerprint, and the transport receives the same :class:`Launch` in
 ``context.launch``: what runs is what was approved, with no second lookup.
+
+The fingerprint covers what runs, not only how it is named: the command's resolved target
+(realpath, so a re-pointed symlink asks again) and the content digest of the command and of every
+argument that is a file inside the workspace (SHA-256 of at most :data:`MAX_DIGEST_BYTES`, else the
+size and mtime), and of the workspace files a launcher would pick up.
+
+Commands are looked up on the host's PATH (or the configured one), never in the workspace: relative
+PATH entries are skipped. A launch that would still run something the workspace holds -- a command
+inside it, or a launcher that looks into the cwd and finds something there (:mod:`.launchers`) --
+is ``held``: even a user's own server then waits for workspace trust and approval of its
+fingerprint, and the reason names the file.
 """
 
 from __future__ import annotations
@@ -13,12 +24,14 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .errors import ConnectError
+from .launchers import inside, picked_up
 from .policy import fingerprint
 
 if TYPE_CHECKING:
@@ -30,9 +43,14 @@ SENSITIVE_ENV_WORDS = ("token", "secret", "key", "password", "passwd", "pwd", "c
 _USERINFO_RE = re.compile(r"://[^/?#\s]*@")
 
 
+#: "pat" (a personal access token) only as a word of its own or the end of the key, so PATH,
+#: PATTERN or DISPATCH are not taken for secrets (and PATH stays readable in an approval)
+_PAT_RE = re.compile(r"(?:^|[^a-z])pat(?:[^a-z]|$)|pat$")
+
+
 def sensitive_key(key: str) -> bool:
     lower = key.lower()
-    return any(word in lower for word in SENSITIVE_ENV_WORDS)
+    return any(word in lower for word in SENSITIVE_ENV_WORDS if word != "pat") or bool(_PAT_RE.search(lower))
 
 
 def sensitive_value(value: str) -> bool:
@@ -42,6 +60,56 @@ def sensitive_value(value: str) -> bool:
 
 def digest(value: str) -> str:
     return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+
+
+#: a file's content is hashed up to this size; a larger one is fingerprinted by size and mtime
+MAX_DIGEST_BYTES = 64 * 1024 * 1024
+#: how many argument files get a content digest (the rest: size, mtime, ctime and inode)
+MAX_DIGEST_FILES = 32
+_CHUNK = 1024 * 1024
+#: characters that make a value code: shell and template syntax, quotes, escapes, control characters
+_CODE_RE = re.compile(r"[$`;|&<>(){}\[\]'\"\\!*?\x00-\x1f\x7f]")
+
+
+def code_bearing(value: str) -> bool:
+    """A value a shell, a template or a config parser could run or expand (so never shown as a digest)."""
+    return bool(_CODE_RE.search(value))
+
+
+def _stat_digest(st: os.stat_result) -> str:
+    # ctime and inode cannot be set back by whoever rewrites the file (mtime can)
+    return f"size:{st.st_size};mtime_ns:{st.st_mtime_ns};ctime_ns:{st.st_ctime_ns};ino:{st.st_ino}"
+
+
+def file_digest(path: str, *, hash_content: bool = True) -> str:
+    """``sha256:<hex>`` of the file's content (bounded read); its size, mtime, ctime and inode when
+    it is larger than :data:`MAX_DIGEST_BYTES` (or ``hash_content`` is false); ``dir`` for a
+    directory, ``unreadable`` when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return "unreadable"
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            return "dir"
+        if not stat.S_ISREG(st.st_mode):
+            return "special"
+        if st.st_size > MAX_DIGEST_BYTES or not hash_content:
+            return _stat_digest(st)
+        h = hashlib.sha256()
+        total = 0
+        while total <= MAX_DIGEST_BYTES:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                return "sha256:" + h.hexdigest()
+            total += len(chunk)
+            h.update(chunk)
+        return _stat_digest(st)  # it grew while read
+    except OSError:
+        return "unreadable"
+    finally:
+        os.close(fd)
 
 
 @attrs.frozen(kw_only=True)
@@ -58,9 +126,23 @@ class Launch:
     env: dict[str, str] = attrs.field(repr=False)  # the configured env (the host part is the plugin's)
     kind: str = "stdio"
     options: dict[str, Any] = attrs.field(factory=dict)
+    #: the command's realpath (what a symlink points to now)
+    target: str | None = None
+    #: path -> content digest (:func:`file_digest`) of the command's target, of every argument that
+    #: is a workspace file (with ``; target=`` where it is a symlink), and of every workspace path a
+    #: launcher would pick up
+    files: dict[str, str] = attrs.field(factory=dict)
+    #: why this launch runs something the workspace holds (None: it does not); such a launch needs
+    #: workspace trust and approval of its fingerprint even for a user server
+    held: str | None = None
+    #: whose env this is: a user's own values may be secrets with any characters (digest when the
+    #: key looks sensitive); a project's code-bearing value is never hidden behind a digest
+    scope: str = attrs.field(default="project", eq=False)
 
     def _canonical(self) -> dict[str, Any]:
         data: dict[str, Any] = {"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": self.env}
+        if self.target is not None or self.files:
+            data.update(target=self.target, files=dict(sorted(self.files.items())))
         if self.kind != "stdio":
             data.update(kind=self.kind, options=self.options)
         return data
@@ -70,13 +152,71 @@ class Launch:
         return fingerprint(self._canonical())
 
     def display(self) -> dict[str, Any]:
-        """What an approval request shows: env values in clear, except sensitive keys and values
-        that carry credentials (digest only)."""
+        """What an approval request shows: env values in clear, except values of sensitive keys (or
+        carrying credentials), shown as a digest -- but never a code-bearing value: that one is
+        shown in clear, so nobody approves code they cannot read (project config refuses such
+        values before any approval is asked)."""
         shown = self._canonical()
         shown["env"] = {
-            k: (digest(v) if sensitive_key(k) or sensitive_value(v) else v) for k, v in sorted(self.env.items())
+            printable(k): shown_env_value(k, v, user=self.scope == "user") for k, v in sorted(self.env.items())
         }
+        # names from the repository (file names, args) are shown with control characters escaped
+        for field in ("command", "cwd", "target"):
+            if isinstance(shown.get(field), str):
+                shown[field] = printable(shown[field])
+        shown["args"] = [printable(a) for a in self.args]
+        if "files" in shown:
+            shown["files"] = {printable(k): printable(v) for k, v in shown["files"].items()}
+        if self.held:
+            shown["held"] = self.held
         return shown
+
+
+def shown_env_value(key: str, value: str, *, user: bool = False) -> str:
+    """An env value as an approval shows it: a digest only when the key (or the value) looks like a
+    secret and -- unless the user wrote it -- the value is not code-bearing. Control characters of
+    a value shown in clear are escaped."""
+    if (sensitive_key(key) or sensitive_value(value)) and (user or not code_bearing(value)):
+        return digest(value)
+    return printable(value)
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character escaped (file names come from the repository)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
+
+
+def _workspace_files(
+    command: str, args: tuple[str, ...], cwd: str, workspace: str, *, by_path: bool
+) -> tuple[dict[str, str], list[str]]:
+    """Digests of the command's target and of argument files inside the workspace, and the reasons
+    the launch runs something the workspace holds (launcher rules, a command named by a path into
+    it; a command found on an absolute PATH entry is the user's choice, wherever that entry is)."""
+    files: dict[str, str] = {}
+    reasons: list[str] = []
+    target = os.path.realpath(command)
+    files[target] = file_digest(target)
+    if by_path and (inside(target, workspace) or inside(os.path.abspath(command), workspace)):
+        reasons.append(f"the command {printable(command)} is a file in the workspace")
+    count = 0
+    for arg in args:
+        for candidate in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
+            if not candidate or "\0" in candidate:
+                continue
+            path = os.path.abspath(os.path.join(cwd, candidate))
+            real = os.path.realpath(path)
+            # a workspace path (or a link that leads into it): its content, and where a link points
+            if path not in files and (inside(path, workspace) or inside(real, workspace)) and os.path.isfile(real):
+                content = file_digest(real, hash_content=count < MAX_DIGEST_FILES)
+                files[path] = content + ("" if real == path else f"; target={printable(real)}")
+                count += 1
+    for rule, path in picked_up(command, args, cwd, workspace):
+        real = os.path.realpath(path)
+        files.setdefault(real, file_digest(real))
+        reasons.append(f"{rule.name}: {rule.how}, and the workspace holds {printable(path)}")
+    return files, reasons
 
 
 def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
@@ -84,17 +224,22 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     cannot be found.
 
     A stdio command is looked up on the PATH the child will get (the configured one, else the
-    host's); a command with a path separator is taken relative to the cwd. The cwd is the entry's
-    ``cwd`` relative to the workspace, else the workspace.
+    host's), absolute entries only; a command with a path separator is taken relative to the cwd
+    (and, when that is in the workspace, held). The cwd is the entry's ``cwd`` relative to the
+    workspace, else the workspace; a project's cwd must stay inside the workspace (symlinks
+    followed).
     """
-    cwd = Path(workspace)
+    root = Path(workspace).resolve()
+    cwd = root
     if server.cwd:
-        cwd = cwd / os.path.expanduser(server.cwd)
+        cwd = cwd / (server.cwd if server.scope == "project" else os.path.expanduser(server.cwd))
     try:
         cwd = cwd.resolve()
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte: from config, not a crash
         why = "it holds a NUL byte" if isinstance(exc, ValueError) else getattr(exc, "strerror", None) or "a symlink loop"
         raise ConnectError(f"cwd cannot be resolved ({why})", server=server.name) from None
+    if server.scope == "project" and not inside(str(cwd), str(root)):
+        raise ConnectError(f"the project cwd {server.cwd!r} leads outside the workspace", server=server.name)
     if server.kind != "stdio":
         return Launch(
             command=server.command,
@@ -111,13 +256,40 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
         path = os.path.abspath(os.path.join(cwd, command))
         resolved = path if os.path.isfile(path) and os.access(path, os.X_OK) else None
     else:
-        # relative PATH entries (and an empty one) name directories under the child's cwd, as exec sees them
+        # host PATH only: relative entries (and an empty one) would name directories in the
+        # workspace (the child's cwd), so they are skipped
         search = server.env.get("PATH", os.environ.get("PATH", os.defpath))
-        found = shutil.which(command, path=os.pathsep.join(os.path.join(cwd, d) for d in search.split(os.pathsep)))
+        entries = [d for d in search.split(os.pathsep) if os.path.isabs(d)]
+        found = shutil.which(command, path=os.pathsep.join(entries)) if entries else None
         resolved = os.path.abspath(found) if found else None
     if resolved is None:
         raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
-    return Launch(command=resolved, args=tuple(server.args), cwd=str(cwd), env=dict(server.env))
+    args = tuple(server.args)
+    files, reasons = _workspace_files(resolved, args, str(cwd), str(root), by_path=os.sep in command)
+    # a user entry whose own config file is in the workspace (``--home`` inside the repository) is
+    # the repository's word already: holding its launch would protect nothing
+    own = server.scope == "user" and bool(server.source) and inside(os.path.realpath(server.source), str(root))
+    held = "; ".join(reasons) if reasons and not own else None
+    return Launch(
+        command=resolved,
+        args=args,
+        cwd=str(cwd),
+        env=dict(server.env),
+        scope=server.scope,
+        target=os.path.realpath(resolved),
+        files=files,
+        held=held,
+    )
 
 
-__all__ = ["Launch", "digest", "resolve_launch", "sensitive_key", "sensitive_value"]
+__all__ = [
+    "MAX_DIGEST_BYTES",
+    "Launch",
+    "code_bearing",
+    "digest",
+    "file_digest",
+    "resolve_launch",
+    "sensitive_key",
+    "sensitive_value",
+    "shown_env_value",
+]

@@ -115,6 +115,8 @@ class Runtime:
             n: s
             for n, s in self.servers.items()
             if config.servers.get(n) == s.entry and admit(config, s.entry) == s.admission
+            # a held launch depends on workspace trust: started again when trust changed
+            and not (s.held and s.env is not None and s.env.trusted != config.trusted)
         }
         for name, server in self.servers.items():
             if name not in keep:
@@ -131,6 +133,7 @@ class Runtime:
             settings=config.settings,
             converter=self._converter,
             fallback=lambda name: user_fallback(config, name),
+            trusted=config.trusted,
         )
         for name, entry in config.servers.items():
             if name in skip:
@@ -201,17 +204,22 @@ class Runtime:
         return await self.approvals.ask(request)
 
     def pending_launches(self) -> list[tuple[ServerConfig, Launch | None, str | None]]:
-        """Project local servers and their launches, approved or not, without starting anything
-        (loads the config first when the runtime was not entered)."""
+        """Project local servers and their launches, approved or not, and user ones whose launch is
+        held (it runs what the workspace holds), without starting anything (loads the config first
+        when the runtime was not entered)."""
         config = self.config or self.load()
         out: list[tuple[ServerConfig, Launch | None, str | None]] = []
         for server in config.servers.values():
-            if server.scope != "project" or server.is_remote:
+            if server.is_remote:
                 continue
             try:
-                out.append((server, resolve_launch(server, self.workspace), None))
+                launch = resolve_launch(server, self.workspace)
             except ConnectError as exc:
-                out.append((server, None, str(exc)))
+                if server.scope == "project":
+                    out.append((server, None, str(exc)))
+                continue
+            if server.scope == "project" or launch.held:
+                out.append((server, launch, None))
         return out
 
     # --- what the agent sees and calls --------------------------------------------------------

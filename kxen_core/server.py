@@ -85,6 +85,8 @@ class ServerEnv:
     converter: cattrs.Converter
     #: the user entry that may start in place of a project entry of this name, if any
     fallback: Callable[[str], ServerConfig | None]
+    #: whether the user trusts the workspace (a user launch that runs workspace files needs it)
+    trusted: bool = False
 
 
 @attrs.define(eq=False)
@@ -101,6 +103,7 @@ class Server:
     note: str | None = None  # e.g. why a user entry stands in for a project entry
     fingerprint: str | None = None  # of a project launch awaiting approval
     launch: Launch | None = None  # what runs, for a local server (tool-call approvals are bound to it)
+    held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
     session: Session | None = None
     stream: MessageStream | None = None  # while the transport is up (for describe())
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
@@ -177,7 +180,18 @@ class Server:
                 launch = None
                 if not server.is_remote:
                     launch = resolve_launch(server, env.workspace)  # ConnectError -> failed(transport)
-                    if server.scope == "project":
+                    self.held = launch.held is not None
+                    if server.scope != "project" and launch.held and not env.trusted:
+                        # a user server that would run what the workspace holds: never in an untrusted one
+                        self.fingerprint = launch.fingerprint
+                        self.set(
+                            State.AWAITING_TRUST,
+                            None,
+                            f"held: {launch.held}; trust the workspace (kxen trust) and approve this exact "
+                            f"launch with --approve {launch.fingerprint}",
+                        )
+                        return
+                    if server.scope == "project" or launch.held:
                         approved = await self._approve_launch(launch)
                         if approved is None:
                             return
@@ -277,7 +291,11 @@ class Server:
             ApprovalRequest(
                 kind="stdio_launch",
                 server=server.name,
-                summary=f"start project MCP server {server.name!r} from {server.source}",
+                summary=(
+                    f"start project MCP server {server.name!r} from {server.source}"
+                    if server.scope == "project"
+                    else f"start MCP server {server.name!r} from {server.source}: it runs what the workspace holds"
+                ),
                 details=launch.display(),
                 fingerprint=launch.fingerprint,
             )
@@ -285,15 +303,16 @@ class Server:
         if decision.approved:
             self.fingerprint = None
             return server, launch  # start exactly what was approved: no second lookup
-        fallback = env.fallback(server.name)
+        fallback = env.fallback(server.name) if server.scope == "project" else None
         if fallback is not None:
             self.config = fallback
             self.note = f"the project entry was not approved ({decision.reason}); using the user entry"
             return fallback, (None if fallback.is_remote else resolve_launch(fallback, env.workspace))
+        held = f"held: {launch.held}; " if launch.held else ""
         self.set(
             State.AWAITING_APPROVAL,
             None,
-            f"not approved ({decision.reason}); approve this exact launch with --approve {launch.fingerprint}",
+            f"{held}not approved ({decision.reason}); approve this exact launch with --approve {launch.fingerprint}",
         )
         return None
 

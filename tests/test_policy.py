@@ -30,6 +30,15 @@ WAIT = 30
 # --- helpers ----------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _workspace_outside_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workspace (the cwd) is an empty directory: with this repository as the workspace, the
+    demo server (one of its files) would be a held launch, waiting for trust and approval."""
+    ws = tmp_path / "cwd-workspace"
+    ws.mkdir()
+    monkeypatch.chdir(ws)
+
+
 def pm_with(*extra: Any):
     """Installed plugins plus ``extra``; the only approval channels are those in ``extra``."""
     pm = make_plugin_manager(extra=list(extra))

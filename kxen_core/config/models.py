@@ -99,6 +99,21 @@ class ServerConfig:
         return self.kind in BUILTIN_REMOTE_KINDS or (self.url is not None and self.kind != "stdio")
 
 
+def check_project_cwd(cwd: str) -> str | None:
+    """The rule a project entry's ``cwd`` breaks, or None: it must name a directory inside the
+    workspace, so it is relative, without ``~`` and without ``..`` (a symlink that leads out is
+    refused when the launch is resolved)."""
+    if not cwd or "\0" in cwd:
+        return "must be a non-empty path without NUL"
+    if cwd.startswith("~"):
+        return "must stay inside the workspace: '~' is not expanded in project config"
+    if os.path.isabs(cwd) or cwd.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", cwd):
+        return "must stay inside the workspace: an absolute path is not allowed in project config"
+    if ".." in re.split(r"[/\\]", cwd):
+        return "must stay inside the workspace: '..' is not allowed in project config"
+    return None
+
+
 def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
     """Cross-field rules; returns ``(key path suffix, rule)`` pairs."""
     problems: list[tuple[str, str]] = []

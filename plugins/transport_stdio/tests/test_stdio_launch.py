@@ -17,7 +17,7 @@ from kxen_core.transport import TransportContext
 from kxen_core.launch import resolve_launch
 from kxen_core.runtime import Runtime
 from kxen_testing import running
-from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport
+from kxen_transport_stdio import ENV_PASSTHROUGH, SAFE_DEFAULTS, StdioTransport
 from stdio_support import HELPER, HELPER_ARGV, OWNER, STDIO, context, helper, owned_helpers, server_pid
 
 pytestmark = pytest.mark.anyio
@@ -41,10 +41,11 @@ async def test_env_is_cleared_to_the_allow_list_plus_configured(kxen_home, works
     env = info["env"]
     assert "SECRET_X" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "KXEN_HOME" not in env
     assert "VIRTUAL_ENV" not in env and "LC_ALL" not in env
-    expected = {k for k in ENV_PASSTHROUGH if k in os.environ} | set(configured)
+    expected = {k for k in ENV_PASSTHROUGH if k in os.environ} | set(SAFE_DEFAULTS) | set(configured)
     # Python may coerce a C locale by setting LC_CTYPE in its own environment (PEP 538)
     assert set(env) - {"LC_CTYPE"} == expected - {"LC_CTYPE"}
-    for key in expected - set(configured) - {"LC_CTYPE"}:
+    assert env["PYTHONSAFEPATH"] == "1"
+    for key in expected - set(configured) - set(SAFE_DEFAULTS) - {"LC_CTYPE"}:
         assert env[key] == os.environ[key]
     assert env["FOO"] == "bar"
     assert env["USER"] == "configured-wins"
@@ -96,9 +97,18 @@ async def test_command_is_resolved_against_the_configured_path(kxen_home, worksp
 
 
 async def test_command_with_a_slash_is_relative_to_the_server_cwd(kxen_home, workspace):
-    _launcher(workspace / "srv" / "bin", "run")
+    """Such a command is a workspace file: even a user server runs it only in a trusted workspace
+    and with its fingerprint approved."""
+    from kxen_core.config.trust import trust
+
+    script = _launcher(workspace / "srv" / "bin", "run")
     entry = {"command": "bin/run", "cwd": "srv", "defaultToolPolicy": "allow"}
     async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO) as rt:
+        st = rt.status()[0]
+    assert st["state"] == "awaiting_trust" and str(script) in st["error"] and "kxen trust" in st["error"]
+    fp = st["fingerprint"]
+    trust(kxen_home.path, workspace)
+    async with running(kxen_home, workspace, servers={"h": entry}, allow=STDIO, approve=[fp]) as rt:
         assert rt.status()[0]["state"] == "ready", rt.status()
         info = await _environ(rt)
     assert Path(info["cwd"]) == workspace / "srv"
@@ -156,10 +166,23 @@ async def test_venv_interpreter_keeps_its_venv(tmp_path):
     assert result["structuredContent"]["prefix"] == sys.prefix
 
 
-def test_relative_path_entries_resolve_against_the_server_cwd(tmp_path):
+def test_relative_path_entries_never_resolve_into_the_workspace(tmp_path, monkeypatch):
+    """Relative PATH entries (configured or the host's, '' and '.' too) would name workspace
+    directories: they are skipped, and the command is looked up on the absolute entries only."""
     _launcher(tmp_path / "ws" / "tools", "kxen-rel-cmd")
-    server = ServerConfig(name="s", command="kxen-rel-cmd", env={"PATH": "tools:/usr/bin"})
-    assert resolve_launch(server, tmp_path / "ws").command == str(tmp_path / "ws" / "tools" / "kxen-rel-cmd")
+    _launcher(tmp_path / "ws", "kxen-rel-cmd")
+    for path in ("tools:/usr/bin", "tools", ".:tools", ":tools", "./tools:/nonexistent"):
+        server = ServerConfig(name="s", command="kxen-rel-cmd", env={"PATH": path})
+        with pytest.raises(ConnectError, match="command not found"):
+            resolve_launch(server, tmp_path / "ws")
+    monkeypatch.setenv("PATH", ".:tools")
+    with pytest.raises(ConnectError, match="command not found"):
+        resolve_launch(ServerConfig(name="s", command="kxen-rel-cmd"), tmp_path / "ws")
+    _launcher(tmp_path / "host-bin", "kxen-rel-cmd")
+    server = ServerConfig(name="s", command="kxen-rel-cmd", env={"PATH": f"tools:.:{tmp_path / 'host-bin'}"})
+    launch = resolve_launch(server, tmp_path / "ws")
+    assert launch.command == str(tmp_path / "host-bin" / "kxen-rel-cmd")
+    assert launch.held is None
 
 
 async def test_connect_error_for_a_missing_command_directly(tmp_path):
@@ -228,3 +251,29 @@ async def test_nul_byte_in_an_argument_is_a_connect_error(kxen_home, workspace):
         st = rt.status()[0]
     assert (st["state"], st["phase"]) == ("failed", "transport")
     assert "cannot start" in st["error"]
+
+
+@pytest.mark.parametrize(
+    ("configured", "host", "expected"),
+    [
+        ({"PATH": "tools:/usr/bin"}, {"PATH": "/bin"}, "/usr/bin"),
+        ({}, {"PATH": ".:/usr/bin::bin:/bin"}, "/usr/bin:/bin"),
+        ({"PATH": "node_modules/.bin"}, {}, os.defpath),
+        ({}, {"PATH": ""}, os.defpath),
+        ({"PATH": "/opt/x:/usr/bin"}, {"PATH": "."}, "/opt/x:/usr/bin"),
+    ],
+)
+def test_the_childs_path_never_names_the_workspace(configured, host, expected):
+    """What the child runs next (npx -> node, a shell -> git) is not looked up under its cwd either."""
+    from kxen_transport_stdio.transport import child_env
+
+    env = child_env(configured, host)
+    assert env["PATH"] == expected
+    assert env["PYTHONSAFEPATH"] == "1"
+
+
+async def test_a_host_path_with_a_dot_reaches_the_child_without_it(kxen_home, workspace, monkeypatch):
+    monkeypatch.setenv("PATH", f".:bin::{os.path.dirname(sys.executable)}:/usr/bin:/bin")
+    async with running(kxen_home, workspace, servers={"h": helper()}, allow=STDIO) as rt:
+        info = await _environ(rt)
+    assert info["env"]["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"

@@ -3,7 +3,10 @@
 Launch: no shell; the command is made absolute against the child's PATH (relative entries and a
 command with a slash count from the cwd; symlinks are kept, as exec would run them); cwd is the
 server's ``cwd`` (relative to the workspace) or the workspace; the environment is cleared and gets
-only :data:`ENV_PASSTHROUGH` from the host, then the server's configured ``env`` on top.
+only :data:`ENV_PASSTHROUGH` from the host, then :data:`SAFE_DEFAULTS` (interpreters' safe-path
+modes, so ``python -m x`` does not import the workspace's ``x``), then the server's configured
+``env`` on top (a project may not set those keys; a user may turn them off). The child's PATH keeps
+only its absolute entries, so nothing the child runs is looked up in the workspace either.
 
 stdin is a pipe the transport makes itself and writes without blocking (:mod:`.writer`): one code
 path on every anyio backend, public APIs only. stdout is one JSON message per line
@@ -38,6 +41,8 @@ from .writer import PipeWriter
 
 #: host variables a child may inherit; everything else is cleared
 ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER")
+#: set in every child: the cwd is the workspace, so interpreters must not import from it
+SAFE_DEFAULTS = {"PYTHONSAFEPATH": "1"}
 STDERR_TAIL_BYTES = 16 * 1024
 READ_CHUNK = 256 * 1024
 #: after stdin is closed (its backlog sent first, within the same bound), how long the child gets to exit
@@ -49,11 +54,23 @@ STDERR_SETTLE_SECONDS = 0.1
 
 def child_env(configured: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
     """The child's environment: :data:`ENV_PASSTHROUGH` from ``host`` (default: this process's),
-    then the configured ``env`` on top."""
+    then :data:`SAFE_DEFAULTS`, then the configured ``env`` on top; PATH keeps its absolute
+    entries only."""
     source: Mapping[str, str] = os.environ if host is None else host
     env = {k: source[k] for k in ENV_PASSTHROUGH if k in source}
+    env.update(SAFE_DEFAULTS)
     env.update(configured)
+    if "PATH" in env:
+        env["PATH"] = absolute_path_entries(env["PATH"])
     return env
+
+
+def absolute_path_entries(search: str) -> str:
+    """``search`` (a PATH value) without its relative entries: an empty entry, ``.`` or ``bin``
+    names a directory under the child's cwd -- the workspace -- for whatever the child runs next
+    (``os.defpath`` when nothing is left, since an empty PATH means the cwd to some)."""
+    kept = [d for d in search.split(os.pathsep) if os.path.isabs(d)]
+    return os.pathsep.join(kept) if kept else os.defpath
 
 
 class _Stream:
@@ -260,4 +277,4 @@ class StdioTransport:
                 pass
 
 
-__all__ = ["EOF_GRACE_SECONDS", "ENV_PASSTHROUGH", "STDERR_TAIL_BYTES", "TERM_GRACE_SECONDS", "StdioTransport", "child_env"]
+__all__ = ["EOF_GRACE_SECONDS", "ENV_PASSTHROUGH", "SAFE_DEFAULTS", "STDERR_TAIL_BYTES", "TERM_GRACE_SECONDS", "StdioTransport", "child_env"]
