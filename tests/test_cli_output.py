@@ -140,15 +140,21 @@ def test_transport_name_with_markup_in_the_status_table(kx, kxen_home, fakes, mo
 
     class Broken:
         name = "evil"
+        group = "kxen"
         value = "evil:plugin"
         dist = types.SimpleNamespace(metadata={"Name": "kxen-evil\x1b[2J"}, version="0")
 
         def load(self):
             raise ImportError(ATTACK)
 
-    monkeypatch.setattr(
-        plugins_mod, "importlib_metadata", types.SimpleNamespace(entry_points=lambda group: [memory, Broken()])
-    )
+    def distributions(*, path):
+        # the one metadata seam: the real memory plugin's distribution and a hostile one beside it
+        return [
+            types.SimpleNamespace(_normalized_name="kxen_testing", entry_points=[memory]),
+            types.SimpleNamespace(_normalized_name="kxen_evil", entry_points=[Broken()]),
+        ]
+
+    monkeypatch.setattr(plugins_mod, "importlib_metadata", types.SimpleNamespace(distributions=distributions))
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory,evil")
     fakes.add("f", hostile_fake())
     kxen_home.write_servers({"ok": mem("f"), "odd": {"transport": "x[/]y[link=z][conceal]\x1b[2J", "url": "https://127.0.0.1/"}})
