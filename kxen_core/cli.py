@@ -21,9 +21,11 @@ from typing import Any, Sequence
 
 import anyio
 
-from .config import load_config
 from .errors import ConfigError, KxenError
-from .safe_text import Secrets, config_secrets, json_text, safe_text
+from . import cli_commands as commands
+from . import cli_output as output
+from .cli_output import print_json, print_problems, say, table, use_config
+from .safe_text import safe_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_WAIT = 90.0
@@ -94,198 +96,29 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-#: what the loaded config says must never be printed; scrubbed from all output (see _use_config)
-_secrets = Secrets()
-
-
-def _use_config(config: Any) -> None:
-    """Scrub the secrets of ``config`` (user and project entries) from everything printed from now on."""
-    global _secrets
-    _secrets = config_secrets([*config.servers.values(), *config.user_servers.values()])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    global _secrets
-    _secrets = Secrets()
+    output.reset()
     args = _parser().parse_args(argv)
     try:
         if args.command == "plugins":
-            return _plugins(args)
+            return commands.plugins(args)
         if args.command == "config":
-            return _config_check(args)
+            return commands.config_check(args)
         if args.command in ("trust", "untrust"):
-            return _trust(args)
+            return commands.trust(args)
         if args.command == "remote":
-            return _remote(args)
+            return commands.remote(args)
         if args.command == "mcp" and args.mcp_command == "approvals":
-            return _approvals(args)
+            return commands.approvals(args)
         return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):
-            _print_json({"ok": False, "problems": exc.problems})
+            print_json({"ok": False, "problems": exc.problems})
         else:
-            _say(f"kxen: {safe_text(exc, multiline=True)}", err=True)
+            say(f"kxen: {safe_text(exc, multiline=True)}", err=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-
-
-def _print_json(data: Any) -> None:
-    """Strict JSON, safe on a terminal (non-finite numbers as strings: see :mod:`.safe_text`)."""
-    _say(json_text(_secrets.data(data)))
-
-
-def _say(text: str, *, err: bool = False) -> None:
-    """Print one line. ``text`` must already be safe (:func:`safe_text`); a terminal whose encoding
-    cannot show a character gets a backslash escape instead of a crash."""
-    stream = sys.stderr if err else sys.stdout
-    text = _secrets.text(text)
-    try:
-        stream.write(text + "\n")
-    except UnicodeEncodeError:
-        encoding = getattr(stream, "encoding", None) or "ascii"
-        stream.write((text + "\n").encode(encoding, "backslashreplace").decode(encoding))
-    stream.flush()
-
-
-def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    """A rich table; every cell is a ``Text`` of :func:`safe_text` (never markup)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=Text(title), title_justify="left")
-    for c in columns:
-        table.add_column(Text(c), overflow="fold")
-    for row in rows:
-        table.add_row(*[Text(_secrets.text(safe_text(v))) for v in row])
-    console = Console(soft_wrap=False, markup=False, emoji=False, highlight=False)
-    try:
-        console.print(table)
-    except UnicodeEncodeError:
-        # a terminal that cannot show some character: the same table in ASCII with escapes
-        for row in rows:
-            _say("  ".join(safe_text(v).encode("ascii", "backslashreplace").decode("ascii") for v in row))  # scrubbed by _say
-
-
-# --- kxen config check / kxen plugins ---------------------------------------------------------
-
-
-def _config_check(args: argparse.Namespace) -> int:
-    from .plugins import make_plugin_manager
-
-    # kinds and their options are checked against the installed plugins
-    config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
-    _use_config(config)
-    problems = list(config.project_problems)
-    if args.json:
-        _print_json(
-            {"ok": not problems, "problems": problems, "files": list(config.files), "servers": sorted(config.servers)}
-        )
-    elif problems:
-        _print_problems(problems)
-    else:
-        _say(safe_text(f"OK: {len(config.servers)} server(s) in {', '.join(config.files)}"))
-    return EXIT_USAGE if problems else EXIT_OK
-
-
-def _trust(args: argparse.Namespace) -> int:
-    from .config.loader import default_home
-    from .config.trust import trust, untrust
-
-    path = (args.path or args.workspace or Path.cwd()).resolve()
-    changed = (trust if args.command == "trust" else untrust)(args.home or default_home(), path)
-    verb = "trusted" if args.command == "trust" else "not trusted"
-    _say(safe_text(f"{path}: {verb}" + ("" if changed else " (unchanged)")))
-    return EXIT_OK
-
-
-def _remote(args: argparse.Namespace) -> int:
-    # the user typing this is the decision: no further approval is asked
-    from .config.loader import default_home
-    from .config.trust import set_remote_enabled
-
-    set_remote_enabled(args.home or default_home(), args.switch == "on")
-    print(f"remote MCP is {args.switch}")
-    return EXIT_OK
-
-
-def _approvals(args: argparse.Namespace) -> int:
-    from .runtime import Runtime
-
-    rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
-    config = rt.load()  # nothing starts
-    _use_config(config)
-    rows = []
-    for server, launch, error in rt.pending_launches():
-        rows.append(
-            {
-                "server": server.name,
-                "kind": "stdio_launch",
-                "scope": server.scope,
-                "held": launch.held if launch else None,
-                "transport": server.kind,
-                "source": server.source,
-                "trusted": config.trusted,
-                "approved": bool(launch and rt.approvals.is_approved(launch.fingerprint)),
-                "fingerprint": launch.fingerprint if launch else None,
-                "launch": launch.display() if launch else None,
-                "error": error,
-            }
-        )
-    problems = list(config.project_problems)
-    if args.json:
-        _print_json({"approvals": rows, "problems": problems})
-    else:
-        _print_problems(problems)
-        if not rows and not problems:
-            _say("no project servers to approve in this workspace")
-        for r in rows:
-            state = "approved" if r["approved"] else "needs approval"
-            if not r["trusted"]:
-                state += " (workspace not trusted: kxen trust)"
-            _say(f"{safe_text(r['server'])}: {state}")
-            if r["held"]:
-                _say(f"  held: {safe_text(r['held'])}")
-            if r["error"]:
-                _say(f"  error: {safe_text(r['error'])}")
-            else:
-                _say(f"  fingerprint: {safe_text(r['fingerprint'])}")
-                _say("  launch: " + json_text(r["launch"]).replace("\n", "\n  "))
-    return EXIT_OK
-
-
-def _plugins(args: argparse.Namespace) -> int:
-    from .plugins import make_plugin_manager
-
-    pm = make_plugin_manager()
-    plugins: list[dict[str, Any]] = [
-        {
-            "name": p.name,
-            "dist": p.dist,
-            "version": p.version,
-            "source": p.source,
-            "hooks": list(p.hooks),
-            "transports": list(p.transports),
-        }
-        for p in pm.infos()
-    ]
-    failures = [{"dist": f.dist, "entryPoint": f.entry_point, "error": f.error} for f in pm.failures if not f.skipped]
-    skipped = [{"dist": f.dist, "entryPoint": f.entry_point} for f in pm.failures if f.skipped]
-    if args.json:
-        _print_json({"plugins": plugins, "failures": failures, "skipped": skipped})
-    else:
-        _table(
-            "plugins",
-            ["name", "dist", "version", "source", "transports", "hooks"],
-            [
-                [p["name"], p["dist"], p["version"], p["source"], ", ".join(p["transports"]), ", ".join(p["hooks"])]
-                for p in plugins
-            ],
-        )
-        for f in failures:
-            _say(safe_text(f"failed to load {f['dist']}[{f['entryPoint']}]: {f['error']}"), err=True)
-    return EXIT_FAILED if failures else EXIT_OK
 
 
 # --- kxen mcp ... -----------------------------------------------------------------------------
@@ -379,10 +212,10 @@ async def _mcp(args: argparse.Namespace) -> int:
 
     async with Runtime(home=args.home, workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:
         if only and not set(only) <= set(rt.servers):
-            _say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
+            say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
             return EXIT_USAGE
         assert rt.config is not None
-        _use_config(rt.config)
+        use_config(rt.config)
         await rt.wait_ready(args.wait)
         if args.mcp_command == "status":
             return _status(rt, args)
@@ -394,10 +227,10 @@ async def _mcp(args: argparse.Namespace) -> int:
 def _status(rt: Any, args: argparse.Namespace) -> int:
     servers = rt.status()
     if args.json:
-        _print_json({"servers": servers, "problems": rt.problems})
+        print_json({"servers": servers, "problems": rt.problems})
     else:
-        _print_problems(rt.problems)
-        _table(
+        print_problems(rt.problems)
+        table(
             "MCP servers",
             ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
             [
@@ -408,32 +241,25 @@ def _status(rt: Any, args: argparse.Namespace) -> int:
         for s in servers:
             if s["error"]:
                 where = f" ({s['phase']})" if s["phase"] else ""
-                _say(safe_text(f"{s['name']}{where}: {s['error']}"))
+                say(safe_text(f"{s['name']}{where}: {s['error']}"))
             if s["note"]:
-                _say(safe_text(f"{s['name']}: {s['note']}"))
+                say(safe_text(f"{s['name']}: {s['note']}"))
     return EXIT_FAILED if any(s["state"] == "failed" for s in servers) else EXIT_OK
-
-
-def _print_problems(problems: list[str]) -> None:
-    if problems:
-        _say("kxen: the project config was rejected (none of its servers will start):", err=True)
-        for p in problems:
-            _say(f"  - {safe_text(p)}", err=True)
 
 
 def _tools(rt: Any, args: argparse.Namespace) -> int:
     tools = rt.tools(args.server)
     if args.json:
-        _print_json({"tools": tools})
+        print_json({"tools": tools})
     else:
-        _table(
+        table(
             "tools",
             ["qualified name", "description"],
             [[t["qualifiedName"], (t["description"] or "").strip().split("\n")[0][:100]] for t in tools],
         )
     failed = [s for s in rt.status() if s["state"] == "failed"]
     for s in failed:
-        _say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)
+        say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -444,14 +270,14 @@ async def _call(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) ->
         result = await rt.call_tool(args.tool, call_args, server=args.server, timeout=args.timeout)
     except KxenError as exc:
         if args.json:
-            _print_json({"error": {"type": type(exc).__name__, "message": str(exc)}})
+            print_json({"error": {"type": type(exc).__name__, "message": str(exc)}})
         else:
-            _say(f"kxen: error: {safe_text(exc)}", err=True)
+            say(f"kxen: error: {safe_text(exc)}", err=True)
         return EXIT_FAILED
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
-        _say(safe_text(result_text(result), multiline=True))
+        say(safe_text(result_text(result), multiline=True))
     return EXIT_FAILED if result.get("isError") is True else EXIT_OK
 
 
