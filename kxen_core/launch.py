@@ -21,6 +21,7 @@ fingerprint, and the reason names the file.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -32,7 +33,12 @@ import attrs
 
 from .errors import ConnectError
 from .launchers import inside, picked_up
-from .policy import fingerprint
+
+
+def fingerprint(payload: Any) -> str:
+    """A stable SHA-256 over canonical JSON (a lone surrogate is hashed as itself, never a crash)."""
+    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()
 
 if TYPE_CHECKING:
     from .config.models import ServerConfig

@@ -9,11 +9,11 @@ when no channel answers, the answer is no.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
+
+from .launch import fingerprint  # one canonical digest for launches and calls (re-exported)
 
 if TYPE_CHECKING:
     from .config.models import ServerConfig, Settings
@@ -86,8 +86,7 @@ class ApprovalDecision:
     channel: str = ""
 
 
-def fingerprint(payload: Any) -> str:
-    """A stable SHA-256 over canonical JSON (a lone surrogate is hashed as itself, never a crash)."""
-    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()
 
+
+
+__all__ = ["ApprovalDecision", "ApprovalRequest", "Decision", "ToolCall", "Vote", "combine", "fingerprint"]

@@ -20,11 +20,12 @@ timer on asyncio, an Event with a cancel scope elsewhere).
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import anyio
 import attrs
 
+from ._serving import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, RequestHandler, ServerRequests
 from ._waiters import AnyioWaiters, Waiters, for_current_backend
 from .errors import ClosedError, ProtocolError, RemoteError, RequestTimeout
 from .transport import Message, MessageStream, RequestFailed
@@ -35,11 +36,6 @@ LATEST_PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 CLIENT_INFO = {"name": "kxen", "version": "0.1.0"}
 
-#: at most this many server->client requests are served at once; each one past it costs O(1): a
-#: "busy" error reply when the stream takes it without waiting, else one sent by at most
-#: MAX_REFUSALS_IN_FLIGHT tasks (each bounded by CANCEL_SEND_SECONDS), else it is dropped (counted)
-MAX_SERVER_REQUESTS_IN_FLIGHT = 32
-MAX_REFUSALS_IN_FLIGHT = 32
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
 
@@ -72,7 +68,6 @@ class _Pending:
         self.waiter = waiter
 
 
-RequestHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], None]
 
 
@@ -113,11 +108,7 @@ class Session:
         self._next_id = 0
         self._closed: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._server_requests = 0
-        self._refusing = 0
-        #: server requests past the in-flight bound: answered "busy" inline, or dropped unanswered
-        self.refused_requests = 0
-        self.dropped_requests = 0
+        self._serving: ServerRequests | None = None  # made on entry, with the session's task group
         self.initialized: InitializeResult | None = None
         #: set once the session can no longer be used (stream ended, server died, aclose)
         self.closed_event = anyio.Event()
@@ -128,8 +119,23 @@ class Session:
         self._waiters = for_current_backend(self.request_timeout)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._serving = ServerRequests(self._stream, self._tg, self._handlers, self.request_timeout, self._diag)
         self._tg.start_soon(self._reader, name=f"kxen-reader-{self.server}")
         return self
+
+    @property
+    def refused_requests(self) -> int:
+        """Server requests past the in-flight bound that were answered "busy"."""
+        return self._serving.refused if self._serving is not None else 0
+
+    @property
+    def dropped_requests(self) -> int:
+        """Server requests past the in-flight bound dropped unanswered (no room to refuse them)."""
+        return self._serving.dropped if self._serving is not None else 0
+
+    @property
+    def _server_requests(self) -> int:
+        return self._serving.in_flight if self._serving is not None else 0
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         with anyio.CancelScope(shield=True):
@@ -363,11 +369,8 @@ class Session:
             if rid is None or isinstance(rid, bool) or not isinstance(rid, (int, str)):
                 self._diag(f"ignored server request {method[:60]!r} with an invalid id")
                 return
-            if self._server_requests >= MAX_SERVER_REQUESTS_IN_FLIGHT:
-                self._refuse(rid, method)
-                return
-            self._server_requests += 1
-            self._tg.start_soon(self._serve_request, rid, method, message.get("params"))  # type: ignore[union-attr]
+            assert self._serving is not None  # made on entry, before the reader runs
+            self._serving.accept(rid, method, message.get("params"))
             return
         if self._on_notification is not None:
             try:
@@ -375,77 +378,11 @@ class Session:
             except Exception as exc:
                 self._diag(f"notification handler failed on {method[:60]!r}: {exc}")
 
-    def _refuse(self, rid: Any, method: str) -> None:
-        """A server request past the in-flight bound, in O(1): never a wait, never an unbounded task."""
-        busy: Message = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "client busy"}}
-        try:
-            sent = self._stream.send_nowait(busy)
-        except Exception:  # a stream that is closing: nothing was sent
-            sent = False
-        if sent:
-            self.refused_requests += 1
-            return
-        if self._refusing < MAX_REFUSALS_IN_FLIGHT:
-            self.refused_requests += 1
-            self._refusing += 1
-            self._tg.start_soon(self._send_refusal, busy)  # type: ignore[union-attr]
-            return
-        self.dropped_requests += 1
-        n = self.dropped_requests
-        if n & (n - 1) == 0:  # 1, 2, 4, 8...: the count stays visible, the diagnostics few
-            self._diag(
-                f"{n} server request(s) dropped unanswered: {MAX_SERVER_REQUESTS_IN_FLIGHT} in flight already "
-                f"and no room to refuse them (the last: {method[:60]!r})"
-            )
-
-    async def _send_refusal(self, busy: Message) -> None:
-        try:
-            with anyio.move_on_after(CANCEL_SEND_SECONDS):
-                await self._stream.send(busy)
-        except Exception:  # best effort, like any reply
-            pass
-        finally:
-            self._refusing -= 1
-
-    async def _serve_request(self, rid: Any, method: str, params: Any) -> None:
-        try:
-            if method == "ping":
-                await self._reply(rid, {})
-                return
-            handler = self._handlers.get(method)
-            if handler is None:
-                await self._reply_error(rid, -32601, f"Method not found: {method[:100]}")
-                return
-            try:
-                with anyio.fail_after(self.request_timeout):
-                    result = await handler(params if isinstance(params, dict) else {})
-            except Exception as exc:
-                await self._reply_error(rid, -32603, f"client error: {type(exc).__name__}")
-                self._diag(f"handler for {method!r} failed: {exc}")
-                return
-            await self._reply(rid, result)
-        finally:
-            self._server_requests -= 1
-
-    async def _reply(self, rid: Any, result: Any) -> None:
-        await self._send_reply({"jsonrpc": "2.0", "id": rid, "result": result})
-
-    async def _reply_error(self, rid: Any, code: int, message: str) -> None:
-        await self._send_reply({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
-
-    async def _send_reply(self, message: Message) -> None:
-        # a reply that cannot go out is a diagnostic; it must never take the session down
-        try:
-            with anyio.fail_after(self.request_timeout):
-                await self._stream.send(message)
-        except ClosedError:
-            pass
-        except Exception as exc:
-            self._diag(f"could not reply to server request: {type(exc).__name__}: {exc}")
-
 
 __all__ = [
     "CLIENT_INFO",
+    "MAX_REFUSALS_IN_FLIGHT",  # the bounds of serving the server's requests (kxen_core._serving)
+    "MAX_SERVER_REQUESTS_IN_FLIGHT",
     "InitializeResult",
     "LATEST_PROTOCOL_VERSION",
     "SUPPORTED_PROTOCOL_VERSIONS",

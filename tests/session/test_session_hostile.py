@@ -87,9 +87,9 @@ async def test_a_request_flood_past_the_bound_spawns_no_task_per_request(peer):
         with anyio.fail_after(20):
             for i in range(flood):
                 await peer.send({"jsonrpc": "2.0", "id": i, "method": "x/slow"})
-                most_refusing = max(most_refusing, session._refusing)
+                most_refusing = max(most_refusing, session._serving._refusing)
             while session.refused_requests + session.dropped_requests < flood - MAX_SERVER_REQUESTS_IN_FLIGHT:
-                most_refusing = max(most_refusing, session._refusing)
+                most_refusing = max(most_refusing, session._serving._refusing)
                 await anyio.sleep(0.001)
         assert session._server_requests == MAX_SERVER_REQUESTS_IN_FLIGHT  # the served ones, no more
         assert most_refusing <= MAX_REFUSALS_IN_FLIGHT  # refusals that must wait: a bounded few
