@@ -91,6 +91,23 @@ def reap(pid: int) -> None:
         pass
 
 
+def alive(members: dict[int, int], procs: dict[int, Proc] | None = None) -> list[int]:
+    """Of ``members`` (pid -> start time), those still running: zombies do not count, and those that
+    are our children are reaped. Reads only the members (or ``procs``, a snapshot), no full scan."""
+    me = os.getpid()
+    out = []
+    for pid, start in members.items():
+        proc = stat(pid) if procs is None else procs.get(pid)
+        if proc is None or proc.start != start:
+            continue
+        if proc.zombie:
+            if proc.ppid == me:
+                reap(pid)
+            continue
+        out.append(pid)
+    return out
+
+
 class Tree:
     """The processes that belong to one server: its descendants by parent pid, and everything in
     the session or group it leads. Members are kept by (pid, start time) once seen, so a member
@@ -127,18 +144,7 @@ class Tree:
 
     def alive(self, procs: dict[int, Proc] | None = None) -> list[int]:
         """Members still running (zombies do not count; those adopted by us are reaped)."""
-        me = os.getpid()
-        out = []
-        for pid, start in self.members.items():
-            proc = stat(pid) if procs is None else procs.get(pid)  # members only: no full scan
-            if proc is None or proc.start != start:
-                continue
-            if proc.zombie:
-                if proc.ppid == me:
-                    reap(pid)
-                continue
-            out.append(pid)
-        return out
+        return alive(self.members, procs)
 
     def signal(self, sig: int, pids: Iterable[int] | None = None) -> None:
         for pid in list(self.members) if pids is None else pids:
@@ -219,33 +225,19 @@ async def end_adopted(grace: float = TERM_GRACE_SECONDS, wait: float = KILL_WAIT
                     fresh.append(child)
         return fresh
 
-    def alive() -> list[int]:
-        me = os.getpid()
-        out = []
-        for pid, start in members.items():
-            proc = stat(pid)
-            if proc is None or proc.start != start:
-                continue
-            if proc.zombie:
-                if proc.ppid == me:
-                    reap(pid)
-                continue
-            out.append(pid)
-        return out
-
     for pid in scan():
         send(pid, members[pid], signal.SIGTERM)
     if not members:
         return []
     with anyio.move_on_after(grace):
-        while alive():
+        while alive(members):
             for pid in scan():
                 send(pid, members[pid], signal.SIGTERM)
             await anyio.sleep(POLL_SECONDS)
     with anyio.move_on_after(wait):
         while True:
             scan()
-            left = alive()
+            left = alive(members)
             if not left:
                 break
             for pid in left:

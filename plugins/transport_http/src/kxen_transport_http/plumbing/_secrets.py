@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from typing import Any, Iterable
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
+
+from kxen_core.safe_text import query_values
 
 
 def safe_url(url: str) -> str:
@@ -22,15 +24,7 @@ def safe_url(url: str) -> str:
 
 def url_secrets(url: str | None) -> list[str]:
     """The query values of ``url`` (``api_key=...``), as written and percent-decoded: secrets."""
-    if not url:
-        return []
-    try:
-        query = urlsplit(url).query
-    except ValueError:
-        return []
-    values = [piece.partition("=")[2] for piece in query.split("&")]
-    values += [v for _k, v in parse_qsl(query, keep_blank_values=False)]
-    return [v for v in dict.fromkeys(values) if v]
+    return query_values(url)
 
 
 class Redactor:
