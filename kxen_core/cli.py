@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 a server or call failed, 2 bad usage or invalid config, 128+N after signal N.
 
-Signals: while ``kxen mcp ...`` runs, SIGINT, SIGTERM and SIGHUP (a closed terminal) all do what
+Signals: while ``kxen mcp ...`` runs, SIGINT, SIGTERM, SIGHUP (a closed terminal) and every other
+catchable signal whose default would end the process (SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM...) do what
 Ctrl-C does: the command is cancelled, every server is closed with the usual bounds (its whole
 process group and its descendants; on Linux kxen is a child subreaper while it runs, so orphans
 that double-forked away are ended too, see :mod:`.procs`), and kxen exits with 128 plus
@@ -125,11 +126,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 #: the signals that end ``kxen mcp ...`` cleanly (those this platform has)
-STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+#: every catchable signal whose default action ends the process: each closes the servers first
+#: (SIGKILL cannot be caught: what it leaves is ended at the next start, see kxen_core.procs)
+STOP_SIGNALS = tuple(
+    getattr(signal, n)
+    for n in (
+        "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
+        "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGPOLL", "SIGPWR",
+    )
+    if hasattr(signal, n)
+)
 
 
 async def _mcp_until_signal(args: argparse.Namespace) -> int:
-    """:func:`_mcp`, cancelled by SIGINT, SIGTERM or SIGHUP; then 128 + the signal number.
+    """:func:`_mcp`, cancelled by any of :data:`STOP_SIGNALS`; then 128 + the signal number.
 
     The receiver stays installed until every server is closed, so a repeated signal cannot kill
     kxen in the middle of its (shielded, bounded) close."""

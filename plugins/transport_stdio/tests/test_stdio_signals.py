@@ -80,7 +80,7 @@ def finish(proc: subprocess.Popen, seconds: float = 30) -> tuple[int | None, byt
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1])
 @pytest.mark.parametrize("ignore_term", [False, True])
 def test_a_signal_to_kxen_closes_every_server_and_exits_128_plus_signal(tmp_path, backend, signum, ignore_term):
     home = write_home(tmp_path, h=helper())
