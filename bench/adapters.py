@@ -283,7 +283,9 @@ class KxenStdioClient:
             home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kxen-bench-")))
             entry = {"command": self.server.command, "args": list(self.server.args)}
             (home / "mcp.json").write_text(json.dumps({"mcpServers": {self.server.name: entry}}))
-            rt = await stack.enter_async_context(Runtime(home=home, workspace=Path.cwd(), pm=self.pm))
+            # an empty workspace: the bench server is a file of this repository, and a launch that
+            # would run a workspace file is (rightly) held for trust and approval
+            rt = await stack.enter_async_context(Runtime(home=home, workspace=home, pm=self.pm))
             (status,) = rt.status() if await rt.wait_ready(60) else [{"state": "not settled"}]
             if status["state"] != "ready":
                 raise BenchError(f"kxen: the runtime did not get ready: {status}")
