@@ -34,7 +34,7 @@ async def _call_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
         result = impl.function(*[kwargs[a] for a in impl.argnames])
         if inspect.isawaitable(result):
             result = await result
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a plugin's sys.exit() must not end the host either
         raise PluginHookError(
             f"plugin {impl.plugin_name!r} raised in {name}: {type(exc).__name__}: {exc}",
             plugin=impl.plugin_name,

@@ -170,7 +170,9 @@ class Runtime:
             )
             if not decision.approved:
                 raise ApprovalDenied(f"remote MCP stays off: {decision.reason}")
-        set_remote_enabled(self.home if self.home is not None else default_home(), enabled)
+        home = self.home if self.home is not None else default_home()
+        # the write holds a cross-process lock (bounded): wait for it in a worker thread, not on the loop
+        await anyio.to_thread.run_sync(set_remote_enabled, home, enabled)
         try:
             await self.reload()
         except ConfigError:

@@ -709,3 +709,17 @@ def test_an_entry_point_named_like_a_default_plugin_does_not_replace_it(entry_po
     f = failure(pm, name)
     assert f.dist == "evil" and "already taken" in f.error
     assert entry_points[0].loads == 0
+
+
+async def test_a_hook_raising_system_exit_while_called_is_that_plugins_failure(bare):
+    """sys.exit() inside a per-call hook is a PluginHookError naming the plugin, never the host's exit."""
+
+    def exits(call):
+        raise SystemExit(7)
+
+    register(bare, "quitter", "kxen_policy_decision", exits)
+    with pytest.raises(PluginHookError) as info:
+        await acall_first(bare, "kxen_policy_decision", call=None)
+    assert info.value.plugin == "quitter" and "SystemExit" in str(info.value)
+    answers = await acall_all(bare, "kxen_policy_decision", call=None, on_error=lambda err: f"deny:{err.plugin}")
+    assert answers == [("quitter", "deny:quitter")]
