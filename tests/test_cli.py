@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import kxen_core.plugins as plugins_mod
-from kxen_core import cli
 from kxen_testing import FakeError, mem, text_result
 
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
@@ -25,22 +24,6 @@ def ws(tmp_path: Path) -> Path:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     return workspace
-
-
-@pytest.fixture
-def kx(kxen_home, ws, capsys, monkeypatch):
-    """Run ``kxen --home H --workspace W ...``; return (exit code, stdout, stderr)."""
-    # only the in-memory transport: plugins other engineers are building cannot change these results
-    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory")
-    monkeypatch.delenv("KXEN_DISABLE_PLUGINS", raising=False)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = cli.main(["--home", str(kxen_home.path), "--workspace", str(ws), *argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def as_json(out: str) -> Any:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import math
-import re
 import types
 import unicodedata
 from pathlib import Path
@@ -54,18 +53,11 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def kx(kxen_home, ws, capsys, monkeypatch):
-    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory")
-    monkeypatch.delenv("KXEN_DISABLE_PLUGINS", raising=False)
-    monkeypatch.setenv("COLUMNS", "400")  # rich folds nothing: the literal text is on one line
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = cli.main(["--home", str(kxen_home.path), "--workspace", str(ws), *argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def kx(kx, monkeypatch):
+    """The shared ``kx`` runner, with a terminal wide enough that rich folds nothing: the literal
+    text stays on one line."""
+    monkeypatch.setenv("COLUMNS", "400")
+    return kx
 
 
 def hostile_fake() -> FakeServer:
