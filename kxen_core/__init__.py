@@ -2,7 +2,7 @@
 
 The names hosts and plugin authors use, importable from here:
 
-* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`;
+* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`, :func:`host_guard`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
   :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         TransportError,
         UnknownTool,
     )
+    from .host import host_guard
     from .launch import Launch
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .runtime import Runtime
@@ -64,6 +65,7 @@ _LAZY = {
     "CatalogPage": "catalog",
     "Verdict": "catalog",
     "Launch": "launch",
+    "host_guard": "host",
     "ApprovalDecision": "policy",
     "ApprovalRequest": "policy",
     "ToolCall": "policy",
