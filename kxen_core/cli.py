@@ -173,6 +173,10 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
                     except Exception as exc:  # raised as itself below, not in a task group's ExceptionGroup
                         error = exc
                 tg.cancel_scope.cancel()
+        if received:
+            # leaving the receiver puts each signal back to its default (death by signal): until
+            # they are ignored below, a signal still coming waits, blocked, instead of killing kxen
+            _mask(signal.SIG_BLOCK)
     if error is not None and not received:
         raise error
     if received:
@@ -182,8 +186,15 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
                 signal.signal(signum, signal.SIG_IGN)
             except (ValueError, OSError):  # not the main thread: nothing to protect
                 pass
+        _mask(signal.SIG_UNBLOCK)  # what arrived meanwhile is discarded: it is ignored now
         return 128 + received[0]
     return code
+
+
+def _mask(how: int) -> None:
+    """Block or unblock :data:`STOP_SIGNALS` for this thread (where the platform can)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(how, STOP_SIGNALS)
 
 
 async def _mcp(args: argparse.Namespace) -> int:
