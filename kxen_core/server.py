@@ -22,6 +22,7 @@ from .errors import ClosedError, KxenError, RequestError
 from .hookcall import acall_all
 from .launch import Launch, resolve_launch
 from .policy import ApprovalRequest
+from .safe_text import safe_text
 from .session import Session
 from .states import SETTLED, Phase, State
 from .transport import MessageStream, TransportContext
@@ -147,14 +148,14 @@ class Server:
             "transport": self.config.kind,
             "state": self.state.value,
             "phase": self.phase.value if self.phase else None,
-            "error": self.error,
+            "error": safe_text(self.error) if self.error else None,  # may quote a server: one safe line
             "tools": self.count("tools"),
             "resources": self.count("resources"),
             "prompts": self.count("prompts"),
-            "note": self.note,
+            "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
             "transportInfo": self._describe(),
-            "diagnostics": list(self.diagnostics)[-20:],
+            "diagnostics": [safe_text(d) for d in list(self.diagnostics)[-20:]],
         }
 
     def _describe(self) -> dict[str, Any] | None:

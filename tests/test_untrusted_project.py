@@ -107,3 +107,4 @@ def test_cli_says_what_to_do(kxen_home, ws, capsys):
     check = json.loads(capsys.readouterr().out)
     assert check["ok"] and check["trusted"] is False and "not checked: the workspace is not trusted" in check["note"]
     assert "sk-live" not in json.dumps(check) + out
+
