@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 import attrs
 
@@ -25,7 +25,9 @@ from .policy import ToolCall
 from .states import State
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .approvals import Approvals
+    from .config import Config
+    from .plugins import KxenPluginManager
     from .server import Server
 
 #: a cursor kxen hands out: this prefix, then the offset (base64 of both, so it stays opaque)
@@ -61,6 +63,16 @@ def entries(servers: Iterable[Server], kind: str, server: str | None = None) -> 
         for item in catalog.items if catalog is not None else ():
             out.append({"server": s.name, **{k: v for k, v in item.items() if k != "server"}})
     return out
+
+
+class Host(Protocol):
+    """What these functions need of the runtime (``kxen_core.Runtime`` is one)."""
+
+    servers: dict[str, Server]
+    role: str | None
+    config: Config | None
+    pm: KxenPluginManager
+    approvals: Approvals
 
 
 def encode_cursor(offset: int) -> str:
@@ -102,7 +114,7 @@ def page(field: str, items: list[dict[str, Any]], cursor: str | None, limit: int
     return {field: items[start:end], "nextCursor": encode_cursor(end) if end < len(items) else None}
 
 
-def ready_with(rt: Runtime, name: Any, capability: str) -> Server:
+def ready_with(rt: Host, name: Any, capability: str) -> Server:
     """The ready server ``name`` that declared ``capability``; a clear error otherwise."""
     if not isinstance(name, str) or not name:
         raise InvalidArguments("server must be a non-empty string (a configured server name)")
@@ -116,7 +128,7 @@ def ready_with(rt: Runtime, name: Any, capability: str) -> Server:
     return server
 
 
-async def authorize_method(rt: Runtime, server: Server, method: str, arguments: dict[str, Any]) -> None:
+async def authorize_method(rt: Host, server: Server, method: str, arguments: dict[str, Any]) -> None:
     """The policy votes on a read-only method, as on a tool call named after the method."""
     call = ToolCall(
         server=server.config,
@@ -137,7 +149,7 @@ def _check_uri(uri: Any) -> str:
     return uri
 
 
-async def read(rt: Runtime, server: Any, uri: Any) -> dict[str, Any]:
+async def read(rt: Host, server: Any, uri: Any) -> dict[str, Any]:
     """``resources/read`` of ``uri`` on ``server`` after the policy votes; the raw result."""
     target = ready_with(rt, server, "resources")
     uri = _check_uri(uri)
@@ -210,7 +222,7 @@ def _names(names: list[str]) -> str:
     return shown + (f" and {len(names) - 10} more" if len(names) > 10 else "")
 
 
-async def get_prompt(rt: Runtime, server: Any, name: Any, arguments: Any) -> dict[str, Any]:
+async def get_prompt(rt: Host, server: Any, name: Any, arguments: Any) -> dict[str, Any]:
     """``prompts/get`` after the checks and the policy votes; the raw result. Nothing is sent when
     a check fails."""
     target = ready_with(rt, server, "prompts")

@@ -15,7 +15,7 @@ many items as fit the output bound, so ``nextCursor`` (written first) always lea
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from . import agent_output, contents
 from .agent_output import AgentOutput
@@ -23,8 +23,17 @@ from .agent_tools import split_qualified
 from .catalog import CAPABILITY
 from .errors import ApprovalDenied, InvalidArguments, KxenError, PolicyDenied, UnknownTool
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
+
+
+class AgentHost(contents.Host, Protocol):
+    """What kxen's tools need of the runtime (``kxen_core.Runtime`` is one)."""
+
+    @property
+    def output_limit(self) -> int: ...
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, server: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]: ...
 
 LIST_RESOURCES = "kxen_list_resources"
 LIST_TEMPLATES = "kxen_list_resource_templates"
@@ -101,7 +110,7 @@ def is_kxen_tool(name: str) -> bool:
     return name in TOOLS
 
 
-def available(rt: Runtime) -> list[dict[str, Any]]:
+def available(rt: AgentHost) -> list[dict[str, Any]]:
     """kxen's tools whose capability at least one ready server declared, shaped like server tools."""
     declared = {cap for cap in set(CAPABILITY.values()) if any(contents.declares(s, cap) for s in rt.servers.values())}
     out = []
@@ -124,7 +133,7 @@ def _args(name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
     return args
 
 
-async def call(rt: Runtime, name: str, arguments: Mapping[str, Any] | None, limit: int) -> AgentOutput:
+async def call(rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, limit: int) -> AgentOutput:
     """Run kxen's tool ``name`` for the agent; raises kxen errors for what was refused."""
     if name not in {t["name"] for t in available(rt)}:
         raise UnknownTool(f"no tool named {name[:80]!r} (no ready server offers it)")
@@ -140,7 +149,7 @@ async def call(rt: Runtime, name: str, arguments: Mapping[str, Any] | None, limi
 
 
 async def agent_call(
-    rt: Runtime, name: str, arguments: Mapping[str, Any] | None, *, server: str | None, timeout: float | None
+    rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, *, server: str | None, timeout: float | None
 ) -> AgentOutput:
     """What the agent gets for calling ``name``: a result or an error text, within the bound."""
     limit = rt.output_limit
@@ -154,7 +163,7 @@ async def agent_call(
     return agent_output.render_tool_result(raw, server=owner, tool=tool, limit=limit)
 
 
-async def _list(rt: Runtime, kind: str, args: dict[str, Any], limit: int) -> AgentOutput:
+async def _list(rt: AgentHost, kind: str, args: dict[str, Any], limit: int) -> AgentOutput:
     server = args.get("server")
     size = contents.check_limit(args.get("limit", DEFAULT_PAGE), MAX_PAGE) or DEFAULT_PAGE
     start = contents.decode_cursor(args.get("cursor"))
