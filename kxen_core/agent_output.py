@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from .budget import Budget, base64_size, json_pieces
+from .budget import _SURROGATE, Budget, base64_size, json_pieces
 
 #: the most characters of one output handed to the agent, unless the user set another bound
 DEFAULT_OUTPUT_CHARS = 50_000
@@ -65,9 +65,10 @@ class BinaryRef:
         return out
 
 
-@attrs.frozen(kw_only=True)
+@attrs.define(kw_only=True)  # not frozen: made once per call, and a frozen init costs twice as much
 class AgentOutput:
-    """One output as the agent gets it: ``text`` (at most the bound) and ``is_error``.
+    """One output as the agent gets it: ``text`` (at most the bound) and ``is_error``; a value, not
+    to be changed.
 
     ``binary`` lists the binary contents it describes instead of showing; ``raw`` is what the server
     sent (for the host: :meth:`binary_data` decodes a binary content from it).
@@ -125,12 +126,17 @@ def render_tool_result(result: Any, *, server: str, tool: str, limit: int = DEFA
     URI]`` line and its text; a resource link as a line of JSON; image, audio and embedded blobs as
     descriptors; other block types named, not shown. ``structuredContent`` follows as JSON when no
     text block carries the result (a server that sends both puts the same data in the text)."""
+    content = result.get("content") if type(result) is dict else None
+    if type(content) is list and len(content) == 1:  # the common case, one short text: as it is
+        block = content[0]
+        text = block.get("text") if type(block) is dict and block.get("type") == "text" else None
+        if type(text) is str and len(text) <= limit and not _SURROGATE.search(text):
+            return AgentOutput(text=text, is_error=result.get("isError") is True, original_chars=len(text), raw=result)
     budget = Budget(limit)
     refs: list[BinaryRef] = []
     if not isinstance(result, dict):
         budget.add("[the server's result is not an object]")
         return _build(budget, is_error=True, refs=refs, raw=result)
-    content = result.get("content")
     blocks = content if isinstance(content, list) else []
     has_text = False
     for i, block in enumerate(blocks):
