@@ -53,16 +53,29 @@ def declares(server: Server, capability: str) -> bool:
     return capability in session.initialized.capabilities
 
 
-def entries(servers: Iterable[Server], kind: str, server: str | None = None) -> list[dict[str, Any]]:
-    """Every item of catalog ``kind`` of the ready servers (or of ``server`` only), each with its ``server``."""
-    out: list[dict[str, Any]] = []
+Pair = tuple[str, dict[str, Any]]  # (server name, catalog item as sent)
+
+
+def pairs(servers: Iterable[Server], kind: str, server: str | None = None) -> list[Pair]:
+    """Every item of catalog ``kind`` of the ready servers (or of ``server`` only), with its server's name."""
+    out: list[Pair] = []
     for s in servers:
         if (server is not None and s.name != server) or not declares(s, CAPABILITY[kind]):
             continue
         catalog = s.catalogs.get(kind)
-        for item in catalog.items if catalog is not None else ():
-            out.append({"server": s.name, **{k: v for k, v in item.items() if k != "server"}})
+        out.extend((s.name, item) for item in (catalog.items if catalog is not None else ()))
     return out
+
+
+def entry(pair: Pair) -> dict[str, Any]:
+    """A catalog item as hosts see it: ``server`` first, then the item as sent."""
+    name, item = pair
+    return {"server": name, **{k: v for k, v in item.items() if k != "server"}}
+
+
+def entries(servers: Iterable[Server], kind: str, server: str | None = None) -> list[dict[str, Any]]:
+    """Every item of catalog ``kind`` of the ready servers (or of ``server`` only), each with its ``server``."""
+    return [entry(p) for p in pairs(servers, kind, server)]
 
 
 class Host(Protocol):
@@ -106,12 +119,13 @@ def check_limit(limit: Any, most: int | None = None) -> int | None:
     return limit
 
 
-def page(field: str, items: list[dict[str, Any]], cursor: str | None, limit: int | None) -> dict[str, Any]:
-    """``{field: items from the cursor on (at most limit), "nextCursor": C or None}``."""
+def page(field: str, items: list[Pair], cursor: str | None, limit: int | None) -> dict[str, Any]:
+    """``{field: items from the cursor on (at most limit), "nextCursor": C or None}`` (only the
+    page's items are copied)."""
     start = decode_cursor(cursor)
     limit = check_limit(limit)
     end = len(items) if limit is None else min(len(items), start + limit)
-    return {field: items[start:end], "nextCursor": encode_cursor(end) if end < len(items) else None}
+    return {field: [entry(p) for p in items[start:end]], "nextCursor": encode_cursor(end) if end < len(items) else None}
 
 
 def ready_with(rt: Host, name: Any, capability: str) -> Server:
@@ -243,6 +257,8 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "entries",
+    "entry",
+    "pairs",
     "get_prompt",
     "page",
     "read",

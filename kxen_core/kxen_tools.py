@@ -172,14 +172,14 @@ async def _list(rt: AgentHost, kind: str, args: dict[str, Any], limit: int) -> A
     else:
         targets = [s for s in rt.servers.values() if contents.declares(s, CAPABILITY[kind])]
     skipped: dict[str, str] = {}
-    items: list[dict[str, Any]] = []
+    items: list[contents.Pair] = []
     for target in targets:
         try:  # what the policy denies for a server is not listed
             await contents.authorize_method(rt, target, _LIST_METHOD[kind], {})
         except (PolicyDenied, ApprovalDenied) as exc:
             skipped[target.name] = str(exc)[:300]
             continue
-        items.extend(contents.entries([target], kind))
+        items.extend(contents.pairs([target], kind))
     shown: list[dict[str, Any]] = []
     used = ENVELOPE_CHARS + sum(len(k) + len(v) + 10 for k, v in skipped.items())
     end = start
@@ -215,10 +215,11 @@ _FIELDS = {
 _WHOLE = {"uri", "uriTemplate", "name"}  # what the agent passes back: never shortened
 
 
-def _for_agent(kind: str, entry: dict[str, Any], *, brief: bool = False) -> dict[str, Any]:
+def _for_agent(kind: str, pair: contents.Pair, *, brief: bool = False) -> dict[str, Any]:
     """One listed item as the agent sees it: known fields only, long texts shortened (with
     ``brief``, only what the agent passes back: URIs and names)."""
-    item: dict[str, Any] = {"server": entry["server"]}
+    server, entry = pair
+    item: dict[str, Any] = {"server": server}
     for key in _FIELDS[kind]:
         value = entry.get(key)
         if value is None or isinstance(value, (dict, list)) or (brief and key not in _WHOLE):

@@ -270,7 +270,9 @@ class Runtime:
         """``{"resources": [{"server", "uri", ...as sent}], "nextCursor": C or None}`` of the ready
         servers (or one); from ``cursor`` on, at most ``limit`` (None: all). ``InvalidArguments``
         for a cursor kxen did not hand out."""
-        return contents.page("resources", self._entries("resources", server), cursor, limit)
+        if server is not None:
+            self._server(server)
+        return contents.page("resources", contents.pairs(self.servers.values(), "resources", server), cursor, limit)
 
     def resource_templates(self, server: str | None = None) -> list[dict[str, Any]]:
         """Every resource template of the ready servers (or one), each with its ``server``."""
