@@ -159,7 +159,10 @@ async def agent_call(
         raw = await rt.call_tool(name, arguments, server=server, timeout=timeout)
     except KxenError as exc:
         return agent_output.error_output(exc, limit=limit)
-    owner, tool = (server, name) if server is not None else split_qualified(name)
+    try:
+        owner, tool = (server, name) if server is not None else split_qualified(name)
+    except ValueError:  # a model-facing name that is not <server>__<tool>: name it whole
+        owner, tool = "", name
     return agent_output.render_tool_result(raw, server=owner, tool=tool, limit=limit)
 
 
