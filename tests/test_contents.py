@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -210,7 +211,7 @@ async def test_templates_are_listed_deduplicated_by_uri_template(kxen_home, tmp_
         for _ in range(500):
             if len(sent(fake, "resources/templates/list")) == 2:
                 break
-            await __import__("anyio").sleep(0.01)
+            await anyio.sleep(0.01)
         assert len(sent(fake, "resources/templates/list")) == 2
 
 
