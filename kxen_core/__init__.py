@@ -2,7 +2,8 @@
 
 The names hosts and plugin authors use, importable from here:
 
-* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`, :func:`host_guard`;
+* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`, :func:`host_guard`,
+  :class:`AgentOutput` and :class:`BinaryRef` (what the agent gets), :class:`ResourceContent`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
   :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
@@ -22,7 +23,9 @@ from .hookspecs import hookimpl
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .agent_output import AgentOutput, BinaryRef
     from .catalog import CatalogPage, Verdict
+    from .contents import ResourceContent
     from .config import Config, ServerConfig, Settings, load_config
     from .errors import (
         ApprovalDenied,
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
         ConfigError,
         ConnectError,
         HTTPStatusError,
+        InvalidArguments,
         KxenError,
         PluginError,
         PluginHookError,
@@ -58,6 +62,9 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Runtime": "runtime",
+    "AgentOutput": "agent_output",
+    "BinaryRef": "agent_output",
+    "ResourceContent": "contents",
     "Config": "config",
     "ServerConfig": "config",
     "Settings": "config",
@@ -84,6 +91,7 @@ _ERRORS = (
     "ConfigError",
     "ConnectError",
     "HTTPStatusError",
+    "InvalidArguments",
     "KxenError",
     "PluginError",
     "PluginHookError",

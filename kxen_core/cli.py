@@ -22,8 +22,9 @@ from typing import Any, Sequence
 
 import anyio
 
-from .errors import ConfigError, KxenError
+from .errors import ConfigError
 from . import cli_commands as commands
+from . import cli_contents as contents
 from . import cli_output as output
 from .cli_output import print_json, print_problems, say, table, use_config
 from .safe_text import safe_text
@@ -80,9 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool")
     call.add_argument("--args", default="{}", help="the tool arguments as a JSON object")
     call.add_argument("--timeout", type=_seconds, help="seconds to wait for the result")
-    for sp in (status, tools, call):
+
+    def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--wait", type=_seconds, default=DEFAULT_WAIT, help="seconds to wait for servers to settle")
+
+    for sp in (status, tools, call):
+        common(sp)
+    contents.add_commands(mcp, common)
 
     for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
         tp = sub.add_parser(verb, help=text)
@@ -203,10 +209,10 @@ async def _mcp(args: argparse.Namespace) -> int:
     from .runtime import Runtime
 
     only = None
-    if args.mcp_command == "call" or (args.mcp_command == "tools" and args.server):
+    if getattr(args, "server", None):  # a command about one server starts only that one
         only = {args.server}
     call_args: dict[str, Any] = {}
-    if args.mcp_command == "call":
+    if args.mcp_command in ("call", "get-prompt"):
         problem = None
         try:
             call_args = json.loads(args.args)
@@ -235,7 +241,13 @@ async def _mcp(args: argparse.Namespace) -> int:
             return _status(rt, args)
         if args.mcp_command == "tools":
             return _tools(rt, args)
-        return await _call(rt, args, call_args)
+        if args.mcp_command in ("resources", "templates", "prompts"):
+            return getattr(contents, args.mcp_command)(rt, args)
+        if args.mcp_command == "read":
+            return await contents.read(rt, args)
+        if args.mcp_command == "get-prompt":
+            return await contents.get_prompt(rt, args, call_args)
+        return await contents.call(rt, args, call_args)
 
 
 def _status(rt: Any, args: argparse.Namespace) -> int:
@@ -275,24 +287,6 @@ def _tools(rt: Any, args: argparse.Namespace) -> int:
     for s in failed:
         say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)
     return EXIT_FAILED if failed else EXIT_OK
-
-
-async def _call(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) -> int:
-    from .agent_tools import result_text
-
-    try:
-        result = await rt.call_tool(args.tool, call_args, server=args.server, timeout=args.timeout)
-    except KxenError as exc:
-        if args.json:
-            print_json({"error": {"type": type(exc).__name__, "message": str(exc)}})
-        else:
-            say(f"kxen: error: {safe_text(exc)}", err=True)
-        return EXIT_FAILED
-    if args.json:
-        print_json(result)
-    else:
-        say(safe_text(result_text(result), multiline=True))
-    return EXIT_FAILED if result.get("isError") is True else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,8 @@
     │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
     ├── ServerNotReady              the server is not in the ``ready`` state (``state``, ``phase``, ``reason``)
     ├── UnknownTool                 no such qualified tool name
+    ├── InvalidArguments            a kxen call refused before anything was sent (a prompt's missing,
+    │                               unknown or non-string argument, an unknown prompt, a bad cursor)
     ├── PolicyDenied                a tool call was denied by policy (``votes`` says who and why)
     └── ApprovalDenied              a human (or the lack of an approval channel) said no
 
@@ -130,6 +132,10 @@ class ServerNotReady(KxenError):
 
 class UnknownTool(KxenError):
     """No such server or tool."""
+
+
+class InvalidArguments(KxenError):
+    """kxen refused a call before sending anything: its arguments break a rule it checks itself."""
 
 
 class PolicyDenied(KxenError):

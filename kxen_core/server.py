@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from .catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
+from .catalog import CAPABILITY, KINDS, Catalog, CatalogPage, Verdict, fetch_catalog, kinds_of
 from .errors import ClosedError, KxenError, RequestError
 from .hookcall import acall_all
 from .launch import Launch, resolve_launch
@@ -232,7 +232,7 @@ class Server:
                         self.set(State.LISTING)
                         async with anyio.create_task_group() as tg:
                             for kind_name in KINDS:
-                                if kind_name in init.capabilities:
+                                if CAPABILITY[kind_name] in init.capabilities:
                                     await self._list(kind_name, required=(kind_name == "tools"))
                             self._tg = tg
                             self.set(State.READY)
@@ -335,7 +335,8 @@ class Server:
     # --- catalogs -------------------------------------------------------------------------------
 
     async def refresh(self, kind: str) -> Catalog:
-        """Fetch the ``kind`` catalog again (``tools``, ``resources`` or ``prompts``) and return it.
+        """Fetch the ``kind`` catalog again (``tools``, ``resources``, ``resourceTemplates`` or
+        ``prompts``) and return it.
 
         Raises ``KeyError`` for an unknown kind and what the listing raises (a request error, a
         closed connection); the catalog kept so far stays when the fetch fails.
@@ -376,14 +377,12 @@ class Server:
 
     def _on_notification(self, method: str, params: Any) -> None:
         if method.endswith("/list_changed"):
-            kind = method.split("/")[1]
-            if kind not in KINDS:
-                return
-            if self._tg is None:
-                self._changed_early.add(kind)  # still listing: refetch once ready
-            elif kind not in self._refreshing:
-                self._refreshing.add(kind)
-                self._tg.start_soon(self._refresh_later, kind)
+            for kind in kinds_of(method.split("/")[1]):  # resources/list_changed: templates too
+                if self._tg is None:
+                    self._changed_early.add(kind)  # still listing: refetch once ready
+                elif kind not in self._refreshing:
+                    self._refreshing.add(kind)
+                    self._tg.start_soon(self._refresh_later, kind)
 
     async def _refresh_later(self, kind: str) -> None:
         await anyio.sleep(LIST_CHANGED_DEBOUNCE)  # a burst of list_changed becomes one refetch
