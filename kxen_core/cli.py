@@ -26,6 +26,7 @@ from .errors import ConfigError
 from . import cli_commands as commands
 from . import cli_contents as contents
 from . import cli_output as output
+from . import cli_setup as setup
 from .cli_output import print_json, print_problems, say, table, use_config
 from .safe_text import safe_text
 
@@ -55,8 +56,13 @@ def _seconds(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kxen", description="kxen: a strict, fast MCP host runtime.")
-    p.add_argument("--home", type=_path, help="settings and user servers (default $KXEN_HOME or ~/.kxen)")
+    p = argparse.ArgumentParser(
+        prog="kxen",
+        description="kxen: a strict, fast MCP host runtime.",
+        epilog="Global options (--home, --workspace, --approve, --role, -v, --log-file) may stand anywhere on the line.",
+    )
+    setup.add_global_options(p)
+    p.add_argument("--home", type=setup.existing_home, help="settings and user servers (default $KXEN_HOME or ~/.kxen)")
     p.add_argument("--workspace", type=_path, help="the workspace (default: the current directory)")
     p.add_argument(
         "--approve",
@@ -105,7 +111,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     output.reset()
-    args = _parser().parse_args(argv)
+    setup.reset_logging()
+    args = _parser().parse_args(setup.hoist_globals(sys.argv[1:] if argv is None else argv))
+    problem = setup.configure_logging(args.verbose, args.log_file)
+    if problem:
+        say(f"kxen: warning: {safe_text(problem)}", err=True)
     try:
         if args.command == "plugins":
             return commands.plugins(args)
@@ -126,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    finally:
+        setup.reset_logging()
 
 
 # --- kxen mcp ... -----------------------------------------------------------------------------
