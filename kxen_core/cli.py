@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     status = mcp.add_parser("status", help="connect every server and show its state")
     approvals = mcp.add_parser("approvals", help="project server launches that need approval (starts nothing)")
     approvals.add_argument("--json", action="store_true")
+    plan = mcp.add_parser("plan", help="what would start and why not, with fingerprints (starts and contacts nothing)")
+    plan.add_argument("--json", action="store_true")
     tools = mcp.add_parser("tools", help="list the tools the model sees")
     tools.add_argument("server", nargs="?", help="only this server")
     call = mcp.add_parser("call", help="call one tool and print its result")
@@ -127,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.remote(args)
         if args.command == "mcp" and args.mcp_command == "approvals":
             return commands.approvals(args)
+        if args.command == "mcp" and args.mcp_command == "plan":
+            return commands.plan(args)
         return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):

@@ -225,6 +225,13 @@ class Runtime:
                 out.append((server, launch, None))
         return out
 
+    def plan(self) -> list[dict[str, Any]]:
+        """What starting would do, per configured server, starting and contacting nothing (loads the
+        config first when the runtime was not entered): see :mod:`kxen_core.plan`."""
+        from .plan import plan
+
+        return plan(self.config or self.load(), self.workspace, self.approvals)
+
     # --- what the agent sees and calls --------------------------------------------------------
 
     def status(self) -> list[dict[str, Any]]:
