@@ -110,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="config_command", required=True)
     check = config.add_parser("check", help="validate every config file and list every problem")
     check.add_argument("--json", action="store_true")
+    completion = sub.add_parser("completion", help="print a shell completion script (eval \"$(kxen completion bash)\")")
+    completion.add_argument("shell", choices=["bash", "zsh"])
     return p
 
 
@@ -123,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "plugins":
             return commands.plugins(args)
+        if args.command == "completion":
+            from .cli_completion import script
+
+            sys.stdout.write(script(_parser(), args.shell))
+            return EXIT_OK
         if args.command == "config":
             return commands.config_check(args)
         if args.command in ("trust", "untrust"):
