@@ -44,3 +44,11 @@ def test_status_says_what_each_server_does_and_what_to_do(kx, kxen_home, ws, mon
     assert rows["ok"]["state"] == "ready" and rows["ok"]["next"] is None
     assert (rows["refuse"]["state"], rows["refuse"]["phase"]) == ("failed", "initialize")
     assert rows["proj"]["next"] == f"kxen --approve {rows['proj']['fingerprint']} mcp status  (see what it runs: kxen mcp approvals)"
+
+
+def test_a_not_ready_message_has_no_stray_none():
+    from kxen_core.errors import ServerNotReady
+
+    assert str(ServerNotReady("p", "awaiting_approval", None, "not approved")) == "server 'p' is awaiting_approval (not approved)"
+    assert str(ServerNotReady("p", "failed", "initialize", "boom")) == "server 'p' is failed (initialize: boom)"
+    assert str(ServerNotReady("p", "connecting")) == "server 'p' is connecting"
