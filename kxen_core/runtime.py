@@ -27,7 +27,7 @@ from .approvals import Approvals, authorize
 from .catalog import Catalog
 from .config import Config, ServerConfig, load_config
 from .config.loader import default_home
-from .converter import make_converter
+from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
@@ -56,7 +56,7 @@ class Runtime:
         self.approvals = Approvals(self.pm, approve)
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
-        self._converter = make_converter()
+        self._converter = shared_converter()
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
