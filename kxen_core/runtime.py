@@ -33,6 +33,7 @@ from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall
 from .server import Server, ServerEnv, State
+from .votes import PreparedVotes
 
 
 class Runtime:
@@ -54,6 +55,7 @@ class Runtime:
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
         self.approvals = Approvals(self.pm, approve)
+        self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
         self._converter = shared_converter()
@@ -298,7 +300,7 @@ class Runtime:
             settings=self.config.settings if self.config else None,
             launch=target.launch,  # the approval is bound to what runs behind the name
         )
-        await authorize(self.pm, call, self.approvals)
+        await authorize(self.pm, call, self.approvals, prepared=self._votes)
         session = target.session
         if session is None:  # stopped while the votes were counted
             raise ServerNotReady(target.name, target.state.value, None, target.error)
