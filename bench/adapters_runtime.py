@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from adapters import BenchError, HttpPeer, ServerSpec, plugin_manager
+from adapters import BenchError, HttpPeer, ServerSpec, cold_start, plugin_manager
 
 #: what the bench's config allows; every other tool is the server's default (ask: no channel, so no)
 ALLOWED = {"echo": "allow"}
@@ -49,6 +49,7 @@ class _RuntimeBase:
     """Enter a Runtime over ``self.dirs`` and wait for every server to be ready."""
 
     name = "kxen"
+    lists_on_start = True  # entering and wait_ready include the first tools/list
     dirs: RuntimeHome
     runtime: Any = None
 
@@ -153,7 +154,7 @@ class ClientFleet:
     async def start(self) -> None:
         async def run(client: Any, ready: asyncio.Event) -> None:
             try:
-                await client.start()
+                await cold_start(client)
                 ready.set()
                 await self._release.wait()
             finally:

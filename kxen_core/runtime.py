@@ -239,19 +239,22 @@ class Runtime:
     def tools(self, server: str | None = None) -> list[dict[str, Any]]:
         out = []
         for s in self.servers.values():
-            if (server is not None and s.name != server) or s.state != State.READY:
+            name = s.name
+            if (server is not None and name != server) or s.state != State.READY:
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
+            qualified = agent_tools.qualified_name(name, "")  # + the tool's name (10,000 tools: hoisted)
             for tool in s.tools_by_name.values():
+                tool_name = tool["name"]
                 entry = {
-                    "server": s.name,
-                    "name": tool["name"],
-                    "qualifiedName": agent_tools.qualified_name(s.name, tool["name"]),
+                    "server": name,
+                    "name": tool_name,
+                    "qualifiedName": qualified + tool_name,
                     "description": tool.get("description"),
                     "inputSchema": tool.get("inputSchema") or {"type": "object"},
                 }
-                if tool["name"] in notes:
-                    entry["notes"] = notes[tool["name"]]  # what catalog plugins annotated
+                if notes and tool_name in notes:
+                    entry["notes"] = notes[tool_name]  # what catalog plugins annotated
                 out.append(entry)
         return out
 
