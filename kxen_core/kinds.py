@@ -123,10 +123,10 @@ def structure_options(cls: type[O], server: ServerConfig, conv: cattrs.Converter
     """``server.options`` structured into ``cls`` exactly as config loading does it; raises
     ``ConfigError`` naming the file and key path of every problem. For a transport used without a
     Runtime (tests, embedding), whose context carries no options."""
-    from .converter import shared_converter
+    from .converter import make_converter
 
     problems: list[tuple[str, str]] = []
-    value = _structure(conv or shared_converter(), server.options, cls, problems)
+    value = _structure(conv or make_converter(), server.options, cls, problems)
     if problems:
         where = f"{server.source or '(config)'}: mcpServers.{server.name}"
         raise ConfigError([f"{where}.{path}: {rule}" for path, rule in problems])
