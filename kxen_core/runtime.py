@@ -294,16 +294,18 @@ class Runtime:
         if info is None:
             raise UnknownTool(f"server {server!r} has no tool {tool[:80]!r}")
         args = dict(arguments or {})
-        call = ToolCall(
-            server=target.config,
-            tool=tool,
-            arguments=args,
-            role=self.role,
-            tool_info=info,
-            settings=self.config.settings if self.config else None,
-            launch=target.launch,  # the approval is bound to what runs behind the name
-        )
-        await authorize(self.pm, call, self.approvals, prepared=self._votes)
+        settings = self.config.settings if self.config else None
+        if not self._votes.allowed_outright(target.config, tool, self.role, settings, args):
+            call = ToolCall(
+                server=target.config,
+                tool=tool,
+                arguments=args,
+                role=self.role,
+                tool_info=info,
+                settings=settings,
+                launch=target.launch,  # the approval is bound to what runs behind the name
+            )
+            await authorize(self.pm, call, self.approvals, prepared=self._votes)
         session = target.session
         if session is None:  # stopped while the votes were counted
             raise ServerNotReady(target.name, target.state.value, None, target.error)

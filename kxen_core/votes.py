@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import hookcall
-from .defaults import ConfigPolicy, RolePolicy
+from .defaults import ConfigPolicy, RolePolicy, SafetyCheck, _flat_and_small
 from .errors import PluginHookError
 from .policy import Decision, ToolCall, Vote, combine
 
@@ -64,6 +64,10 @@ async def _ask(impl: Any, call: ToolCall) -> Vote | None:
     return None if answer is None else _vote(impl.plugin_name, answer)
 
 
+def _is_safety(impl: Any) -> bool:
+    return getattr(impl.function, "__func__", None) is SafetyCheck.kxen_policy_decision
+
+
 def fixed(impl: Any) -> bool:
     """Whether ``impl`` is one of the core's votes that depend on nothing but the tool's config."""
     return getattr(impl.function, "__func__", None) in _FIXED
@@ -72,7 +76,7 @@ def fixed(impl: Any) -> bool:
 class _Plan:
     """One tool's votes: the fixed ones counted, the others to ask, and the inputs they came from."""
 
-    __slots__ = ("server", "role", "settings", "impls", "slots", "ask", "fixed_votes", "decided")
+    __slots__ = ("server", "role", "settings", "impls", "slots", "ask", "fixed_votes", "decided", "allows_flat")
 
     def __init__(self, call: ToolCall, impls: list[Any], slots: list[Any]) -> None:
         self.server, self.role, self.settings, self.impls = call.server, call.role, call.settings, impls
@@ -81,6 +85,9 @@ class _Plan:
         self.fixed_votes = [s for s in slots if type(s) is Vote]
         #: the decision when every implementation asked per call abstains
         self.decided = combine(self.fixed_votes, call.server.defaultToolPolicy)
+        #: allowed whenever the arguments pass the safety check's shortcut: the only implementation
+        #: asked per call is the core's safety check, and the fixed votes allow
+        self.allows_flat = self.decided[0] == "allow" and all(_is_safety(i) for i in self.ask)
 
     def fits(self, call: ToolCall, impls: list[Any]) -> bool:
         return (
@@ -97,6 +104,25 @@ class PreparedVotes:
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
         self._plans: dict[tuple[str, str], _Plan] = {}
+
+    def allowed_outright(
+        self, server: Any, tool: str, role: str | None, settings: Any, arguments: dict[str, Any]
+    ) -> bool:
+        """True when a call of ``tool`` with ``arguments`` (a plain dict) is surely allowed, without
+        a :class:`ToolCall` or a vote: its tool is prepared for exactly these inputs, every
+        implementation asked per call is the core's safety check, its shortcut passes the arguments
+        (so that check abstains) and the fixed votes allow. False means "count the votes"."""
+        plan = self._plans.get((server.name, tool))
+        return (
+            plan is not None
+            and plan.allows_flat
+            and not hookcall._TRACE
+            and plan.server is server
+            and plan.role == role
+            and plan.settings is settings
+            and plan.impls == hookcall.impls(self.pm, HOOK)
+            and _flat_and_small(arguments)
+        )
 
     async def votes(self, call: ToolCall) -> list[Vote]:
         """The same list of votes as :func:`full_votes` gives for ``call``."""
