@@ -28,12 +28,13 @@ from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, rend
 from .catalog import Catalog
 from .config import Config, ServerConfig, load_config
 from .config.loader import default_home
-from .converter import make_converter
+from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall
 from .server import Server, ServerEnv, State
+from .votes import PreparedVotes
 
 
 class Runtime:
@@ -55,9 +56,10 @@ class Runtime:
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
         self.approvals = Approvals(self.pm, approve)
+        self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
-        self._converter = make_converter()
+        self._converter = shared_converter()
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
@@ -247,19 +249,22 @@ class Runtime:
         ``server``, kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`)."""
         out = []
         for s in self.servers.values():
-            if (server is not None and s.name != server) or s.state != State.READY:
+            name = s.name
+            if (server is not None and name != server) or s.state != State.READY:
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
+            qualified = agent_tools.qualified_name(name, "")  # + the tool's name (10,000 tools: hoisted)
             for tool in s.tools_by_name.values():
+                tool_name = tool["name"]
                 entry = {
-                    "server": s.name,
-                    "name": tool["name"],
-                    "qualifiedName": agent_tools.qualified_name(s.name, tool["name"]),
+                    "server": name,
+                    "name": tool_name,
+                    "qualifiedName": qualified + tool_name,
                     "description": tool.get("description"),
                     "inputSchema": tool.get("inputSchema") or {"type": "object"},
                 }
-                if tool["name"] in notes:
-                    entry["notes"] = notes[tool["name"]]  # what catalog plugins annotated
+                if notes and tool_name in notes:
+                    entry["notes"] = notes[tool_name]  # what catalog plugins annotated
                 out.append(entry)
         return out if server is not None else out + kxen_tools.available(self)
 
@@ -352,16 +357,18 @@ class Runtime:
         if info is None:
             raise UnknownTool(f"server {server!r} has no tool {tool[:80]!r}")
         args = dict(arguments or {})
-        call = ToolCall(
-            server=target.config,
-            tool=tool,
-            arguments=args,
-            role=self.role,
-            tool_info=info,
-            settings=self.config.settings if self.config else None,
-            launch=target.launch,  # the approval is bound to what runs behind the name
-        )
-        await authorize(self.pm, call, self.approvals)
+        settings = self.config.settings if self.config else None
+        if not self._votes.allowed_outright(target.config, tool, self.role, settings, args):
+            call = ToolCall(
+                server=target.config,
+                tool=tool,
+                arguments=args,
+                role=self.role,
+                tool_info=info,
+                settings=settings,
+                launch=target.launch,  # the approval is bound to what runs behind the name
+            )
+            await authorize(self.pm, call, self.approvals, prepared=self._votes)
         session = target.session
         if session is None:  # stopped while the votes were counted
             raise ServerNotReady(target.name, target.state.value, None, target.error)
