@@ -20,6 +20,12 @@ from .hookspecs import ASYNC_HOOKS
 log = logging.getLogger("kxen.hooks")
 
 
+def tracing() -> bool:
+    """Whether hook calls are logged (``-vv`` or ``KXEN_TRACE_PLUGINS=1``, see kxen_core.cli_setup):
+    then every implementation is asked on every call, with no prepared shortcut."""
+    return log.isEnabledFor(logging.DEBUG)
+
+
 def impls(pm: pluggy.PluginManager, name: str) -> list[Any]:
     """The implementations of async-capable hook ``name`` in the order pluggy would call them."""
     if name not in ASYNC_HOOKS:
@@ -40,7 +46,7 @@ async def acall_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
             plugin=impl.plugin_name,
             hook=name,
         ) from exc
-    if log.isEnabledFor(logging.DEBUG):  # -vv or KXEN_TRACE_PLUGINS=1 (see kxen_core.cli_setup)
+    if tracing():
         log.debug("%s <- %s: %s", name, impl.plugin_name, type(result).__name__)
     return result
 

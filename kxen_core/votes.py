@@ -116,7 +116,7 @@ class PreparedVotes:
         return (
             plan is not None
             and plan.allows_flat
-            and not hookcall._TRACE
+            and not hookcall.tracing()
             and plan.server is server
             and plan.role == role
             and plan.settings is settings
@@ -126,14 +126,14 @@ class PreparedVotes:
 
     async def votes(self, call: ToolCall) -> list[Vote]:
         """The same list of votes as :func:`full_votes` gives for ``call``."""
-        if hookcall._TRACE:  # tracing shows every implementation on every call
+        if hookcall.tracing():  # tracing shows every implementation on every call
             return await full_votes(self.pm, call)
         return (await self._count(call))[0]
 
     async def decide(self, call: ToolCall) -> tuple[Decision, list[Vote]]:
         """``combine(votes(call), call.server.defaultToolPolicy)``: the decision and the votes that
         made it (when every implementation asked per call abstains: the one prepared with the plan)."""
-        if hookcall._TRACE:
+        if hookcall.tracing():
             return combine(await full_votes(self.pm, call), call.server.defaultToolPolicy)
         votes, plan, voted = await self._count(call)
         if not voted:
