@@ -173,7 +173,8 @@ class Secrets:
 def config_secrets(servers: Any) -> Secrets:
     """The secrets of configured server entries: query values of ``url`` and the OAuth metadata
     URL, values of credential headers (and the credential after ``Bearer``), values of env keys
-    that look sensitive, and the OAuth client secret."""
+    that look sensitive, the OAuth client secret, and every value a host variable supplied
+    (``${VAR}`` in user config) with the env or header value holding it."""
     from .config.project import secret_header
     from .launch import sensitive_key
 
@@ -189,6 +190,11 @@ def config_secrets(servers: Any) -> Secrets:
                 scheme, _, credential = value.partition(" ")
                 values += [value, credential.strip()] if credential and scheme.isalpha() else [value]
         values += [v for k, v in server.env.items() if sensitive_key(k)]
+        for expanded in getattr(server, "expanded", ()):  # what host variables supplied (${VAR})
+            values += expanded.values
+            kind, _, key = expanded.path.partition(".")
+            if expanded.values and kind in ("env", "headers"):
+                values.append(getattr(server, kind).get(key))
     return Secrets(values)
 
 
