@@ -201,7 +201,7 @@ def _did_you_mean(exc: cattrs.ForbiddenExtraKeysError) -> str:
         near = [alias] if alias in known else difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
         if near:
             hints.append(f"{near[0]!r} for {str(key)[:40]!r}" if len(exc.extra_fields) > 1 else repr(near[0]))
-    more = "; kxen mcp import converts other hosts' files" if foreign else ""
+    more = " kxen mcp import converts other hosts' files" if foreign else ""
     return f" (did you mean {', '.join(hints)}?{more})" if hints else ""
 
 
