@@ -209,6 +209,8 @@ def _entry(name: str, raw: Any, fmt: str) -> Imported:
             entry["enabled"] = value if key == "enabled" else not value
         elif key == "excludeTools" and isinstance(value, list) and all(isinstance(t, str) for t in value):
             entry["toolPolicies"] = {t: "deny" for t in value}
+        elif key == "timeout" and fmt == "gemini" and type(value) in (int, float) and 0 < value <= 86_400_000:
+            entry["timeouts"] = {"requestSeconds": value / 1000}  # Gemini counts milliseconds
         elif key == "envFile":
             reasons.append("envFile: kxen reads no env files; put the values in env (in user config, ${VAR} from your environment)")
         elif key in DROPPED:
