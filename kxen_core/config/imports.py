@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from .files import read_limited
+from .files import UnreadableFile, read_limited
 from .models import check_server_key
 
 FORMATS = ("claude-desktop", "claude-code", "cursor", "vscode", "gemini")
@@ -69,7 +69,7 @@ def read_foreign(path: Path) -> Any:
         raw = read_limited(path)
     except FileNotFoundError:
         raise ValueError("no such file") from None
-    except OSError as exc:
+    except UnreadableFile as exc:
         raise ValueError(str(exc)) from None
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
