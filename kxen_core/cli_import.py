@@ -18,6 +18,7 @@ from typing import Any
 from .cli_output import print_json, say, use_config
 from .config.edit import check_document, read_document, servers_file, update_servers
 from .config.imports import Imported, convert, detect, read_foreign
+from .entry_view import describe
 from .errors import ConfigError
 from .safe_text import safe_text
 
@@ -28,14 +29,12 @@ def plan(
     imported: list[Imported], target: Path, scope: str, home: Path, pm: Any
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One row per imported entry (``add``, ``unchanged`` or ``refused``) and the entries to write."""
-    from .cli_manage import describe
-
     current = read_document(target, scope)  # ConfigError when the target cannot be edited
     existing = current["mcpServers"]
     candidate = copy.deepcopy(current)
     rows: list[dict[str, Any]] = []
     for item in imported:
-        row = {"name": item.name, "status": "refused", "entry": None, "reasons": list(item.reasons), "notes": list(item.notes)}
+        row: dict[str, Any] = {"name": item.name, "status": "refused", "entry": None, "reasons": list(item.reasons), "notes": list(item.notes)}
         rows.append(row)
         if item.entry is None:
             continue

@@ -16,10 +16,10 @@ from typing import Any
 
 from .cli_output import print_json, say, table, use_config
 from .config.edit import add_server, read_document, remove_server, servers_file
-from .config.expand import references
 from .config.models import UNREAD, ServerConfig
+from .entry_view import describe
 from .errors import ConfigError
-from .safe_text import redacted_url, safe_text
+from .safe_text import safe_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 COMMANDS = ("list", "get", "add", "add-json", "remove", "import")
@@ -117,59 +117,6 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 # --- list and get -----------------------------------------------------------------------------
-
-
-def describe(server: ServerConfig, *, brief: bool = False) -> dict[str, Any]:
-    """An entry as kxen reads it, for people: values that took host variables as written
-    (``${TOKEN}``), other secrets redacted (credential headers ``***``, sensitive env values as a
-    digest, URL query values ``***``)."""
-    from .config.project import secret_header
-    from .launch import printable, shown_env_value
-
-    unread = server.kind == UNREAD
-    refs = references(server)
-    shown: dict[str, Any] = {
-        "name": server.name,
-        "scope": server.scope,
-        "source": server.source,
-        "transport": server.kind,
-        "enabled": None if unread else server.enabled,
-        "command": None if unread else server.command,
-        "args": [] if unread else list(server.args),
-        "url": redacted_url(refs["url"].written if "url" in refs else server.url) or None,
-    }
-    if brief:
-        return shown
-    env = {}
-    for key, value in sorted(server.env.items()):
-        ref = refs.get(f"env.{key}")
-        env[printable(key)] = ref.written if ref else shown_env_value(key, value, user=server.scope == "user")
-    headers = {}
-    for key, value in server.headers.items():
-        ref = refs.get(f"headers.{key}")
-        headers[key] = ref.written if ref else ("***" if secret_header(key) else value)
-    oauth = None
-    if server.oauth is not None:
-        o = server.oauth
-        oauth = {
-            "clientId": o.clientId,
-            "scopes": list(o.scopes),
-            "authorizationServerMetadataUrl": redacted_url(o.authorizationServerMetadataUrl) or None,
-            "clientSecret": "***" if o.clientSecret else None,
-        }
-    shown.update(
-        cwd=server.cwd,
-        env=env,
-        headers=headers,
-        oauth=oauth,
-        options=dict(server.options),
-        toolPolicies=dict(server.toolPolicies),
-        defaultToolPolicy=None if unread else server.defaultToolPolicy,
-        timeouts=None if unread else {"requestSeconds": server.timeouts.requestSeconds, "initializeSeconds": server.timeouts.initializeSeconds},
-        fromEnvironment=sorted(refs),
-        read=not unread,
-    )
-    return shown
 
 
 def _entries(config: Any) -> list[tuple[ServerConfig, dict[str, Any]]]:
@@ -375,4 +322,4 @@ def _import(args: argparse.Namespace) -> int:
     return run_import(args, home, workspace, _pm())
 
 
-__all__ = ["COMMANDS", "add_commands", "describe", "run"]
+__all__ = ["COMMANDS", "add_commands", "run"]

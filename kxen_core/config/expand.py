@@ -117,12 +117,13 @@ def expand_server(
         expanded.append(Expanded(path=path, written=value, values=tuple(supplied)))
     if problems:
         return server, problems
-    changes = {
-        "env": {k: values.get(f"env.{k}", v) for k, v in server.env.items()},
-        "headers": {k: values.get(f"headers.{k}", v) for k, v in server.headers.items()},
-        "url": values.get("url", server.url),
-    }
-    return attrs.evolve(server, expanded=tuple(expanded), **changes), []
+    return attrs.evolve(
+        server,
+        expanded=tuple(expanded),
+        env={k: values.get(f"env.{k}", v) for k, v in server.env.items()},
+        headers={k: values.get(f"headers.{k}", v) for k, v in server.headers.items()},
+        url=values.get("url", server.url),
+    ), []
 
 
 def references(server: ServerConfig) -> dict[str, Expanded]:

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import attrs
 import cattrs
@@ -22,7 +22,7 @@ from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, make_
 from ..errors import ConfigError, printable
 from .expand import expand_server
 from .files import MAX_CONFIG_BYTES, UnreadableFile, read_limited, unsafe_owner  # noqa: F401 (their home was here)
-from .models import UNREAD, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
+from .models import UNREAD, Scope, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def servers_from(
         for suffix, rule in shape:
             problems.append(_render(file, f"{rule} @ {where}.{suffix}" if suffix else f"{rule} @ {where}"))
         if not shape:
-            servers[key] = attrs.evolve(server, name=key, scope=scope, source=file)
+            servers[key] = attrs.evolve(server, name=key, scope=cast(Scope, scope), source=file)
     return servers
 
 
