@@ -11,7 +11,7 @@ from typing import Any
 
 from .config.expand import references
 from .config.models import UNREAD, ServerConfig
-from .safe_text import redacted_url
+from .safe_text import redacted_url, shown_url
 
 
 def describe(server: ServerConfig, *, brief: bool = False) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def describe(server: ServerConfig, *, brief: bool = False) -> dict[str, Any]:
         "enabled": None if unread else server.enabled,
         "command": None if unread else server.command,
         "args": [] if unread else list(server.args),
-        "url": redacted_url(refs["url"].written if "url" in refs else server.url) or None,
+        "url": shown_url(server) or None,
     }
     if brief:
         return shown

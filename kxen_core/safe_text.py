@@ -120,6 +120,13 @@ def redacted_url(url: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def shown_url(server: Any) -> str:
+    """A server's URL for display: as written when it took host variables (``https://${HOST}/mcp``:
+    what a variable supplied is a secret), else the URL; query values hidden (:func:`redacted_url`)."""
+    written = next((e.written for e in getattr(server, "expanded", ()) if e.path == "url"), None)
+    return redacted_url(written if written is not None else server.url)
+
+
 def query_values(url: str | None) -> list[str]:
     """The query values of ``url`` (what :func:`redacted_url` hides), raw and percent-decoded."""
     from urllib.parse import parse_qsl
@@ -207,4 +214,5 @@ __all__ = [
     "query_values",
     "redacted_url",
     "safe_text",
+    "shown_url",
 ]

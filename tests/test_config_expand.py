@@ -208,3 +208,23 @@ def ws(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
     path.mkdir()
     return path.resolve()
+
+
+@pytest.mark.anyio
+async def test_an_approval_request_shows_the_url_as_written_never_what_a_variable_supplied(kxen_home, ws, fakes, host_env):
+    """The approval channel (a plugin: it may post to a chat) sees ``${VAR}``, not the value."""
+    from kxen_testing import Channel, running
+
+    fakes.add("f", tools={"echo": lambda a: text_result("ok")})
+    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
+    entry = mem("f", url="https://mcp.example.com/${KXEN_T_SECRET}/mcp")
+    channel = Channel(approved=True)
+    async with running(kxen_home, ws, channel, servers={"r": entry}) as rt:
+        assert rt.servers["r"].state == "ready", rt.servers["r"].snapshot()
+        result = await rt.call_tool("r__echo", {})
+        assert not result.get("isError"), result
+        # status's note names the server by its URL as written too
+        assert SECRET not in json.dumps(rt.status(), default=str)
+    [request] = channel.requests
+    assert request.details["url"] == "https://mcp.example.com/${KXEN_T_SECRET}/mcp"
+    assert SECRET not in json.dumps(request.details, default=str) + request.summary
