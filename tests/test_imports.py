@@ -282,3 +282,17 @@ def test_a_claude_code_mcp_json_imports_in_one_command_and_runs(kx, kxen_home, w
     assert code == 0, err
     names = {t["name"] for t in json.loads(out)["tools"]}
     assert {"echo", "get-sum"} <= names
+
+
+def test_the_loader_stays_strict_and_names_the_kxen_key(kxen_home, tmp_path):
+    from config_support import problems_of
+
+    ws = tmp_path / "w"
+    ws.mkdir()
+    path = kxen_home.write_servers({"a": {"type": "stdio", "command": "x"}, "b": {"httpUrl": "https://x.example/mcp"}})
+    problems = problems_of(kxen_home.path, ws)
+    assert f"{path}: mcpServers.a: unknown key(s): type (did you mean 'transport'? kxen mcp import converts other hosts' files)" in problems
+    assert f"{path}: mcpServers.b: unknown key(s): httpUrl (did you mean 'url'? kxen mcp import converts other hosts' files)" in problems
+    path.write_text(json.dumps({"servers": {}}))
+    [problem] = problems_of(kxen_home.path, ws)
+    assert problem == f"{path}: (top level): unknown key(s): servers (did you mean 'mcpServers'? kxen mcp import converts other hosts' files)"
