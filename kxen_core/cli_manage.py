@@ -26,6 +26,12 @@ COMMANDS = ("list", "get", "add", "add-json", "remove", "import")
 SCOPES = ("user", "project")
 
 
+ADD_USAGE = (
+    "kxen mcp add NAME [--scope user|project] [--env K=V]... [--transport KIND] [--json] -- COMMAND [ARGS...]\n"
+    "       kxen mcp add NAME --url URL [--transport http|sse] [--header 'K: V']... [--scope ...] [--json]"
+)
+
+
 def add_commands(mcp: Any) -> None:
     """Register the subcommands on the ``kxen mcp`` subparsers."""
     ls = mcp.add_parser("list", help="configured servers, from config (starts nothing)")
@@ -37,8 +43,7 @@ def add_commands(mcp: Any) -> None:
     add = mcp.add_parser(
         "add",
         help="add a server: NAME [options] -- COMMAND ARGS..., or NAME --url URL",
-        usage="kxen mcp add NAME [--scope user|project] [--env K=V]... [--transport KIND] [--json] -- COMMAND [ARGS...]\n"
-        "       kxen mcp add NAME --url URL [--transport http|sse] [--header 'K: V']... [--scope ...] [--json]",
+        usage=ADD_USAGE,
     )
     add.add_argument("name")
     _add_options(add)
@@ -237,7 +242,7 @@ def _split_rest(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]
     """Options may come before and after NAME; the server's command starts at the first word that
     is not an option (or after ``--``), and everything from there belongs to it."""
     rest = list(args.rest)
-    p = argparse.ArgumentParser(prog="kxen mcp add", add_help=False)
+    p = argparse.ArgumentParser(prog="kxen mcp add", usage=ADD_USAGE)
     _add_options(p)
     defaults = argparse.Namespace(**_add_defaults(args))
     if "--" in rest:
