@@ -65,10 +65,10 @@ def replaces(config: Config, entry: ServerConfig) -> str | None:
 
 def describe(server: ServerConfig) -> str:
     """A server's kind and what stands behind it (URL with query values hidden, or command)."""
-    from .safe_text import redacted_url
+    from .safe_text import shown_url
 
     if server.is_remote:
-        return f"{server.kind} {redacted_url(server.url)}"
+        return f"{server.kind} {shown_url(server)}"
     return f"{server.kind} {server.command!r}" if server.command is not None else server.kind
 
 

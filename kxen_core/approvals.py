@@ -25,7 +25,7 @@ from .agent_tools import qualified_name
 from .errors import ApprovalDenied, KxenError, PolicyDenied
 from .hookcall import acall_first
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall, combine, fingerprint
-from .safe_text import redacted_url, safe_text
+from .safe_text import safe_text, shown_url
 from .votes import PreparedVotes, full_votes
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
     """What an approval request shows about the server: scope, file, kind, URL or launch."""
     shown: dict[str, Any] = {"scope": server.scope, "source": server.source, "transport": server.kind}
     if server.is_remote:
-        shown["url"] = redacted_url(server.url)
+        shown["url"] = shown_url(server)  # as written where it took ${VAR}: those values are secrets
     elif launch is not None:
         shown["launch"] = launch.display()
     else:

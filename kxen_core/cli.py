@@ -25,6 +25,7 @@ import anyio
 from .errors import ConfigError
 from . import cli_commands as commands
 from . import cli_contents as contents
+from . import cli_manage as manage
 from . import cli_output as output
 from . import cli_setup as setup
 from . import cli_status
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     for sp in (status, tools, call):
         common(sp)
     contents.add_commands(mcp, common)
+    manage.add_commands(mcp)
 
     for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
         tp = sub.add_parser(verb, help=text)
@@ -140,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.approvals(args)
         if args.command == "mcp" and args.mcp_command == "plan":
             return commands.plan(args)
+        if args.command == "mcp" and args.mcp_command in manage.COMMANDS:
+            return manage.run(args)
         return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):

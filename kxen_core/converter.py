@@ -93,7 +93,7 @@ def secret_name(name: str) -> bool:
     return any(word in lower for word in SECRET_NAME_WORDS)
 
 
-_NOT_FROM_FILE = ("name", "scope", "source")
+_NOT_FROM_FILE = ("name", "scope", "source", "expanded")
 
 
 def _is_collection(origin: type) -> Any:
@@ -191,15 +191,23 @@ def format_exception(exc: BaseException, type_: Any) -> str:
     return f"invalid value ({type(exc).__name__})"
 
 
+#: keys other MCP hosts use for a kxen key (Claude Code, Cursor and VS Code ``type``; Gemini ``httpUrl``)
+KEY_ALIASES = {"type": "transport", "httpUrl": "url", "serverUrl": "url", "environment": "env", "disabled": "enabled"}
+
+
 def _did_you_mean(exc: cattrs.ForbiddenExtraKeysError) -> str:
     """' (did you mean 'x'?)' for unknown keys close to a known one."""
-    known = [a.name for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+    known = [a.name for a in attrs.fields(exc.cl) if a.name not in _NOT_FROM_FILE] if attrs.has(exc.cl) else []
     hints = []
+    foreign = False
     for key in sorted(exc.extra_fields):
-        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
+        alias = KEY_ALIASES.get(str(key))
+        foreign = foreign or alias in known
+        near = [alias] if alias in known else difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
         if near:
             hints.append(f"{near[0]!r} for {str(key)[:40]!r}" if len(exc.extra_fields) > 1 else repr(near[0]))
-    return f" (did you mean {', '.join(hints)}?)" if hints else ""
+    more = " kxen mcp import converts other hosts' files" if foreign else ""
+    return f" (did you mean {', '.join(hints)}?{more})" if hints else ""
 
 
 def make_converter() -> cattrs.Converter:

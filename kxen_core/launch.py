@@ -145,6 +145,8 @@ class Launch:
     #: whose env this is: a user's own values may be secrets with any characters (digest when the
     #: key looks sensitive); a project's code-bearing value is never hidden behind a digest
     scope: str = attrs.field(default="project", eq=False)
+    #: env keys whose values came from host variables (``${VAR}`` in user config): shown as a digest
+    secret_env: frozenset[str] = attrs.field(factory=frozenset, eq=False)
 
     def _canonical(self) -> dict[str, Any]:
         data: dict[str, Any] = {"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": self.env}
@@ -165,7 +167,8 @@ class Launch:
         values before any approval is asked)."""
         shown = self._canonical()
         shown["env"] = {
-            printable(k): shown_env_value(k, v, user=self.scope == "user") for k, v in sorted(self.env.items())
+            printable(k): shown_env_value(k, v, user=self.scope == "user", secret=k in self.secret_env)
+            for k, v in sorted(self.env.items())
         }
         # names from the repository (file names, args) are shown with control characters escaped
         for field in ("command", "cwd", "target"):
@@ -179,10 +182,12 @@ class Launch:
         return shown
 
 
-def shown_env_value(key: str, value: str, *, user: bool = False) -> str:
+def shown_env_value(key: str, value: str, *, user: bool = False, secret: bool = False) -> str:
     """An env value as an approval shows it: a digest only when the key (or the value) looks like a
-    secret and -- unless the user wrote it -- the value is not code-bearing. Control characters of
-    a value shown in clear are escaped."""
+    secret and -- unless the user wrote it -- the value is not code-bearing; always when ``secret``
+    (a host variable supplied it). Control characters of a value shown in clear are escaped."""
+    if secret and value:
+        return digest(value)
     if (sensitive_key(key) or sensitive_value(value)) and (user or not code_bearing(value)):
         return digest(value)
     return printable(value)
@@ -299,6 +304,7 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
         target=real_of[resolved],
         files=files,
         held=held,
+        secret_env=frozenset(e.path[4:] for e in server.expanded if e.path.startswith("env.") and e.values),
     )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .admission import admit
 from .errors import ConnectError
 from .launch import resolve_launch
-from .safe_text import redacted_url, safe_text
+from .safe_text import safe_text, shown_url
 from .states import State
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _row(config: Config, workspace: Path, approvals: Approvals, entry: ServerCon
     if run is None:
         return row
     if run.is_remote:
-        row["url"] = redacted_url(run.url)
+        row["url"] = shown_url(run)  # as written where it took ${VAR}: those values are secrets
         row["headers"] = sorted(safe_text(k) for k in run.headers)  # names only: values may be secrets
         return row
     try:

@@ -120,6 +120,13 @@ def redacted_url(url: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def shown_url(server: Any) -> str:
+    """A server's URL for display: as written when it took host variables (``https://${HOST}/mcp``:
+    what a variable supplied is a secret), else the URL; query values hidden (:func:`redacted_url`)."""
+    written = next((e.written for e in getattr(server, "expanded", ()) if e.path == "url"), None)
+    return redacted_url(written if written is not None else server.url)
+
+
 def query_values(url: str | None) -> list[str]:
     """The query values of ``url`` (what :func:`redacted_url` hides), raw and percent-decoded."""
     from urllib.parse import parse_qsl
@@ -173,7 +180,8 @@ class Secrets:
 def config_secrets(servers: Any) -> Secrets:
     """The secrets of configured server entries: query values of ``url`` and the OAuth metadata
     URL, values of credential headers (and the credential after ``Bearer``), values of env keys
-    that look sensitive, and the OAuth client secret."""
+    that look sensitive, the OAuth client secret, and every value a host variable supplied
+    (``${VAR}`` in user config) with the env or header value holding it."""
     from .config.project import secret_header
     from .launch import sensitive_key
 
@@ -189,6 +197,11 @@ def config_secrets(servers: Any) -> Secrets:
                 scheme, _, credential = value.partition(" ")
                 values += [value, credential.strip()] if credential and scheme.isalpha() else [value]
         values += [v for k, v in server.env.items() if sensitive_key(k)]
+        for expanded in getattr(server, "expanded", ()):  # what host variables supplied (${VAR})
+            values += expanded.values
+            kind, _, key = expanded.path.partition(".")
+            if expanded.values and kind in ("env", "headers"):
+                values.append(getattr(server, kind).get(key))
     return Secrets(values)
 
 
@@ -201,4 +214,5 @@ __all__ = [
     "query_values",
     "redacted_url",
     "safe_text",
+    "shown_url",
 ]

@@ -139,7 +139,7 @@ def test_unknown_key_in_server_is_rejected(kxen_home, ws):
     assert re.search(r": mcpServers\.gh: .*unknown key.*comand", problems[0])
 
 
-@pytest.mark.parametrize("key", ["name", "scope", "source"])
+@pytest.mark.parametrize("key", ["name", "scope", "source", "expanded"])
 def test_loader_owned_fields_cannot_come_from_the_file(kxen_home, ws, key):
     # a user file must not be able to claim another scope or name
     kxen_home.write_servers({"gh": {"command": "x", key: "project"}})

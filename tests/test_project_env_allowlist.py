@@ -71,7 +71,8 @@ def test_code_bearing_values_are_refused_and_never_echoed(kxen_home, ws, value):
     pfile = write_project(ws, {"p": demo_entry(env={"API_TOKEN": value})})
     config = load_config(None, ws)
     [problem] = config.project_problems
-    assert problem.startswith(f"{pfile}: mcpServers.p.env.API_TOKEN: project env values are")
+    rule = "project config must not reference host variables" if "${" in value else "project env values are"
+    assert problem.startswith(f"{pfile}: mcpServers.p.env.API_TOKEN: {rule}")
     assert value not in problem or value in ("*",) and problem.count("*") == 0
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import attrs
 import cattrs
@@ -21,7 +20,9 @@ from cattrs.v import transform_error
 
 from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, shared_converter
 from ..errors import ConfigError, printable
-from .models import UNREAD, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
+from .expand import expand_server
+from .files import MAX_CONFIG_BYTES, UnreadableFile, read_limited, unsafe_owner  # noqa: F401 (their home was here)
+from .models import UNREAD, Scope, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config file larger than this is refused, not read
 
 
 @attrs.frozen(kw_only=True)
@@ -70,93 +69,6 @@ def _render(file: str, raw: str) -> str:
 
 
 MISSING = object()  # a file that does not exist (as opposed to one holding JSON null)
-
-
-class UnreadableFile(Exception):
-    """A file kxen refuses to read: not a regular file, too large, or not readable. The message is
-    the rule, without the file's name (callers add it)."""
-
-
-def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES, *, private: bool = False) -> bytes:
-    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
-
-    The one way kxen reads a file: opened without blocking (a FIFO or a device never stalls the
-    open), checked on the open descriptor (``S_ISREG`` from ``fstat``, so a swap after the check is
-    still caught), and read with a hard bound of ``limit + 1`` bytes -- ``st_size`` is never trusted
-    (it is 0 for ``/dev/zero`` and can change while reading). Symlinks are followed to their target,
-    which must itself be a regular file. With ``private`` (the user's own settings and servers),
-    the file must also be owned by the user and writable by nobody else (:func:`unsafe_owner`).
-    Raises ``FileNotFoundError`` for a missing file and :class:`UnreadableFile` for everything else."""
-    try:
-        # refuse devices, FIFOs and sockets before opening them at all (opening a device can act)
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise UnreadableFile(_not_regular(os.stat(path).st_mode))
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        if isinstance(exc, OSError) and exc.errno == 2:
-            raise FileNotFoundError(exc.errno, exc.strerror) from None
-        raise UnreadableFile(f"cannot be read: {_why(exc)}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # replaced between the check and the open
-            raise UnreadableFile(_not_regular(st.st_mode))
-        if private:
-            rule = unsafe_owner(st)
-            if rule:
-                raise UnreadableFile(rule)
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > limit:
-            raise UnreadableFile(f"larger than {limit} bytes")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise UnreadableFile(f"cannot be read: {_why(exc)}") from None
-    finally:
-        os.close(fd)
-
-
-def unsafe_owner(st: os.stat_result) -> str | None:
-    """Why a file with this ``stat`` may not hold the user's own settings or servers, or None.
-
-    Whoever can write ``config.toml`` can grant trust and turn remote MCP on, and whoever can write
-    the user's ``mcp.json`` chooses what runs as the user: so these are refused (not just warned
-    about) when another user owns them, when anyone may write them, or when a group other than
-    the user's own may write them. (Where there are no POSIX owners, nothing is checked.)"""
-    if not hasattr(os, "geteuid"):  # pragma: no cover - not POSIX
-        return None
-    mode = stat.S_IMODE(st.st_mode)
-    fix = "(chmod go-w, or chown it to yourself)"
-    if st.st_uid != os.geteuid():
-        return f"refused: owned by another user (uid {st.st_uid}) {fix}"
-    if mode & stat.S_IWOTH:
-        return f"refused: writable by every user (mode {mode:04o}) {fix}"
-    if mode & stat.S_IWGRP and st.st_gid != os.getegid():
-        return f"refused: writable by group {st.st_gid}, not your own group (mode {mode:04o}) {fix}"
-    return None
-
-
-def _why(exc: BaseException) -> str:
-    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or "invalid path"
-
-
-def _not_regular(mode: int) -> str:
-    what = (
-        "a directory" if stat.S_ISDIR(mode)
-        else "a FIFO" if stat.S_ISFIFO(mode)
-        else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "a socket" if stat.S_ISSOCK(mode)
-        else "not a regular file"
-    )  # fmt: skip
-    return f"cannot be read: must be a regular file (it is {what})"
 
 
 def _read(path: Path, problems: list[str], parse: Callable[[str], Any], *, private: bool = False) -> Any:
@@ -224,7 +136,8 @@ def _entries(data: Any, file: str, problems: list[str]) -> dict[Any, Any] | None
         return None
     extra = sorted(k for k in data if k != "mcpServers")
     if extra:
-        problems.append(f"{file}: (top level): unknown key(s): {', '.join(map(str, extra))}")
+        hint = " (did you mean 'mcpServers'? kxen mcp import converts other hosts' files)" if "servers" in extra else ""
+        problems.append(f"{file}: (top level): unknown key(s): {', '.join(map(str, extra))}{hint}")
     entries = data.get("mcpServers", {})
     if not isinstance(entries, dict):
         problems.append(f"{file}: mcpServers: must be an object of server definitions")
@@ -244,12 +157,25 @@ def load_servers(
 
     With ``pm``, each entry's transport kind must be registered and its ``options`` must structure
     into the kind's options class."""
-    conv = conv or shared_converter()
-    file = str(path)
     before = len(problems)
     data = _read(path, problems, json.loads, private=scope == "user")
     if data is MISSING or len(problems) > before:
         return {}
+    return servers_from(data, str(path), scope, problems, conv, settings, pm)
+
+
+def servers_from(
+    data: Any,
+    file: str,
+    scope: str,
+    problems: list[str],
+    conv: cattrs.Converter | None = None,
+    settings: Settings | None = None,
+    pm: KxenPluginManager | None = None,
+) -> dict[str, ServerConfig]:
+    """The servers of a parsed ``mcp.json`` (``data``) named ``file``: what :func:`load_servers` does
+    after reading, so a file's new content is checked by the same rules before it is written."""
+    conv = conv or shared_converter()
     entries = _entries(data, file, problems)
     if entries is None:
         return {}
@@ -266,13 +192,14 @@ def load_servers(
         server = _structure(conv, entry, ServerConfig, file, where, problems)
         if server is None:
             continue
-        shape = check_server_shape(server) + _url_problems(server, settings or Settings())
+        server, shape = expand_server(server, scope)  # ${VAR} from the host environment (user config only)
+        shape = shape or check_server_shape(server) + _url_problems(server, settings or Settings())
         if pm is not None and not shape:
             shape = pm.transports.check(server, conv, pm.broken())
         for suffix, rule in shape:
             problems.append(_render(file, f"{rule} @ {where}.{suffix}" if suffix else f"{rule} @ {where}"))
         if not shape:
-            servers[key] = attrs.evolve(server, name=key, scope=scope, source=file)
+            servers[key] = attrs.evolve(server, name=key, scope=cast(Scope, scope), source=file)
     return servers
 
 

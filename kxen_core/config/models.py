@@ -59,16 +59,29 @@ class OAuthConfig:
 
 
 @attrs.frozen(kw_only=True)
+class Expanded:
+    """One value of a user entry that took host variables at load (``${VAR}``): its key path suffix
+    (``env.TOKEN``, ``headers.Authorization``, ``url``), the value as written, and the values the
+    host environment supplied -- secrets, never shown."""
+
+    path: str
+    written: str
+    values: tuple[str, ...] = attrs.field(default=(), repr=False)
+
+
+@attrs.frozen(kw_only=True)
 class ServerConfig:
     """One MCP server definition.
 
-    ``name`` and ``scope`` are not read from the file: the loader sets them from the entry's key and
-    the file it came from.
+    ``name``, ``scope``, ``source`` and ``expanded`` are not read from the file: the loader sets them
+    from the entry's key, the file it came from and the ``${VAR}`` references it expanded.
     """
 
     name: str = ""
     scope: Scope = "user"
     source: str = ""  # the file this entry came from (for messages)
+    #: the values that took host variables at load (set by the loader, never read from the file)
+    expanded: tuple[Expanded, ...] = attrs.field(default=(), repr=False, eq=False)
 
     # stdio
     command: str | None = None

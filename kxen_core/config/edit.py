@@ -1,0 +1,262 @@
+"""Changing ``mcp.json`` from kxen itself (``kxen mcp add``, ``remove``, ``import``): validated,
+atomic, one writer at a time.
+
+Every change is a read-modify-write of the whole file under a cross-process lock, so two processes
+adding servers at once both land. The new content is checked by the loader's own rules
+(:func:`~kxen_core.config.loader.servers_from`, and for project scope
+:func:`~kxen_core.config.project.project_problems`) *before* anything is written; a change that
+would leave the file invalid -- including a problem the file already had -- is refused with a
+:class:`ConfigError` naming the file, key path and rule, and the file stays byte-identical.
+
+Writes are atomic: a temporary file next to the target, fsync, rename, fsync of the directory. A
+symlinked file is written through to its target (dotfiles kept elsewhere), and stays a link. The
+user's file gets mode 0600 (it may hold secrets); a project file keeps its mode without group or
+world write (0644 when new). A project file (or its ``.kxen`` directory) that leads outside the
+workspace is refused: a repository cannot make kxen write elsewhere. The lock of the user's file is
+``$KXEN_HOME/mcp.json.lock``; a project file's lock lives in ``$KXEN_HOME/locks/`` too, never in
+the repository (a lock file planted there could be a link to a file of the user's).
+
+The JSON is rewritten with two-space indentation; entries keep their order and every value, known
+or not, is kept as data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from ..converter import SURROGATE_RULE, lone_surrogates, make_converter
+from ..errors import ConfigError, printable
+from .files import MAX_CONFIG_BYTES, UnreadableFile, read_limited
+from .loader import load_settings, project_file, servers_from
+from .models import ServerConfig, check_server_key
+from .project import project_problems, shown_key
+
+if TYPE_CHECKING:
+    from ..plugins import KxenPluginManager
+
+T = TypeVar("T")
+
+#: seconds to wait for another process's change of the same file before giving up with a ConfigError
+LOCK_TIMEOUT = 10.0
+
+
+def servers_file(home: Path, workspace: Path, scope: str) -> Path:
+    """The ``mcp.json`` of ``scope``: ``$KXEN_HOME/mcp.json`` or ``<workspace>/.kxen/mcp.json``."""
+    return Path(home) / "mcp.json" if scope == "user" else project_file(Path(workspace))
+
+
+def read_document(path: Path, scope: str) -> dict[str, Any]:
+    """The file as a JSON object holding an ``mcpServers`` object (a new one when the file does not
+    exist); a ConfigError naming the file when it cannot be edited."""
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError([f"{path}: (file): cannot be updated: {why}"])
+
+    try:
+        raw = read_limited(path, private=scope == "user")
+    except FileNotFoundError:
+        return {"mcpServers": {}}
+    except UnreadableFile as exc:
+        raise refuse(str(exc)) from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise refuse("not valid JSON: must be UTF-8 without a byte order mark")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise refuse(f"not valid JSON: not UTF-8 text (invalid byte at offset {exc.start})") from None
+    except RecursionError:
+        raise refuse("not valid JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise refuse(f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise refuse("must be a JSON object with 'mcpServers'")
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError([f"{path}: mcpServers: cannot be updated: must be an object of server definitions"])
+    return data
+
+
+def dump(data: Any) -> str:
+    """The file's new text (two-space indentation, key order kept, a final newline)."""
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def check_document(
+    data: Any, path: Path, scope: str, *, home: Path, pm: KxenPluginManager | None = None
+) -> tuple[dict[str, ServerConfig], list[str]]:
+    """What the loader would make of ``data`` as the content of ``path``: its servers, and every
+    problem (``file: key path: rule``). The user's settings (``allow_loopback_http``) apply; with
+    ``pm``, transport kinds and their options are checked against the installed plugins."""
+    bad = lone_surrogates(data)
+    if bad:
+        return {}, [f"{path}: {where}: {SURROGATE_RULE}" for where in bad]
+    size = len(dump(data).encode("utf-8"))
+    if size > MAX_CONFIG_BYTES:
+        return {}, [f"{path}: (file): would be larger than {MAX_CONFIG_BYTES} bytes (the most kxen reads)"]
+    problems: list[str] = []
+    conv = make_converter()
+    settings = load_settings(Path(home), problems, conv)
+    if problems:
+        return {}, problems
+    servers = servers_from(data, str(path), scope, problems, conv, settings, pm)
+    if scope == "project":
+        for name, server in servers.items():
+            problems += [f"{path}: mcpServers.{name}.{suffix}: {rule}" for suffix, rule in project_problems(server)]
+        problems = [printable(p) for p in problems]  # keys from a repository: one safe line each
+    return servers, problems
+
+
+def update_servers(
+    home: Path,
+    workspace: Path,
+    scope: str,
+    mutate: Callable[[dict[str, Any]], T],
+    *,
+    pm: KxenPluginManager | None = None,
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> T:
+    """Under the file's lock: read the ``mcpServers`` object of ``scope``'s file, let ``mutate``
+    change it in place (it raises ConfigError to refuse), check the result (:func:`check_document`)
+    and write it atomically. Returns what ``mutate`` returned. Nothing is written when ``mutate`` or
+    the check raises."""
+    import filelock
+
+    home = Path(home)
+    path = servers_file(home, workspace, scope)
+    lock_path = _lock_path(home, path, scope)
+    lock = filelock.FileLock(str(lock_path), timeout=lock_timeout)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except filelock.Timeout:
+        raise ConfigError(
+            [f"{path}: (file): cannot be updated: {lock_path} is held by another process (waited {lock_timeout:g} s)"]
+        ) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc.strerror or exc}"]) from None
+    try:
+        target = _target(path, scope, Path(workspace))
+        data = read_document(path, scope)
+        result = mutate(data["mcpServers"])
+        _servers, problems = check_document(data, path, scope, home=home, pm=pm)
+        if problems:
+            raise ConfigError(problems)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write(target, dump(data), private=scope == "user")
+        except OSError as exc:
+            raise ConfigError([f"{path}: (file): cannot be updated: {exc.strerror or exc}"]) from None
+        return result
+    finally:
+        lock.release()
+
+
+def add_server(
+    home: Path, workspace: Path, scope: str, name: str, entry: Any, *, pm: KxenPluginManager | None = None,
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> Path:  # fmt: skip
+    """Add ``entry`` as server ``name`` to ``scope``'s file; returns the file. Refused (ConfigError)
+    when the name is taken there, or when the file would be invalid with it."""
+    path = servers_file(home, workspace, scope)
+    rule = check_server_key(name)
+    if rule:
+        raise ConfigError([f"{path}: mcpServers.{shown_key(name)}: {rule}"])
+    if not isinstance(entry, dict):
+        raise ConfigError([f"{path}: mcpServers.{name}: a server definition must be an object"])
+
+    def mutate(servers: dict[str, Any]) -> None:
+        if name in servers:
+            raise ConfigError(
+                [f"{path}: mcpServers.{name}: a server of this name is already configured here (kxen mcp remove {name} first)"]
+            )
+        servers[name] = entry
+
+    update_servers(home, workspace, scope, mutate, pm=pm, lock_timeout=lock_timeout)
+    return path
+
+
+def remove_server(
+    home: Path, workspace: Path, scope: str, name: str, *, pm: KxenPluginManager | None = None,
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> Path:  # fmt: skip
+    """Remove server ``name`` from ``scope``'s file; returns the file. ConfigError when it is not there."""
+    path = servers_file(home, workspace, scope)
+
+    def mutate(servers: dict[str, Any]) -> None:
+        if name not in servers:
+            raise ConfigError([f"{path}: mcpServers.{shown_key(name)}: no server of this name in this file"])
+        del servers[name]
+
+    update_servers(home, workspace, scope, mutate, pm=pm, lock_timeout=lock_timeout)
+    return path
+
+
+def _lock_path(home: Path, path: Path, scope: str) -> Path:
+    if scope == "user":
+        return home / "mcp.json.lock"
+    key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return home / "locks" / f"project-{key}.lock"
+
+
+def _target(path: Path, scope: str, workspace: Path) -> Path:
+    """Where the new content goes: the file, or the target of a symlinked file (followed to the end,
+    a dangling link to where it points). A project file must stay inside the workspace."""
+    target = os.path.realpath(path)
+    if scope == "project":
+        root = os.path.realpath(workspace)
+        if not os.path.isdir(root):
+            raise ConfigError([f"{path}: (file): cannot be updated: the workspace {workspace} is not a directory"])
+        if os.path.commonpath([target, root]) != root:
+            raise ConfigError(
+                [f"{path}: (file): cannot be updated: it leads outside the workspace (to {printable(target)})"]
+            )
+    return Path(target)
+
+
+def _write(target: Path, text: str, *, private: bool) -> None:
+    """Replace the content of ``target`` atomically (temp file next to it, fsync, rename)."""
+    if private:
+        mode = 0o600
+    elif target.exists():
+        mode = target.stat().st_mode & 0o777 & ~0o022
+    else:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:  # the rename itself survives a crash once the directory is synced
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+__all__ = [
+    "LOCK_TIMEOUT",
+    "add_server",
+    "check_document",
+    "dump",
+    "read_document",
+    "remove_server",
+    "servers_file",
+    "update_servers",
+]

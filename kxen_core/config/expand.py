@@ -1,0 +1,134 @@
+"""``${VAR}`` in user config: values taken from the host environment when the config is loaded.
+
+In the user's own ``mcp.json``, ``${NAME}`` and ``${NAME:-default}`` in ``env`` values, ``headers``
+values and ``url`` are replaced by the host's variable ``NAME`` (the default when it is unset or
+empty), so a token lives in the environment (or a secret manager that sets it) rather than in the
+file. ``NAME`` is a letter or ``_``, then letters, digits and ``_``; the default is any text without
+``}``; ``$${`` writes a literal ``${``. A ``$`` not followed by ``{`` is kept as it is. A value is
+expanded once: text that came from a variable is never scanned again.
+
+An unset variable without a default, or a malformed reference, is a config problem naming the key
+path and the variable -- never a value. Whatever a variable supplied is a secret: it is remembered
+on the entry (:class:`~kxen_core.config.models.Expanded`) and scrubbed from everything kxen prints.
+
+Project config (a repository's ``.kxen/mcp.json``) may not reference host variables at all: a
+repository must not pull the user's secrets into a server it ships. Any ``${`` in those fields of a
+project entry is refused with that rule.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Mapping
+
+import attrs
+
+from .models import Expanded, ServerConfig
+
+#: the fields whose values are expanded (in user config) or refused (in project config)
+EXPANDED_FIELDS = ("env", "headers", "url")
+PROJECT_RULE = (
+    "project config must not reference host variables (${...}): a repository must not pull the user's "
+    "secrets into a server it ships (set the value in user config, where ${VAR} is expanded)"
+)
+
+_START = re.compile(r"\$\$\{|\$\{")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class BadReference(ValueError):
+    """A reference that cannot be expanded; the message is the rule (it names no value)."""
+
+
+def expand(value: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
+    """``value`` with every reference replaced, and the non-empty values the environment supplied.
+
+    Raises :class:`BadReference` for an unset variable without a default or a malformed reference."""
+    out: list[str] = []
+    supplied: list[str] = []
+    i = 0
+    while True:
+        m = _START.search(value, i)
+        if m is None:
+            out.append(value[i:])
+            return "".join(out), supplied
+        out.append(value[i : m.start()])
+        if m.group() == "$${":  # an escaped, literal "${"
+            out.append("${")
+            i = m.end()
+            continue
+        end = value.find("}", m.end())
+        if end < 0:
+            raise BadReference(f"an unclosed '${{' at character {m.start()} (write '$${{' for a literal '${{')")
+        name, sep, default = value[m.end() : end].partition(":-")
+        if not _NAME.fullmatch(name):
+            hint = " (write ${NAME}, not ${env:NAME})" if name.startswith("env:") else ""
+            raise BadReference(
+                f"a malformed reference at character {m.start()}: references are ${{NAME}} or "
+                f"${{NAME:-default}}, NAME a letter or '_' then letters, digits and '_'{hint} "
+                "(write '$${' for a literal '${')"
+            )
+        found = environ.get(name)
+        if found:
+            out.append(found)
+            supplied.append(found)
+        elif sep:
+            out.append(default)
+        elif found is None:
+            raise BadReference(f"${{{name}}} is not set in the environment (set it, or give a default: ${{{name}:-value}})")
+        # set but empty, without a default: it expands to the empty string
+        i = end + 1
+
+
+def _fields(server: ServerConfig) -> list[tuple[str, str, str]]:
+    """``(key path suffix, key path as messages show it, value)`` of the fields that may reference variables."""
+    from .project import shown_key
+
+    found = [(f"env.{k}", f"env.{shown_key(k)}", v) for k, v in server.env.items()]
+    found += [(f"headers.{k}", f"headers.{shown_key(k)}", v) for k, v in server.headers.items()]
+    if server.url is not None:
+        found.append(("url", "url", server.url))
+    return found
+
+
+def expand_server(
+    server: ServerConfig, scope: str, environ: Mapping[str, str] | None = None
+) -> tuple[ServerConfig, list[tuple[str, str]]]:
+    """The entry with its references expanded (user scope), and ``(key path suffix, rule)`` problems.
+
+    In project scope nothing is expanded: every field holding ``${`` is a problem (:data:`PROJECT_RULE`)."""
+    fields = [f for f in _fields(server) if "${" in f[2]]
+    if not fields:
+        return server, []
+    if scope != "user":
+        return server, [(shown, PROJECT_RULE) for _path, shown, _value in fields]
+    env = os.environ if environ is None else environ
+    problems: list[tuple[str, str]] = []
+    expanded: list[Expanded] = []
+    values: dict[str, str] = {}
+    for path, shown, value in fields:
+        try:
+            new, supplied = expand(value, env)
+        except BadReference as exc:
+            problems.append((shown, str(exc)))
+            continue
+        values[path] = new
+        expanded.append(Expanded(path=path, written=value, values=tuple(supplied)))
+    if problems:
+        return server, problems
+    return attrs.evolve(
+        server,
+        expanded=tuple(expanded),
+        env={k: values.get(f"env.{k}", v) for k, v in server.env.items()},
+        headers={k: values.get(f"headers.{k}", v) for k, v in server.headers.items()},
+        url=values.get("url", server.url),
+    ), []
+
+
+def references(server: ServerConfig) -> dict[str, Expanded]:
+    """The entry's expanded values by key path suffix (``env.TOKEN``): what ``kxen mcp get`` shows as written."""
+    return {e.path: e for e in server.expanded}
+
+
+__all__ = ["EXPANDED_FIELDS", "PROJECT_RULE", "BadReference", "expand", "expand_server", "references"]

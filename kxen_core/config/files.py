@@ -1,0 +1,103 @@
+"""Reading one config file safely: a regular file, bounded, the user's own where it must be.
+
+:func:`read_limited` is the one way kxen reads a config file (the loader, settings writes and server
+edits all use it); :func:`unsafe_owner` is the rule for files that hold the user's own settings.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config file larger than this is refused, not read
+
+
+class UnreadableFile(Exception):
+    """A file kxen refuses to read: not a regular file, too large, or not readable. The message is
+    the rule, without the file's name (callers add it)."""
+
+
+def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES, *, private: bool = False) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
+
+    The one way kxen reads a file: opened without blocking (a FIFO or a device never stalls the
+    open), checked on the open descriptor (``S_ISREG`` from ``fstat``, so a swap after the check is
+    still caught), and read with a hard bound of ``limit + 1`` bytes -- ``st_size`` is never trusted
+    (it is 0 for ``/dev/zero`` and can change while reading). Symlinks are followed to their target,
+    which must itself be a regular file. With ``private`` (the user's own settings and servers),
+    the file must also be owned by the user and writable by nobody else (:func:`unsafe_owner`).
+    Raises ``FileNotFoundError`` for a missing file and :class:`UnreadableFile` for everything else."""
+    try:
+        # refuse devices, FIFOs and sockets before opening them at all (opening a device can act)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise UnreadableFile(_not_regular(os.stat(path).st_mode))
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        if isinstance(exc, OSError) and exc.errno == 2:
+            raise FileNotFoundError(exc.errno, exc.strerror) from None
+        raise UnreadableFile(f"cannot be read: {_why(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced between the check and the open
+            raise UnreadableFile(_not_regular(st.st_mode))
+        if private:
+            rule = unsafe_owner(st)
+            if rule:
+                raise UnreadableFile(rule)
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise UnreadableFile(f"larger than {limit} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot be read: {_why(exc)}") from None
+    finally:
+        os.close(fd)
+
+
+def unsafe_owner(st: os.stat_result) -> str | None:
+    """Why a file with this ``stat`` may not hold the user's own settings or servers, or None.
+
+    Whoever can write ``config.toml`` can grant trust and turn remote MCP on, and whoever can write
+    the user's ``mcp.json`` chooses what runs as the user: so these are refused (not just warned
+    about) when another user owns them, when anyone may write them, or when a group other than
+    the user's own may write them. (Where there are no POSIX owners, nothing is checked.)"""
+    if not hasattr(os, "geteuid"):  # pragma: no cover - not POSIX
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    fix = "(chmod go-w, or chown it to yourself)"
+    if st.st_uid != os.geteuid():
+        return f"refused: owned by another user (uid {st.st_uid}) {fix}"
+    if mode & stat.S_IWOTH:
+        return f"refused: writable by every user (mode {mode:04o}) {fix}"
+    if mode & stat.S_IWGRP and st.st_gid != os.getegid():
+        return f"refused: writable by group {st.st_gid}, not your own group (mode {mode:04o}) {fix}"
+    return None
+
+
+def _why(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or "invalid path"
+
+
+def _not_regular(mode: int) -> str:
+    what = (
+        "a directory" if stat.S_ISDIR(mode)
+        else "a FIFO" if stat.S_ISFIFO(mode)
+        else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket" if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )  # fmt: skip
+    return f"cannot be read: must be a regular file (it is {what})"
+
+
+__all__ = ["MAX_CONFIG_BYTES", "UnreadableFile", "read_limited", "unsafe_owner"]
