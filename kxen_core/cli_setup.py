@@ -20,7 +20,8 @@ LOG_FILE_BYTES = 4 * 1024 * 1024
 
 def hoist_globals(argv: Sequence[str]) -> list[str]:
     """``argv`` with the global options moved before the command, so ``kxen mcp status --home X``
-    means ``kxen --home X mcp status``. Stops at ``--`` (what follows is a command line of its own).
+    means ``kxen --home X mcp status``. Stops at ``--`` and at the command of ``kxen mcp add NAME
+    COMMAND ARGS...`` (what follows is a command line of its own).
     A value option at the very end is left where it is: argparse then says it needs a value."""
     front: list[str] = []
     rest: list[str] = []
@@ -28,7 +29,7 @@ def hoist_globals(argv: Sequence[str]) -> list[str]:
     argv = list(argv)
     while i < len(argv):
         token = argv[i]
-        if token == "--":
+        if token == "--" or _server_command_starts(rest, token):
             rest.extend(argv[i:])
             break
         name = token.split("=", 1)[0]
@@ -43,6 +44,12 @@ def hoist_globals(argv: Sequence[str]) -> list[str]:
             rest.append(token)
         i += 1
     return front + rest
+
+
+def _server_command_starts(before: list[str], token: str) -> bool:
+    """``kxen mcp add NAME COMMAND ARGS...``: from COMMAND on, the words are the server's own."""
+    words = [w for w in before if not w.startswith("-")]
+    return words[:2] == ["mcp", "add"] and len(words) >= 3 and not token.startswith("-")
 
 
 def existing_home(text: str) -> Path:

@@ -33,6 +33,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
         (["--approve", "a", "mcp", "tools", "--approve", "b"], ["--approve", "a", "--approve", "b", "mcp", "tools"]),
         (["mcp", "add", "x", "--", "cmd", "--home", "y"], ["mcp", "add", "x", "--", "cmd", "--home", "y"]),  # after --: the server's own
         (["mcp", "status", "--home"], ["mcp", "status", "--home"]),  # no value: argparse says so
+        (["mcp", "add", "srv", "node", "-v", "--home", "x"], ["mcp", "add", "srv", "node", "-v", "--home", "x"]),
+        (["mcp", "add", "--home", "H", "srv", "--env", "A=1", "npx", "-v"], ["--home", "H", "mcp", "add", "srv", "--env", "A=1", "npx", "-v"]),
     ],
 )
 def test_global_options_are_moved_before_the_command(argv, expected):
