@@ -8,7 +8,6 @@ process that runs is not a server that is ready: ``ready`` means initialized and
 from __future__ import annotations
 
 import logging
-import sys
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -17,17 +16,15 @@ import anyio
 import anyio.abc
 import attrs
 
-from .catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
-from .errors import ClosedError, KxenError, RequestError
-from .hookcall import acall_all
+from .catalog import KINDS, Catalog
+from .errors import KxenError
+from .failures import failure_text, real_cause
 from .launch import Launch, resolve_launch
 from .policy import ApprovalRequest
+from .server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
 from .session import Session
 from .states import SETTLED, Phase, State
 from .transport import MessageStream, TransportContext
-
-if sys.version_info < (3, 11):  # pragma: no cover - anyio depends on the backport there
-    from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
     import cattrs
@@ -40,37 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kxen.server")
 
 MAX_DIAGNOSTICS = 200
-LIST_CHANGED_DEBOUNCE = 0.05
 STOP_WAIT_SECONDS = 10
-
-
-def real_cause(exc: BaseException) -> BaseException:
-    """The error a task group wrapped: its first kxen error (depth first), else its first error
-    that is not a cancellation, else its first; ``exc`` itself when it is no group."""
-    leaves: list[BaseException] = []
-    todo = [exc]
-    while todo and len(leaves) < 1000:  # a group is finite, but be bounded anyway
-        e = todo.pop()
-        if isinstance(e, BaseExceptionGroup):
-            todo.extend(reversed(e.exceptions))
-        else:
-            leaves.append(e)
-    if not leaves:
-        return exc
-    for kind in (KxenError, Exception):
-        for leaf in leaves:
-            if isinstance(leaf, kind):
-                return leaf
-    return leaves[0]
-
-
-def failure_text(exc: BaseException) -> str:
-    """What a status shows for ``exc``: a kxen error's own text, else ``Type: text``; never a
-    task group's "unhandled errors" wrapper."""
-    cause = real_cause(exc)
-    if isinstance(cause, KxenError):
-        return str(cause)
-    return f"{type(cause).__name__}: {cause}"
 
 
 @attrs.frozen(kw_only=True)
@@ -90,8 +57,9 @@ class ServerEnv:
 
 
 @attrs.define(eq=False)
-class Server:
-    """One configured server and, while it runs, its transport and session."""
+class Server(CatalogLists):
+    """One configured server and, while it runs, its transport and session (its catalogs: see
+    :class:`kxen_core.server_catalogs.CatalogLists`)."""
 
     entry: ServerConfig  # the merged config entry this server was made from
     admission: Admission  # the decision to start it (or why not)
@@ -108,6 +76,8 @@ class Server:
     stream: MessageStream | None = None  # while the transport is up (for describe())
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    tool_names: dict[str, str] = attrs.field(factory=dict)  # tool -> its model-facing name
+    model_tools: dict[str, str] = attrs.field(factory=dict)  # model-facing name -> tool
     diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
     settled: anyio.Event = attrs.field(factory=anyio.Event)
     done: anyio.Event = attrs.field(factory=anyio.Event)
@@ -237,7 +207,7 @@ class Server:
                             self.set(State.READY)
                             # a list_changed that came while we were listing: fetch that kind again now
                             for kind_name in sorted(self._changed_early):
-                                self._on_notification(f"notifications/{kind_name}/list_changed", None)
+                                self._list_changed(kind_name)
                             self._changed_early.clear()
                             await session.closed_event.wait()
                             self._tg = None
@@ -331,66 +301,10 @@ class Server:
 
         return {"roots/list": roots_list}
 
-    # --- catalogs -------------------------------------------------------------------------------
-
-    async def refresh(self, kind: str) -> Catalog:
-        """Fetch the ``kind`` catalog again (``tools``, ``resources`` or ``prompts``) and return it.
-
-        Raises ``KeyError`` for an unknown kind and what the listing raises (a request error, a
-        closed connection); the catalog kept so far stays when the fetch fails.
-        """
-        if kind not in KINDS:
-            raise KeyError(f"unknown catalog kind {kind!r} (one of {', '.join(KINDS)})")
-        await self._list(kind, required=True)
-        return self.catalogs[kind]
-
-    async def _list(self, kind: str, *, required: bool) -> None:
-        assert self.env is not None
-        method = KINDS[kind][0]
-        session = self.session
-        if session is None:
-            raise ClosedError(f"server {self.name!r} is not connected", server=self.name)
-        pm, settings, server = self.env.pm, self.env.settings, self.config
-
-        async def fetch(cursor: str | None) -> dict[str, Any]:
-            return await session.request(method, {"cursor": cursor} if cursor is not None else None)
-
-        async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
-            page = attrs.evolve(page, settings=settings)
-            answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
-            return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
-
-        try:
-            catalog = await fetch_catalog(kind, fetch, judge=judge)
-        except (RequestError, ClosedError) as exc:
-            if required:
-                raise
-            self.diag(f"{method} failed: {exc}")
-            return
-        for message in catalog.diagnostics:
-            self.diag(f"{kind}: {message}")
-        self.catalogs[kind] = catalog
-        if kind == "tools":
-            self.tools_by_name = {t["name"]: t for t in catalog.items}
-
     def _on_notification(self, method: str, params: Any) -> None:
         if method.endswith("/list_changed"):
-            kind = method.split("/")[1]
-            if kind not in KINDS:
-                return
-            if self._tg is None:
-                self._changed_early.add(kind)  # still listing: refetch once ready
-            elif kind not in self._refreshing:
-                self._refreshing.add(kind)
-                self._tg.start_soon(self._refresh_later, kind)
-
-    async def _refresh_later(self, kind: str) -> None:
-        await anyio.sleep(LIST_CHANGED_DEBOUNCE)  # a burst of list_changed becomes one refetch
-        self._refreshing.discard(kind)
-        try:
-            await self._list(kind, required=False)
-        except Exception as exc:  # a plugin bug in a refresh must not end the server
-            self.diag(f"refreshing {kind} failed: {failure_text(exc)}")
+            self._list_changed(method.split("/")[1])
 
 
-__all__ = ["Phase", "SETTLED", "Server", "ServerEnv", "State"]  # the states are re-exported for hosts
+# the states are re-exported for hosts; failure_text, real_cause and LIST_CHANGED_DEBOUNCE stay importable here
+__all__ = ["LIST_CHANGED_DEBOUNCE", "Phase", "SETTLED", "Server", "ServerEnv", "State", "failure_text", "real_cause"]
