@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from . import agent_tools
+from . import tool_names
 from .admission import admit, user_fallback, why_replaced
 from .approvals import Approvals, authorize
 from .catalog import Catalog
@@ -33,6 +33,7 @@ from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall
 from .server import Server, ServerEnv, State
+from .tool_output import check_result
 
 
 class Runtime:
@@ -235,21 +236,20 @@ class Runtime:
         return list(self.config.project_problems) if self.config else []
 
     def tools(self, server: str | None = None) -> list[dict[str, Any]]:
+        """The tools of ready servers, each as the server listed it (``title``, ``annotations``,
+        ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as sent) plus
+        ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
+        :mod:`kxen_core.tool_names`); ``name`` stays the server's own name."""
         out = []
         for s in self.servers.values():
             if (server is not None and s.name != server) or s.state != State.READY:
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
             for tool in s.tools_by_name.values():
-                entry = {
-                    "server": s.name,
-                    "name": tool["name"],
-                    "qualifiedName": agent_tools.qualified_name(s.name, tool["name"]),
-                    "description": tool.get("description"),
-                    "inputSchema": tool.get("inputSchema") or {"type": "object"},
-                }
-                if tool["name"] in notes:
-                    entry["notes"] = notes[tool["name"]]  # what catalog plugins annotated
+                name = tool["name"]
+                entry = {**tool, "server": s.name, "name": name, "qualifiedName": s.tool_names[name]}
+                if name in notes:
+                    entry["notes"] = notes[name]  # what catalog plugins annotated
                 out.append(entry)
         return out
 
@@ -277,17 +277,18 @@ class Runtime:
 
         Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
         """
-        if server is None:
+        if server is None:  # a model-facing name: its server part, then that server's name map
             try:
-                server, tool = agent_tools.split_qualified(name)
+                server = tool_names.server_of(name)
             except ValueError as exc:
                 raise UnknownTool(str(exc)) from None
+            target = self._ready(server)
+            tool = target.tool_for(name) or ""
         else:
-            tool = name
-        target = self._ready(server)
+            target, tool = self._ready(server), name
         info = target.tools_by_name.get(tool)
         if info is None:
-            raise UnknownTool(f"server {server!r} has no tool {tool[:80]!r}")
+            raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
         args = dict(arguments or {})
         call = ToolCall(
             server=target.config,
@@ -302,7 +303,8 @@ class Runtime:
         session = target.session
         if session is None:  # stopped while the votes were counted
             raise ServerNotReady(target.name, target.state.value, None, target.error)
-        return await session.request("tools/call", {"name": tool, "arguments": args}, timeout=timeout)
+        result = await session.request("tools/call", {"name": tool, "arguments": args}, timeout=timeout)
+        return check_result(info, result, target.diag)
 
 
 __all__ = ["Runtime"]

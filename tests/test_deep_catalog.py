@@ -8,7 +8,7 @@ from typing import Any
 
 def test_a_remote_tool_schema_nested_too_deeply_to_measure_is_refused_alone():
     from kxen_core.config.models import RemoteCatalogLimits
-    from kxen_core.defaults import remote_tool_problem
+    from kxen_core.defaults import tool_problem as remote_tool_problem
 
     schema: dict[str, Any] = {"type": "object"}
     for _ in range(100_000):  # built without recursion; measuring it recurses
