@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         ServerNotReady,
         TransportError,
         UnknownTool,
+        Unsupported,
     )
     from .launch import Launch
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
@@ -93,6 +94,7 @@ _ERRORS = (
     "ServerNotReady",
     "TransportError",
     "UnknownTool",
+    "Unsupported",
 )
 _LAZY.update({name: "errors" for name in _ERRORS})
 

@@ -33,6 +33,8 @@ from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall
 from .server import Server, ServerEnv, State
+from .notices import Subscription, UpdateCallback
+from .progress import ProgressCallback
 from .tool_output import check_result
 
 
@@ -272,10 +274,17 @@ class Runtime:
         *,
         server: str | None = None,
         timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Call a tool by qualified name (``server__tool``), or by ``server=`` and the tool's own name.
+        """Call a tool by its model-facing name (``qualifiedName`` of :meth:`tools`), or by
+        ``server=`` and the tool's own name.
 
         Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
+        With ``on_progress``, the call asks for progress and the server's updates reach that callback
+        (a function or coroutine function taking a :class:`kxen_core.progress.Progress`), the latest
+        first when they come faster than it takes them, until the result is in. A result whose
+        ``structuredContent`` does not match the tool's ``outputSchema`` comes back as an
+        ``isError`` result saying why.
         """
         if server is None:  # a model-facing name: its server part, then that server's name map
             try:
@@ -303,8 +312,21 @@ class Runtime:
         session = target.session
         if session is None:  # stopped while the votes were counted
             raise ServerNotReady(target.name, target.state.value, None, target.error)
-        result = await session.request("tools/call", {"name": tool, "arguments": args}, timeout=timeout)
+        params: dict[str, Any] = {"name": tool, "arguments": args}
+        if on_progress is None:
+            result = await session.request("tools/call", params, timeout=timeout)
+        else:
+            async with target.progress.route(on_progress) as token:
+                params["_meta"] = {"progressToken": token}
+                result = await session.request("tools/call", params, timeout=timeout)
         return check_result(info, result, target.diag)
+
+    async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
+        """Call ``callback(uri)`` whenever the ready server ``server`` says ``uri`` (or a URI below
+        it) was updated, until the returned subscription is closed (``await sub.aclose()``, or
+        ``async with``) or the server stops. Raises ``Unsupported`` when the server did not declare
+        ``resources.subscribe``, ``ServerNotReady``, and what the request raises."""
+        return await self._ready(server).subscribe(uri, callback)
 
 
 __all__ = ["Runtime"]

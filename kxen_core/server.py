@@ -10,17 +10,20 @@ from __future__ import annotations
 import logging
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 import anyio.abc
 import attrs
 
 from .catalog import KINDS, Catalog
-from .errors import KxenError
+from .client_requests import client_capabilities, request_handlers
+from .errors import KxenError, Unsupported
 from .failures import failure_text, real_cause
 from .launch import Launch, resolve_launch
+from .notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from .policy import ApprovalRequest
+from .progress import ProgressRoutes
 from .server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
 from .session import Session
 from .states import SETTLED, Phase, State
@@ -87,9 +90,15 @@ class Server(CatalogLists):
     _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
     _refreshing: set[str] = attrs.field(factory=set)
     _changed_early: set[str] = attrs.field(factory=set)
+    progress: ProgressRoutes = attrs.field(init=False)  # notifications/progress -> the call's callback
+    server_log: ServerLog = attrs.field(init=False)  # notifications/message, bounded
+    subscriptions: Subscriptions = attrs.field(init=False)  # notifications/resources/updated
 
     def __attrs_post_init__(self) -> None:
         self.config = self.admission.run or self.entry
+        self.progress = ProgressRoutes("kxen", self.diag)
+        self.server_log = ServerLog(self.config.name)
+        self.subscriptions = Subscriptions(self.diag)
         self.note = self.admission.note
         if self.admission.run is None:
             self.set(self.admission.state, None, self.admission.error)
@@ -125,6 +134,7 @@ class Server(CatalogLists):
             "fingerprint": self.fingerprint,
             "transportInfo": self._describe(),
             "diagnostics": list(self.diagnostics)[-20:],
+            "log": self.server_log.snapshot(),  # the server's own notifications/message
         }
 
     def _describe(self) -> dict[str, Any] | None:
@@ -190,10 +200,10 @@ class Server(CatalogLists):
                         server=server.name,
                         request_timeout=server.timeouts.requestSeconds,
                         initialize_timeout=server.timeouts.initializeSeconds,
-                        capabilities=self._client_capabilities(server),
+                        capabilities=client_capabilities(env.pm, server),
                         on_notification=self._on_notification,
                         on_diagnostic=self.diag,
-                        request_handlers=self._request_handlers(server),
+                        request_handlers=request_handlers(env.pm, server, env.workspace, self.diag),
                     ) as session:
                         self.session = session
                         init = await session.initialize()
@@ -204,6 +214,7 @@ class Server(CatalogLists):
                                 if kind_name in init.capabilities:
                                     await self._list(kind_name, required=(kind_name == "tools"))
                             self._tg = tg
+                            self.subscriptions.request, self.subscriptions.start = session.request, tg.start_soon
                             self.set(State.READY)
                             # a list_changed that came while we were listing: fetch that kind again now
                             for kind_name in sorted(self._changed_early):
@@ -222,6 +233,7 @@ class Server(CatalogLists):
                 log.debug("server %s failed", server.name, exc_info=True)
         finally:
             self.session = None
+            self.subscriptions.reset()
             if self.stopping:
                 self.set(State.STOPPED)
             elif self.state not in SETTLED:
@@ -286,23 +298,24 @@ class Server(CatalogLists):
         )
         return None
 
-    def _client_capabilities(self, server: ServerConfig) -> dict[str, Any]:
-        # local servers may see the workspace as a root; remote ones get nothing by default
-        return {} if server.is_remote else {"roots": {"listChanged": False}}
-
-    def _request_handlers(self, server: ServerConfig) -> dict[str, Any]:
-        assert self.env is not None
-        workspace = self.env.workspace
-
-        async def roots_list(params: Mapping[str, Any]) -> dict[str, Any]:
-            if server.is_remote:
-                return {"roots": []}
-            return {"roots": [{"uri": workspace.as_uri(), "name": workspace.name}]}
-
-        return {"roots/list": roots_list}
+    async def subscribe(self, uri: str, callback: UpdateCallback) -> Subscription:
+        """Subscribe to updates of ``uri`` (``resources/subscribe``, sent once per URI); raises
+        ``Unsupported`` unless the server declared ``resources.subscribe``."""
+        init = self.session.initialized if self.session is not None else None
+        resources = init.capabilities.get("resources") if init is not None else None
+        if not (isinstance(resources, dict) and resources.get("subscribe") is True):
+            raise Unsupported(f"server {self.name!r} does not offer resource subscriptions (resources.subscribe)")
+        return await self.subscriptions.add(uri, callback)
 
     def _on_notification(self, method: str, params: Any) -> None:
-        if method.endswith("/list_changed"):
+        """The session reader's: O(1) per notification, never waits (see progress and notices)."""
+        if method == "notifications/progress":
+            self.progress.notify(params)
+        elif method == "notifications/message":
+            self.server_log.notify(params)
+        elif method == "notifications/resources/updated":
+            self.subscriptions.notify(params)
+        elif method.endswith("/list_changed"):
             self._list_changed(method.split("/")[1])
 
 
