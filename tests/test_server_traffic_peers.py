@@ -1,0 +1,159 @@
+"""Tool catalogs and server traffic against real peers over stdio: server-everything (node) and the
+official Python SDK server (tests/peers/sdk_server.py). The fake-server twins are in
+tests/test_server_traffic.py and tests/test_tool_output.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from kxen_core.progress import Progress
+from kxen_testing import Answers, running
+
+pytestmark = [pytest.mark.anyio, pytest.mark.peer]
+
+WAIT = 60
+STDIO = ("stdio", "memory")
+SDK_SERVER = Path(__file__).parent / "peers" / "sdk_server.py"
+#: what kxen declares to a local server without sampling or elicitation handlers
+PLAIN_CAPS = {"roots": {"listChanged": False}}
+
+
+async def until(predicate: Any, timeout: float = WAIT) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.02)
+
+
+def raw_tools(argv: list[str], capabilities: dict[str, Any]) -> list[dict[str, Any]]:
+    """``tools/list`` as a minimal client of our own sees it: initialize, initialized, list, stop."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+        watchdog = threading.Timer(WAIT, proc.kill)  # bounded: a silent server is killed, reads end
+        watchdog.start()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            for message in lines:
+                proc.stdin.write(json.dumps(message) + "\n")
+                proc.stdin.flush()
+            for _ in range(1000):  # initialize's answer, notifications and requests, then the list
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                message = json.loads(line)
+                if message.get("id") == 2 and "method" not in message:
+                    return message["result"]["tools"]
+            raise AssertionError("no tools/list answer")
+        finally:
+            watchdog.cancel()
+            proc.kill()
+
+
+def as_sent(tool: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in tool.items() if k not in ("server", "qualifiedName")}
+
+
+@pytest.fixture
+def everything(everything_js: str) -> dict[str, Any]:
+    return {"command": "node", "args": [everything_js, "stdio"], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}}
+
+
+async def test_everything_tools_keep_what_the_server_sent(kxen_home, tmp_path, everything):
+    raw = raw_tools([everything["command"], *everything["args"]], PLAIN_CAPS)
+    assert any("outputSchema" in t for t in raw) and all("title" in t and "annotations" in t for t in raw)
+    async with running(kxen_home, tmp_path, servers={"ev": everything}, allow=STDIO, wait=WAIT) as rt:
+        await until(lambda: {t["name"] for t in raw} <= {t["name"] for t in rt.tools("ev")})
+        mine = {t["name"]: t for t in rt.tools("ev")}
+        for tool in raw:
+            assert as_sent(mine[tool["name"]]) == tool, tool["name"]
+            assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", mine[tool["name"]]["qualifiedName"])
+        with anyio.fail_after(WAIT):
+            result = await rt.call_tool("ev__get-structured-content", {"location": "Chicago"})
+        assert not result.get("isError") and result["structuredContent"], result  # it matches its outputSchema
+
+
+async def test_everything_progress_reaches_the_callback(kxen_home, tmp_path, everything):
+    seen: list[Progress] = []
+    async with running(kxen_home, tmp_path, servers={"ev": everything}, allow=STDIO, wait=WAIT) as rt:
+        with anyio.fail_after(WAIT):
+            result = await rt.call_tool("ev__trigger-long-running-operation", {"duration": 1, "steps": 4}, on_progress=seen.append)
+    assert not result.get("isError"), result
+    assert seen and seen[-1].progress == 4 and seen[-1].total == 4
+    assert [p.progress for p in seen] == sorted({p.progress for p in seen})
+
+
+def fill(request: Any) -> dict[str, Any]:
+    """An elicitation answer built from the requested schema (the everything server checks it)."""
+    content: dict[str, Any] = {}
+    for key, prop in request.requested_schema.get("properties", {}).items():
+        if prop.get("type") == "string" and "enum" not in prop and "oneOf" not in prop and "format" not in prop:
+            content[key] = "Kxen Tester" if key == "name" else "text"
+        elif prop.get("type") == "boolean":
+            content[key] = True
+    return {"action": "accept", "content": content}
+
+
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "sampled by the kxen host"}, "model": "kxen-test-model", "stopReason": "endTurn"}
+
+
+async def test_everything_burst_ends_with_the_full_set_and_the_hooks_answer(kxen_home, tmp_path, everything):
+    """With sampling and elicitation handlers the server registers more tools after initialize and
+    says so with a burst of list_changed: the catalog ends with all of them, and its sampling and
+    elicitation tools get the handlers' answers."""
+    answers = Answers(sampling=SAMPLED, elicitation=fill)
+    wanted = {"get-roots-list", "trigger-sampling-request", "trigger-elicitation-request", "simulate-research-query"}
+    async with running(kxen_home, tmp_path, answers, servers={"ev": everything}, allow=STDIO, wait=WAIT) as rt:
+        await until(lambda: wanted <= {t["name"] for t in rt.tools("ev")})
+        # the full set: what any client is offered (a raw one declaring nothing) plus the tools for
+        # what kxen declared, and nothing else
+        plain = {t["name"] for t in raw_tools([everything["command"], *everything["args"]], {})}
+        assert {t["name"] for t in rt.tools("ev")} == plain | wanted
+        with anyio.fail_after(WAIT):
+            sampled = await rt.call_tool("ev__trigger-sampling-request", {"prompt": "hello", "maxTokens": 5})
+            elicited = await rt.call_tool("ev__trigger-elicitation-request", {})
+    assert "sampled by the kxen host" in sampled["content"][0]["text"], sampled
+    assert "Kxen Tester" in json.dumps(elicited), elicited
+    sampling, elicitation = answers.requests
+    assert sampling.server == "ev" and "hello" in json.dumps(sampling.params["messages"])
+    assert elicitation.message and "name" in elicitation.requested_schema["properties"]
+
+
+async def test_everything_without_handlers_offers_no_sampling_and_a_passing_handler_declines(kxen_home, tmp_path, everything):
+    async with running(kxen_home, tmp_path, servers={"ev": everything}, allow=STDIO, wait=WAIT) as rt:
+        await until(lambda: "get-roots-list" in {t["name"] for t in rt.tools("ev")})
+        names = {t["name"] for t in rt.tools("ev")}
+    assert not names & {"trigger-sampling-request", "trigger-elicitation-request"}  # nothing declared, nothing offered
+    passing = Answers(sampling=None, elicitation=None)
+    async with running(kxen_home, tmp_path, passing, servers={"ev": everything}, allow=STDIO, wait=WAIT) as rt:
+        await until(lambda: "trigger-sampling-request" in {t["name"] for t in rt.tools("ev")})
+        with anyio.fail_after(WAIT):
+            sampled = await rt.call_tool("ev__trigger-sampling-request", {"prompt": "hello", "maxTokens": 5})
+            elicited = await rt.call_tool("ev__trigger-elicitation-request", {})
+    assert sampled.get("isError") is True and "declined" in json.dumps(sampled), sampled
+    assert "decline" in json.dumps(elicited).lower(), elicited
+    assert len(passing.requests) == 2
+
+
+async def test_sdk_server_tool_with_an_output_schema(kxen_home, tmp_path):
+    pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")
+    entry = {"command": sys.executable, "args": [str(SDK_SERVER), "stdio"], "defaultToolPolicy": "allow"}
+    raw = {t["name"]: t for t in raw_tools([entry["command"], *entry["args"]], PLAIN_CAPS)}
+    assert "outputSchema" in raw["add"]
+    async with running(kxen_home, tmp_path, servers={"sdk": entry}, allow=STDIO, wait=WAIT) as rt:
+        mine = {t["name"]: t for t in rt.tools("sdk")}
+        with anyio.fail_after(WAIT):
+            added = await rt.call_tool("sdk__add", {"a": 2, "b": 3})
+    assert {name: as_sent(t) for name, t in mine.items()} == raw
+    assert added["structuredContent"] == {"result": 5} and not added.get("isError")
