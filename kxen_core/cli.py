@@ -273,6 +273,32 @@ def _tools(rt: Any, args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+#: a terminal gets at most one progress line per this many seconds (and the last one)
+PROGRESS_EVERY = 0.2
+
+
+def _on_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def _progress_printer() -> Any:
+    """A progress callback that prints ``progress N/TOTAL: message`` lines on stderr, throttled."""
+    import time
+
+    last = [float("-inf")]
+
+    def show(update: Any) -> None:
+        now = time.monotonic()
+        done = update.total is not None and update.progress >= update.total
+        if now - last[0] < PROGRESS_EVERY and not done:
+            return
+        last[0] = now
+        of = f"/{update.total:g}" if update.total is not None else ""
+        say(safe_text(f"progress {update.progress:g}{of}" + (f": {update.message}" if update.message else "")), err=True)
+
+    return show
+
+
 def _first_line(text: Any) -> str:
     return (text if isinstance(text, str) else "").strip().split("\n")[0][:100]
 
@@ -281,7 +307,8 @@ async def _call(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) ->
     from .agent_tools import result_text
 
     try:
-        result = await rt.call_tool(args.tool, call_args, server=args.server, timeout=args.timeout)
+        progress = None if args.json or not _on_terminal() else _progress_printer()
+        result = await rt.call_tool(args.tool, call_args, server=args.server, timeout=args.timeout, on_progress=progress)
     except KxenError as exc:
         if args.json:
             print_json({"error": {"type": type(exc).__name__, "message": str(exc)}})

@@ -157,3 +157,41 @@ async def test_sdk_server_tool_with_an_output_schema(kxen_home, tmp_path):
             added = await rt.call_tool("sdk__add", {"a": 2, "b": 3})
     assert {name: as_sent(t) for name, t in mine.items()} == raw
     assert added["structuredContent"] == {"result": 5} and not added.get("isError")
+
+
+NOISY = Path(__file__).parent / "hostile" / "noisy_server.py"
+
+
+async def test_a_hostile_local_server_gets_item_rules_safe_names_and_bounded_floods(kxen_home, tmp_path):
+    """Over stdio, like any local server: bad items are skipped one by one, every name the model
+    sees is provider-safe, and floods of progress and 100 KB log messages stay bounded."""
+    entry = {"command": sys.executable, "args": [str(NOISY), "20000", "2000"], "defaultToolPolicy": "allow"}
+    seen: list[Progress] = []
+    async with running(kxen_home, tmp_path, servers={"h": entry}, allow=STDIO, wait=WAIT) as rt:
+        tools = {t["name"]: t for t in rt.tools("h")}
+        assert set(tools) == {"flood", "dotted.name", "n" * 128}
+        assert tools["flood"]["title"] == "Flood" and tools["flood"]["annotations"] == {"readOnlyHint": True}
+        for t in tools.values():
+            assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", t["qualifiedName"]), t["qualifiedName"]
+        diags = "\n".join(rt.servers["h"].diagnostics)
+        for bad, rule in [
+            ("n" * 129, "tool names must match"),
+            ("has space", "tool names must match"),
+            ("emoji_\U0001f600", "tool names must match"),
+            ("esc\x1b[2J", "tool names must match"),
+            ("huge_description", "description is longer than 4096 characters"),
+            ("remote_ref", "inputSchema has a non-local $ref"),
+            ("array_schema", 'inputSchema must be an object schema ("type": "object")'),
+        ]:
+            assert f"item {bad[:80]!r} rejected by kxen.tool-catalog: {rule}" in diags, bad
+        long_name = tools["n" * 128]["qualifiedName"]
+        with anyio.fail_after(WAIT):
+            assert (await rt.call_tool(long_name, {}))["content"][0]["text"] == "called " + "n" * 128
+            flood = await rt.call_tool("h__flood", {}, on_progress=seen.append)
+        assert flood["content"][0]["text"] == "called flood"
+        server = rt.servers["h"]
+        assert server.server_log.received >= 4000 and len(server.server_log.entries) == 100
+        assert all(len(e["text"]) < 2100 for e in server.server_log.entries)
+        assert server.progress.unmatched >= 200 and not server.progress._routes
+        assert server.state == "ready"
+    assert seen and seen[-1].progress == 20000 and len(seen) <= 20000
