@@ -6,7 +6,10 @@ The names hosts and plugin authors use, importable from here:
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
   :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
-  :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`;
+  :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`, :class:`SamplingRequest`,
+  :class:`ElicitationRequest`;
+* host callbacks get :class:`Progress` (``Runtime.call_tool(on_progress=...)``) and
+  ``Runtime.subscribe`` returns a :class:`Subscription`;
 * the error tree (:mod:`kxen_core.errors`): :class:`KxenError` and every subclass.
 
 Everything but ``hookimpl`` is loaded on first use, so a plugin's entry point stays cheap to import.
@@ -22,6 +25,7 @@ from .hookspecs import hookimpl
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .asks import ElicitationRequest, SamplingRequest
     from .catalog import CatalogPage, Verdict
     from .config import Config, ServerConfig, Settings, load_config
     from .errors import (
@@ -44,7 +48,9 @@ if TYPE_CHECKING:
         Unsupported,
     )
     from .launch import Launch
+    from .notices import Subscription
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
+    from .progress import Progress
     from .runtime import Runtime
     from .transport import (
         CredentialRequest,
@@ -65,6 +71,10 @@ _LAZY = {
     "CatalogPage": "catalog",
     "Verdict": "catalog",
     "Launch": "launch",
+    "ElicitationRequest": "asks",
+    "SamplingRequest": "asks",
+    "Progress": "progress",
+    "Subscription": "notices",
     "ApprovalDecision": "policy",
     "ApprovalRequest": "policy",
     "ToolCall": "policy",

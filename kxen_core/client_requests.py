@@ -12,12 +12,10 @@ error ``-1`` "declined". The bounds of serving (how many at once, how long each)
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import attrs
-
 from ._serving import ReplyError
+from .asks import ElicitationRequest, SamplingRequest
 from .errors import PluginHookError
 from .hookcall import acall_first
 
@@ -28,33 +26,10 @@ if TYPE_CHECKING:
     from .config import ServerConfig
     from .plugins import KxenPluginManager
 
-log = logging.getLogger("kxen.server")
-
 SAMPLING = "sampling/createMessage"
 ELICITATION = "elicitation/create"
 #: JSON-RPC error code of a declined sampling request (the spec's example for a user rejection)
 DECLINED = -1
-
-
-@attrs.frozen(kw_only=True)
-class SamplingRequest:
-    """A server's ``sampling/createMessage``: ``params`` as the server sent it (``messages``,
-    ``maxTokens``, ``systemPrompt``, ``modelPreferences``...). Everything in it is the server's text:
-    untrusted, and to be escaped before it is shown (``kxen_core.safe_text``)."""
-
-    server: str
-    params: Mapping[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationRequest:
-    """A server's ``elicitation/create``: the ``message`` to show, the ``requested_schema`` of the
-    answer (flat: strings, numbers, booleans, enums), and ``params`` as sent. Untrusted text."""
-
-    server: str
-    message: str
-    requested_schema: Mapping[str, Any]
-    params: Mapping[str, Any]
 
 
 def has_handler(pm: KxenPluginManager, hook: str) -> bool:
@@ -137,4 +112,4 @@ def request_handlers(
     return {"roots/list": roots_list, SAMPLING: sampling, ELICITATION: elicitation}
 
 
-__all__ = ["ElicitationRequest", "SamplingRequest", "client_capabilities", "request_handlers"]
+__all__ = ["DECLINED", "ELICITATION", "SAMPLING", "client_capabilities", "request_handlers"]

@@ -22,7 +22,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .catalog import CatalogPage, Verdict
-    from .client_requests import ElicitationRequest, SamplingRequest
+    from .asks import ElicitationRequest, SamplingRequest
     from .config.models import ServerConfig
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .transport import CredentialRequest, RegisterTransport
