@@ -45,14 +45,20 @@ def raw_tools(argv: list[str], capabilities: dict[str, Any]) -> list[dict[str, A
         watchdog.start()
         try:
             assert proc.stdin is not None and proc.stdout is not None
-            for message in lines:
-                proc.stdin.write(json.dumps(message) + "\n")
-                proc.stdin.flush()
-            for _ in range(1000):  # initialize's answer, notifications and requests, then the list
+
+            def send(message: dict[str, Any]) -> None:
+                proc.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+
+            send(lines[0])
+            for _ in range(1000):  # initialize's answer (then the rest), notifications, requests, the list
                 line = proc.stdout.readline()
                 if not line:
                     break
                 message = json.loads(line)
+                if message.get("id") == 1 and "method" not in message:
+                    send(lines[1])
+                    send(lines[2])
                 if message.get("id") == 2 and "method" not in message:
                     return message["result"]["tools"]
             raise AssertionError("no tools/list answer")
@@ -195,3 +201,74 @@ async def test_a_hostile_local_server_gets_item_rules_safe_names_and_bounded_flo
         assert server.progress.unmatched >= 200 and not server.progress._routes
         assert server.state == "ready"
     assert seen and seen[-1].progress == 20000 and len(seen) <= 20000
+
+
+@pytest.mark.parametrize("mode", ["streamableHttp", "sse"])
+async def test_everything_progress_over_http_transports(kxen_home, tmp_path, peers, mode):
+    from remote_support import REMOTE_ON, REMOTE_PLUGINS, remote
+
+    url, kind = peers.everything(mode)
+    kxen_home.write_settings(REMOTE_ON)
+    seen: list[Progress] = []
+    async with running(kxen_home, tmp_path, servers={"ev": remote(url, kind)}, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
+        tools = {t["name"]: t for t in rt.tools("ev")}
+        assert tools["echo"]["title"] == "Echo Tool" and tools["echo"]["annotations"]["readOnlyHint"] is True
+        with anyio.fail_after(WAIT):
+            result = await rt.call_tool("ev__trigger-long-running-operation", {"duration": 1, "steps": 3}, on_progress=seen.append)
+    assert not result.get("isError"), result
+    assert seen and seen[-1].progress == 3 and seen[-1].total == 3
+
+
+# --- the older server-everything (2025.9.25, pinned as server-everything-old) ------------------------
+
+
+@pytest.fixture
+def everything_old(npm_peers: Path) -> dict[str, Any]:
+    script = npm_peers / "server-everything-old" / "dist" / "index.js"
+    if not script.is_file():
+        pytest.skip(f"{script} is missing (npm ci in tests/peers)")
+    return {"command": "node", "args": [str(script), "stdio"], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}}
+
+
+async def outcome(rt: Any, name: str, args: dict[str, Any]) -> str:
+    """A call's result or JSON-RPC error, as text (the older server turns a declined request into
+    an error of the call)."""
+    from kxen_core.errors import RemoteError
+
+    with anyio.fail_after(WAIT):
+        try:
+            return json.dumps(await rt.call_tool(name, args))
+        except RemoteError as exc:
+            return f"RemoteError: {exc}"
+
+
+async def test_everything_old_tools_progress_and_declines(kxen_home, tmp_path, everything_old):
+    raw = raw_tools([everything_old["command"], *everything_old["args"]], PLAIN_CAPS)
+    seen: list[Progress] = []
+    async with running(kxen_home, tmp_path, servers={"old": everything_old}, allow=STDIO, wait=WAIT) as rt:
+        mine = {t["name"]: t for t in rt.tools("old")}
+        for tool in raw:
+            assert as_sent(mine[tool["name"]]) == tool, tool["name"]
+        assert "outputSchema" in mine["structuredContent"] and "startElicitation" not in mine
+        with anyio.fail_after(WAIT):
+            structured = await rt.call_tool("old__structuredContent", {"location": "Paris"})
+            await rt.call_tool("old__longRunningOperation", {"duration": 1, "steps": 3}, on_progress=seen.append)
+        assert not structured.get("isError") and structured["structuredContent"], structured
+        declined = await outcome(rt, "old__sampleLLM", {"prompt": "hi", "maxTokens": 5})
+    assert "declined" in declined, declined
+    assert seen and seen[-1].progress == 3
+
+
+async def test_everything_old_sampling_elicitation_and_subscription(kxen_home, tmp_path, everything_old):
+    answers = Answers(sampling=SAMPLED, elicitation={"action": "accept", "content": {"color": "teal", "number": 7, "pets": "cats"}})
+    updates: list[str] = []
+    async with running(kxen_home, tmp_path, answers, servers={"old": everything_old}, allow=STDIO, wait=WAIT) as rt:
+        await until(lambda: "startElicitation" in {t["name"] for t in rt.tools("old")})
+        sampled = await outcome(rt, "old__sampleLLM", {"prompt": "hi", "maxTokens": 5})
+        elicited = await outcome(rt, "old__startElicitation", {})
+        # it sends resources/updated for subscribed URIs on its own, every few seconds
+        async with await rt.subscribe("old", "test://static/resource/1", updates.append):
+            await until(lambda: updates)
+    assert "sampled by the kxen host" in sampled, sampled
+    assert "teal" in elicited and "cats" in elicited, elicited
+    assert updates[0] == "test://static/resource/1"
