@@ -2,7 +2,7 @@
 
 The names hosts and plugin authors use, importable from here:
 
-* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`;
+* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`, :func:`host_guard`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
   :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         UnknownTool,
         Unsupported,
     )
+    from .host import host_guard
     from .launch import Launch
     from .notices import Subscription
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
@@ -75,6 +76,7 @@ _LAZY = {
     "SamplingRequest": "asks",
     "Progress": "progress",
     "Subscription": "notices",
+    "host_guard": "host",
     "ApprovalDecision": "policy",
     "ApprovalRequest": "policy",
     "ToolCall": "policy",

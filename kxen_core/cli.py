@@ -6,7 +6,7 @@ Signals: while ``kxen mcp ...`` runs, SIGINT, SIGTERM, SIGHUP (a closed terminal
 catchable signal whose default would end the process (SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM...) do what
 Ctrl-C does: the command is cancelled, every server is closed with the usual bounds (its whole
 process group and its descendants; on Linux kxen is a child subreaper while it runs, so orphans
-that double-forked away are ended too, see :mod:`.procs`), and kxen exits with 128 plus
+that double-forked away are ended too, see :mod:`.host`), and kxen exits with 128 plus
 the signal number (130, 143, 129). A second signal during that close is absorbed: the close is
 bounded anyway.
 """
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 #: the signals that end ``kxen mcp ...`` cleanly (those this platform has)
 #: every catchable signal whose default action ends the process: each closes the servers first
-#: (SIGKILL cannot be caught: what it leaves is ended at the next start, see kxen_core.procs)
+#: (SIGKILL cannot be caught: what it leaves is ended at the next start, see kxen_core.host)
 STOP_SIGNALS = tuple(
     getattr(signal, n)
     for n in (
@@ -142,23 +142,22 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
     """:func:`_mcp`, cancelled by any of :data:`STOP_SIGNALS`; then 128 + the signal number.
 
     The receiver stays installed until every server is closed, so a repeated signal cannot kill
-    kxen in the middle of its (shielded, bounded) close."""
-    from . import procs
+    kxen in the middle of its (shielded, bounded) close. Around the work, every plugin's host guard
+    (:func:`kxen_core.host.host_guard`): the stdio transport's ends what a crashed kxen left running,
+    records this process's servers, and adopts and ends the orphans of double-forking servers."""
+    from .config.loader import default_home
+    from .errors import printable
+    from .host import host_guard
+    from .plugins import make_plugin_manager
 
     received: list[int] = []
-    # orphans of our servers' descendants (double-forked daemons) are adopted by kxen, not init,
-    # and ended once every server is closed (Linux; best effort)
-    subreaper = not procs.is_subreaper() and procs.become_subreaper()
+    code, error = EXIT_FAILED, None  # type: int, Exception | None
+    home = args.home or default_home()
+    args.pm = make_plugin_manager()
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        # servers a crashed kxen left running (pid, start time and command still matching) end
-        # first; this process records its own servers until they are stopped
-        from .config.loader import default_home
-
-        home = args.home or default_home()
-        with anyio.CancelScope(shield=True):
-            await procs.end_leftovers(home)
-        procs.open_ledger(home)
-        try:
+        async with host_guard(args.pm, home, subreaper=True) as problems:
+            for problem in problems:
+                print(f"kxen: warning: {printable(problem)}", file=sys.stderr)
             async with anyio.create_task_group() as tg:
                 work = anyio.CancelScope()
 
@@ -168,19 +167,16 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
                         work.cancel()
 
                 tg.start_soon(watch)
-                code, error = EXIT_FAILED, None  # type: int, Exception | None
                 with work:
                     try:
                         code = await _mcp(args)
                     except Exception as exc:  # raised as itself below, not in a task group's ExceptionGroup
                         error = exc
                 tg.cancel_scope.cancel()
-        finally:
-            if subreaper:
-                with anyio.CancelScope(shield=True):
-                    await procs.end_adopted()
-                procs.stop_subreaper()
-            procs.close_ledger()
+        if received:
+            # leaving the receiver puts each signal back to its default (death by signal): until
+            # they are ignored below, a signal still coming waits, blocked, instead of killing kxen
+            _mask(signal.SIG_BLOCK)
     if error is not None and not received:
         raise error
     if received:
@@ -190,8 +186,15 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
                 signal.signal(signum, signal.SIG_IGN)
             except (ValueError, OSError):  # not the main thread: nothing to protect
                 pass
+        _mask(signal.SIG_UNBLOCK)  # what arrived meanwhile is discarded: it is ignored now
         return 128 + received[0]
     return code
+
+
+def _mask(how: int) -> None:
+    """Block or unblock :data:`STOP_SIGNALS` for this thread (where the platform can)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(how, STOP_SIGNALS)
 
 
 async def _mcp(args: argparse.Namespace) -> int:
@@ -220,7 +223,8 @@ async def _mcp(args: argparse.Namespace) -> int:
             print(f"kxen: error: {printable(problem)}", file=sys.stderr)
             return EXIT_USAGE
 
-    async with Runtime(home=args.home, workspace=args.workspace, only=only, approve=args.approve, role=args.role) as rt:
+    pm = getattr(args, "pm", None)
+    async with Runtime(home=args.home, workspace=args.workspace, pm=pm, only=only, approve=args.approve, role=args.role) as rt:
         if only and not set(only) <= set(rt.servers):
             say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
             return EXIT_USAGE

@@ -21,14 +21,30 @@ def config_check(args: argparse.Namespace) -> int:
     config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
     use_config(config)
     problems = list(config.project_problems)
+    unread = sorted(n for n, s in config.servers.items() if s.scope == "project" and not config.trusted)
+    note = (
+        f"{config.files[-1]}: not checked: the workspace is not trusted (kxen trust); "
+        f"it names {len(unread)} server(s): {', '.join(unread)}"
+        if unread
+        else None
+    )
     if args.json:
         print_json(
-            {"ok": not problems, "problems": problems, "files": list(config.files), "servers": sorted(config.servers)}
+            {
+                "ok": not problems,
+                "problems": problems,
+                "files": list(config.files),
+                "servers": sorted(config.servers),
+                "trusted": config.trusted,
+                "note": note,
+            }
         )
     elif problems:
         print_problems(problems)
     else:
         say(safe_text(f"OK: {len(config.servers)} server(s) in {', '.join(config.files)}"))
+        if note:
+            say(safe_text(note))
     return EXIT_USAGE if problems else EXIT_OK
 
 
@@ -61,13 +77,14 @@ def approvals(args: argparse.Namespace) -> int:
     use_config(config)
     rows = []
     for server, launch, error in rt.pending_launches():
+        unread = server.scope == "project" and not config.trusted  # only its name was read
         rows.append(
             {
                 "server": server.name,
-                "kind": "stdio_launch",
+                "kind": "workspace_trust" if unread else "stdio_launch",
                 "scope": server.scope,
                 "held": launch.held if launch else None,
-                "transport": server.kind,
+                "transport": None if unread else server.kind,
                 "source": server.source,
                 "trusted": config.trusted,
                 "approved": bool(launch and rt.approvals.is_approved(launch.fingerprint)),
@@ -84,6 +101,9 @@ def approvals(args: argparse.Namespace) -> int:
         if not rows and not problems:
             say("no project servers to approve in this workspace")
         for r in rows:
+            if r["kind"] == "workspace_trust":
+                say(safe_text(f"{r['server']}: waits for the workspace to be trusted (kxen trust {config.workspace})"))
+                continue
             state = "approved" if r["approved"] else "needs approval"
             if not r["trusted"]:
                 state += " (workspace not trusted: kxen trust)"

@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+    from pathlib import Path
+
     from .catalog import CatalogPage, Verdict
     from .asks import ElicitationRequest, SamplingRequest
     from .config.models import ServerConfig
@@ -83,6 +86,26 @@ def kxen_transport_closed(server: ServerConfig, reason: str) -> None:
     ``"reload"``, ``"server exited"``...). Must not block.
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def kxen_host_guard(home: Path, subreaper: bool) -> AbstractAsyncContextManager[Any] | None:
+    """Return an async context manager that guards process-wide state around a host's work, or ``None``.
+
+    Collecting. Entered once per host process around its runtimes (the ``kxen`` command enters every
+    guard around each ``kxen mcp ...``; an embedding host opts in with :func:`kxen_core.host_guard`)
+    and left after they closed, even when cancelled. The stdio transport's guard ends the servers a
+    crashed host left running (recorded under ``home``) and records the servers it starts; with
+    ``subreaper`` (Linux) the process adopts and, on exit, ends the orphans of double-forking servers.
+    Must not block; entering and leaving must be bounded in time. A guard that raises on entry is a
+    plugin failure: it is skipped and the host goes on.
+
+    :param home: the kxen home directory (``$KXEN_HOME``) of this host.
+    :param subreaper: whether this process allows a guard to adopt orphans (every later child of the
+        process that is not a server is then treated as a server's leftover).
+
+    .. versionadded:: 0.3
     """
 
 

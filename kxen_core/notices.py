@@ -2,7 +2,7 @@
 
 * ``notifications/message`` goes to :class:`ServerLog`: the server's last :data:`MAX_LOG_ENTRIES`
   messages (``level``, ``logger``, ``text`` of at most :data:`MAX_LOG_TEXT` characters), shown in
-  its status, and Python's ``logging`` (logger ``kxen.server.log``) at the matching level. A flood
+  its status (escaped: one safe line each), and Python's ``logging`` (logger ``kxen.server.log``) at the matching level. A flood
   costs O(1) memory: old entries make room for new ones, and only the count grows.
 * ``notifications/resources/updated`` goes to the :class:`Subscription` objects of that URI (or of a
   URI it is below), made by ``Runtime.subscribe`` for servers that declare ``resources.subscribe``.
@@ -19,6 +19,8 @@ from collections import deque
 from typing import Any, Awaitable, Callable, Union
 
 import anyio
+
+from .safe_text import safe_text
 
 log = logging.getLogger("kxen.server.log")
 
@@ -82,7 +84,11 @@ class ServerLog:
             log.log(LEVELS[level], "%s%s: %s", self.server, f" [{logger}]" if logger else "", text)
 
     def snapshot(self, last: int = 20) -> list[dict[str, str]]:
-        return list(self.entries)[-last:]
+        """The last ``last`` entries for a status: ``logger`` and ``text`` escaped to one safe line."""
+        return [
+            {"level": e["level"], "logger": safe_text(e["logger"]), "text": safe_text(e["text"])}
+            for e in list(self.entries)[-last:]
+        ]
 
 
 UpdateCallback = Callable[[str], Union[None, Awaitable[None]]]

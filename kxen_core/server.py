@@ -24,6 +24,7 @@ from .launch import Launch, resolve_launch
 from .notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from .policy import ApprovalRequest
 from .progress import ProgressRoutes
+from .safe_text import safe_text
 from .server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
 from .session import Session
 from .states import SETTLED, Phase, State
@@ -126,15 +127,15 @@ class Server(CatalogLists):
             "transport": self.config.kind,
             "state": self.state.value,
             "phase": self.phase.value if self.phase else None,
-            "error": self.error,
+            "error": safe_text(self.error) if self.error else None,  # may quote a server: one safe line
             "tools": self.count("tools"),
             "resources": self.count("resources"),
             "prompts": self.count("prompts"),
-            "note": self.note,
+            "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
             "transportInfo": self._describe(),
-            "diagnostics": list(self.diagnostics)[-20:],
-            "log": self.server_log.snapshot(),  # the server's own notifications/message
+            "diagnostics": [safe_text(d) for d in list(self.diagnostics)[-20:]],
+            "log": self.server_log.snapshot(),  # the server's own notifications/message, escaped
         }
 
     def _describe(self) -> dict[str, Any] | None:

@@ -322,6 +322,7 @@ async def test_user_stdio_servers_need_no_approval(kxen_home, ws, tmp_path):
 
 
 def test_mcp_approvals_json_lists_fingerprints_and_redacted_env(kxen_home, ws, capsys):
+    trust(kxen_home.path, ws)  # an untrusted workspace's file gives only names (tests/test_untrusted_project.py)
     write_project(ws, {"p": demo_entry(env={**SECRETS, **PLAIN}), "q": demo_entry(args=["x"])})
     kxen_home.write_servers({"u": demo_entry()})
     assert cli.main(["--workspace", str(ws), "mcp", "approvals", "--json"]) == 0
@@ -334,7 +335,7 @@ def test_mcp_approvals_json_lists_fingerprints_and_redacted_env(kxen_home, ws, c
         launch = resolve_launch(config.servers[name], ws)
         assert row["fingerprint"] == launch.fingerprint
         assert row["kind"] == "stdio_launch"
-        assert row["trusted"] is False and row["approved"] is False
+        assert row["trusted"] is True and row["approved"] is False
         assert row["launch"] == launch.display()
     env = rows["p"]["launch"]["env"]
     assert all(env[k] == v for k, v in PLAIN.items())
@@ -344,10 +345,9 @@ def test_mcp_approvals_json_lists_fingerprints_and_redacted_env(kxen_home, ws, c
     assert cli.main(["--workspace", str(ws), "mcp", "approvals"]) == 0
     text = capsys.readouterr().out
     assert_no_secret(text)
-    assert rows["p"]["fingerprint"] in text and "kxen trust" in text
+    assert rows["p"]["fingerprint"] in text and "needs approval" in text
 
     fp = rows["p"]["fingerprint"]
-    trust(kxen_home.path, ws)
     assert cli.main(["--workspace", str(ws), "--approve", fp, "mcp", "approvals", "--json"]) == 0
     rows = {r["server"]: r for r in json.loads(capsys.readouterr().out)["approvals"]}
     assert rows["p"]["approved"] is True and rows["p"]["trusted"] is True

@@ -16,6 +16,7 @@ import pytest
 import kxen_core.plugins as plugins_mod
 from kxen_core.agent_tools import qualified_name
 from kxen_core import cli
+from kxen_core.config.trust import trust
 from kxen_core.safe_text import finite, json_text, safe_text
 from kxen_testing import FakeError, FakeServer, mem, text_result
 
@@ -254,6 +255,7 @@ def test_approvals_launch_error_and_display(kx, kxen_home, ws, monkeypatch):
     # a lone surrogate in a config string is a config problem of its own (tests/test_odd_input.py):
     # here every other hostile piece reaches the launch display
     attack = " | ".join(h for h in HOSTILE if "surrogates" not in h)
+    trust(kxen_home.path, ws)  # what an approval shows: the file of a trusted workspace
     write_project(ws, {"p": {"command": "no-such-\x1b[2J[/]\u202e", "args": [attack]}, "q": {"command": "sh", "args": [attack]}})
     code, out, err = kx("mcp", "approvals")
     assert code == 0

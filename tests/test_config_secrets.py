@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kxen_core import cli
+from kxen_core.config.trust import trust
 from kxen_core.config import load_config
 from kxen_core.errors import ConfigError
 
@@ -133,6 +134,7 @@ SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 def test_the_reported_case_in_config_check_and_status_json(kxen_home, ws, capsys, monkeypatch):
     """``headers['Authorization']: expected a string, got list ['Bearer sk-live-…']`` -- no more."""
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory")
+    trust(kxen_home.path, ws)  # the project file of an untrusted workspace is not read this far
     (ws / ".kxen").mkdir()
     (ws / ".kxen" / "mcp.json").write_text(
         json.dumps({"mcpServers": {"p": {"url": "https://x.example/mcp", "headers": {"Authorization": [f"Bearer {SECRET}"]}}}})

@@ -10,7 +10,9 @@ import pytest
 
 from kxen_core.errors import ClosedError, RemoteError, RequestTimeout
 from kxen_core.server import failure_text, real_cause
+from kxen_core.runtime import Runtime
 from kxen_testing import FakeError, mem, running
+from support import settle, state
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
@@ -60,3 +62,18 @@ def test_the_real_cause_is_found_in_nested_groups():
     remote = RemoteError(-32000, "no", None, method="tools/list")
     assert real_cause(ExceptionGroup("g", [remote])) is remote
 
+
+async def test_status_rows_carry_no_raw_control_characters_for_an_embedding_host(kxen_home, ws):
+    """A host's Settings screen shows ``Runtime.status()`` as it is: what a server said (its stderr
+    in a failure reason, a diagnostic) arrives escaped, one safe line each."""
+    import sys
+
+    script = "import sys; sys.stderr.write('\\x1b[2J\\x1b]8;;http://127.0.0.1/\\x07boom\\u202e'); sys.exit(3)"
+    kxen_home.write_servers({"bad": {"command": sys.executable, "args": ["-c", script]}})
+    async with Runtime(workspace=ws) as rt:
+        await settle(rt)
+        row = state(rt, "bad")
+    assert row["state"] == "failed" and "boom" in row["error"]
+    for text in [row["error"], row["note"] or "", *row["diagnostics"]]:
+        assert text.isprintable(), text
+    assert "\\x1b[2J" in row["error"] and "\\u202e" in row["error"]

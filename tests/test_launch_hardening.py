@@ -297,6 +297,7 @@ def test_a_large_file_is_fingerprinted_by_size_and_mtime(tmp_path, monkeypatch):
 
 def test_approvals_cli_and_runtime_share_the_fingerprint_over_files(kxen_home, ws):
     _project_script(ws, "print('v1')\n")
+    trust(kxen_home.path, ws)  # an untrusted workspace's file gives only names
     fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
     row = _approvals_json(kxen_home, ws)["approvals"][0]
     assert row["fingerprint"] == fp
@@ -309,6 +310,7 @@ def test_approvals_cli_and_runtime_share_the_fingerprint_over_files(kxen_home, w
 @pytest.mark.parametrize("cwd", ["~", "~/src", "/", "/etc", "../..", "..", "sub/../..", "sub/../../x", "a\\..\\..", "\0x"])
 def test_a_project_cwd_outside_the_workspace_is_a_config_error(kxen_home, ws, cwd):
     pfile = write_project(ws, {"p": {"command": sys.executable, "args": ["-c", "pass"], "cwd": cwd}})
+    trust(kxen_home.path, ws)
     config = load_config(None, ws)
     assert "p" not in config.servers
     [problem] = config.project_problems

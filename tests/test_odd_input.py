@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from kxen_core import cli
+from kxen_core.config.trust import trust
 
 COMMANDS = [
     ["mcp", "approvals"],
@@ -54,6 +55,7 @@ def test_a_project_cwd_that_cannot_be_resolved_is_the_servers_error(kxen_home, w
     (ws / "deeper").mkdir()
     (ws / "deeper" / "loop").symlink_to("../deeper/loop")
     write_raw_project(ws, json.dumps({"mcpServers": {"p": {"command": "python3", "cwd": cwd}}}))
+    trust(kxen_home.path, ws)  # a repository the user trusted: its file is read whole
     code, out, err = run(kxen_home, ws, capsys, *argv)
     assert code in (0, 1, 2) and "Traceback" not in err
     if argv[:2] == ["mcp", "approvals"] and "\u0000" in cwd:

@@ -31,6 +31,13 @@ from support import Spy, WAIT, demo_entry, settle, state, write_project
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(autouse=True)
+def trusted_ws(kxen_home, ws):
+    """The project rules apply to what a trusted workspace's file holds: an untrusted workspace's
+    file gives only server names (see tests/test_untrusted_project.py)."""
+    trust(kxen_home.path, ws)
+
+
 #: env keys a project may never set (each also in lower case and mixed case below)
 DANGEROUS_ENV = [
     "PATH", "NODE_OPTIONS", "PYTHONPATH", "RUBYOPT", "PERL5OPT", "LD_PRELOAD", "DYLD_INSERT_LIBRARIES",

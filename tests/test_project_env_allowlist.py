@@ -23,6 +23,13 @@ from support import demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.fixture(autouse=True)
+def trusted_ws(kxen_home, ws):
+    """The project rules apply to what a trusted workspace's file holds: an untrusted workspace's
+    file gives only server names (see tests/test_untrusted_project.py)."""
+    trust(kxen_home.path, ws)
+
 #: keys that change what runs, accepted before (the issue's list and their relatives)
 GAPS = [
     "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0", "GIT_CONFIG_KEY_12", "GIT_CONFIG_PARAMETERS",

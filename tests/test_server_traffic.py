@@ -113,7 +113,7 @@ async def test_log_messages_go_to_the_status_at_their_level_bounded(kxen_home, f
         await fake.notify("notifications/message", {"level": "debug", "data": deep})
         await until(lambda: server.server_log.received == 4)
         a, b, c, d = rt.status()[0]["log"]
-        assert a == {"level": "warning", "logger": "db", "text": "disk \x1b[2J almost full"}  # escaped when printed
+        assert a == {"level": "warning", "logger": "db", "text": "disk \\x1b[2J almost full"}  # escaped
         assert b == {"level": "info", "logger": "", "text": '{"nested": [1, 2, {"x": null}]}'}  # unknown level: info
         assert c["level"] == "error" and len(c["logger"]) == 100 and len(c["text"]) < MAX_LOG_TEXT + 100
         assert c["text"].endswith("[cut, 1000000 characters]")

@@ -184,6 +184,7 @@ async def test_changing_one_env_value_changes_the_fingerprint_and_asks_again(kxe
 )
 async def test_every_part_of_the_launch_is_in_the_fingerprint(kxen_home, ws, change):
     (ws / "sub").mkdir()
+    trust(kxen_home.path, ws)
     base = demo_entry(env={"MODE": "fast"})
     write_project(ws, {"p": base})
     before = resolve_launch(load_config(kxen_home.path, ws).servers["p"], ws)

@@ -21,7 +21,7 @@ from cattrs.v import transform_error
 
 from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, make_converter
 from ..errors import ConfigError, printable
-from .models import ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
+from .models import UNREAD, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
 
 if TYPE_CHECKING:
@@ -217,6 +217,21 @@ def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None
     return _structure(conv, data, Settings, str(path), "$", problems) or Settings()
 
 
+def _entries(data: Any, file: str, problems: list[str]) -> dict[Any, Any] | None:
+    """The ``mcpServers`` object of a parsed ``mcp.json``, or None after recording why not."""
+    if not isinstance(data, dict):
+        problems.append(f"{file}: (top level): must be a JSON object with 'mcpServers'")
+        return None
+    extra = sorted(k for k in data if k != "mcpServers")
+    if extra:
+        problems.append(f"{file}: (top level): unknown key(s): {', '.join(map(str, extra))}")
+    entries = data.get("mcpServers", {})
+    if not isinstance(entries, dict):
+        problems.append(f"{file}: mcpServers: must be an object of server definitions")
+        return None
+    return entries
+
+
 def load_servers(
     path: Path,
     scope: str,
@@ -235,15 +250,8 @@ def load_servers(
     data = _read(path, problems, json.loads, private=scope == "user")
     if data is MISSING or len(problems) > before:
         return {}
-    if not isinstance(data, dict):
-        problems.append(f"{file}: (top level): must be a JSON object with 'mcpServers'")
-        return {}
-    extra = sorted(k for k in data if k != "mcpServers")
-    if extra:
-        problems.append(f"{file}: (top level): unknown key(s): {', '.join(map(str, extra))}")
-    entries = data.get("mcpServers", {})
-    if not isinstance(entries, dict):
-        problems.append(f"{file}: mcpServers: must be an object of server definitions")
+    entries = _entries(data, file, problems)
+    if entries is None:
         return {}
     servers: dict[str, ServerConfig] = {}
     for key, entry in entries.items():
@@ -270,6 +278,43 @@ def load_servers(
 
 def project_file(workspace: Path) -> Path:
     return workspace / ".kxen" / "mcp.json"
+
+
+#: the most project server names an untrusted workspace's file may show
+MAX_UNREAD_NAMES = 100
+
+
+def unread_project_servers(path: Path, problems: list[str]) -> dict[str, ServerConfig]:
+    """The project entries of an *untrusted* workspace, by name only.
+
+    The file gets the same bounded, non-blocking read as any config file and is decoded as JSON, but
+    its entries are not structured, validated or resolved: only the names under ``mcpServers`` are
+    kept (at most :data:`MAX_UNREAD_NAMES`), each as a placeholder whose transport is
+    :data:`UNREAD`. The file's shape (an object whose only key is ``mcpServers``, valid server
+    names) is checked, and a file that breaks it is rejected whole. That is what status needs to
+    say "this workspace has servers that wait for trust"; what they would run is read once the
+    workspace is trusted."""
+    file = str(path)
+    before = len(problems)
+    data = _read(path, problems, json.loads)
+    if data is MISSING or len(problems) > before:
+        return {}
+    entries = _entries(data, file, problems)
+    if entries is None:
+        return {}
+    for key in entries:  # the names are all that is shown: they must be valid names
+        rule = check_server_key(key)
+        if rule:
+            problems.append(_render(file, f"{rule} (got {key!r}) @ $.mcpServers.{key}"))
+    if len(problems) > before:
+        return {}  # rejected whole, as a trusted workspace's file would be
+    names = list(entries)
+    if len(names) > MAX_UNREAD_NAMES:
+        problems.append(f"{file}: mcpServers: more than {MAX_UNREAD_NAMES} servers; the first {MAX_UNREAD_NAMES} are shown")
+    return {
+        name: ServerConfig(name=name, scope="project", source=file, transport=UNREAD)
+        for name in names[:MAX_UNREAD_NAMES]
+    }
 
 
 def canonical(path: Path | str) -> str:
@@ -300,7 +345,8 @@ def load_config(
     checked against the kinds its plugins registered; without, only the core's own rules apply.
 
     A problem in user settings or user servers raises :class:`ConfigError` listing every problem:
-    nothing is half-loaded. A problem in the project file rejects that file whole (its servers are
+    nothing is half-loaded. In an untrusted workspace the project file gives only its server names
+    (:func:`unread_project_servers`). A problem in the project file rejects that file whole (its servers are
     left out and the problems are returned in ``project_problems``); the user's servers still load.
     """
     home = Path(home) if home is not None else default_home()
@@ -313,19 +359,22 @@ def load_config(
     if problems:
         raise ConfigError(problems)
 
-    pfile = project_file(workspace)
-    pproblems: list[str] = []
-    project = load_servers(pfile, "project", pproblems, conv, settings, pm)
-    for name, server in project.items():
-        for suffix, rule in project_problems(server):
-            pproblems.append(_render(str(pfile), f"{rule} @ $.mcpServers.{name}.{suffix}"))
-    if pproblems:
-        project = {}
-    merged = dict(user)
-    merged.update(project)  # whole-entry replacement
     # the recorded strings as they are (only normalized as text): resolving them again here would
     # let a symlink planted later at a trusted path carry the trust to wherever it points
     trusted = str(workspace) in {os.path.normpath(p) for p in settings.trusted_workspaces}
+    pfile = project_file(workspace)
+    pproblems: list[str] = []
+    if not trusted:  # a repository the user merely opened: its servers' names, nothing more
+        project = unread_project_servers(pfile, pproblems)
+    else:
+        project = load_servers(pfile, "project", pproblems, conv, settings, pm)
+        for name, server in project.items():
+            for suffix, rule in project_problems(server):
+                pproblems.append(_render(str(pfile), f"{rule} @ $.mcpServers.{name}.{suffix}"))
+        if pproblems:
+            project = {}
+    merged = dict(user)
+    merged.update(project)  # whole-entry replacement
     return Config(
         home=home,
         workspace=workspace,

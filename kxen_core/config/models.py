@@ -18,6 +18,8 @@ Scope = Literal["user", "project"]
 
 SERVER_KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 BUILTIN_REMOTE_KINDS = ("http", "sse")
+#: the transport of a project entry in an untrusted workspace: only its name was read
+UNREAD = "(not read)"
 
 
 def check_server_key(key: str) -> str | None:

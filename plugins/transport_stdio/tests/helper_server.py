@@ -149,6 +149,13 @@ def main() -> None:
                 if args.get("deep"):
                     raw(b"[" * 200000 + b"]" * 200000 + b"\n")
                 text(rid, "after noise")
+            elif name == "deep_reply":  # a reply too deeply nested to decode, its id first or last
+                deep = b"[" * 200000 + b"]" * 200000
+                head = b'{"jsonrpc":"2.0",'
+                if args.get("id_last"):
+                    raw(head + b'"result":' + deep + b',"id":' + str(rid).encode() + b"}\n")
+                else:
+                    raw(head + b'"id":' + str(rid).encode() + b',"result":' + deep + b"}\n")
             elif name == "big":
                 text(rid, "y" * int(args.get("size", 1 << 20)))
             elif name == "stderr_flood":

@@ -16,7 +16,7 @@ import time
 import anyio
 import pytest
 
-from kxen_core import procs
+from kxen_transport_stdio import procs
 from kxen_testing import running
 
 from stdio_support import OWNER, STDIO, alive, helper, owned_helpers, server_pid, wait_gone

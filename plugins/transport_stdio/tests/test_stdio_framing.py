@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from kxen_core.config import ServerConfig
-from kxen_core.errors import ClosedError
+from kxen_core.errors import ClosedError, ProtocolError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
 from kxen_transport_stdio import StdioTransport
@@ -67,7 +67,35 @@ async def test_too_deeply_nested_line_is_a_diagnostic(tmp_path):
                 assert result["content"][0]["text"] == "after noise"
                 result = await s.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}})
                 assert result["content"][0]["text"] == "ok"
-    assert any("non-JSON" in d for d in diags), diags
+    assert any("nested too deeply" in d for d in diags), diags
+
+
+@pytest.mark.parametrize("id_last", [False, True])
+async def test_a_reply_too_deeply_nested_fails_its_request_at_once(tmp_path, id_last):
+    """Not left to its timeout (120 s here): the id at the reply's top level names the request."""
+    diags: list[str] = []
+    server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
+    with anyio.fail_after(30):
+        async with StdioTransport(server, context(server, tmp_path, diagnostic=diags.append)) as stream:
+            async with Session(stream, server="s", request_timeout=120) as s:
+                await s.initialize()
+                with pytest.raises(ProtocolError, match="nested too deeply"):
+                    await s.request("tools/call", {"name": "deep_reply", "arguments": {"id_last": id_last}})
+                result = await s.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}})
+                assert result["content"][0]["text"] == "ok"  # the session goes on
+    assert any("nested too deeply" in d for d in diags), diags
+
+
+def test_the_id_of_a_deep_line_is_found_only_at_its_top_level():
+    from kxen_transport_stdio.framing import deep_reply_id
+
+    deep = b"[" * 5000 + b"]" * 5000
+    assert deep_reply_id(b'{"jsonrpc":"2.0","id":12,"result":' + deep + b"}") == 12
+    assert deep_reply_id(b'{"result":' + deep + b',"id":-4}') == -4
+    assert deep_reply_id(b'{"result":' + deep + b"}") is None
+    assert deep_reply_id(b'{"result":{"id":5,"x":' + deep + b"}}") is None  # nested, not the reply's
+    assert deep_reply_id(b'{"id":"abc","result":' + deep + b"}") is None  # kxen's ids are integers
+    assert deep_reply_id(b'{"id":' + b"9" * 40 + b',"result":' + deep + b"}") is None  # not an id of ours
 
 
 async def test_large_messages_pass_under_the_default_bound(kxen_home, workspace):

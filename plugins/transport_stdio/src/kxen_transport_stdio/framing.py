@@ -1,6 +1,8 @@
 """Reading the child's stdout: one JSON message per line.
 
-A line that is not JSON, or longer than the line bound, is a diagnostic and is skipped. Memory stays
+A line that is not JSON, or longer than the line bound, is a diagnostic and is skipped. A line that
+is JSON nested too deeply to decode, with a request id at its top level, fails that request at once
+(:class:`kxen_core.RequestFailed`) instead of leaving it to its timeout. Memory stays
 bounded: an oversized line is discarded as it streams in. The work is linear in the data: only a
 new chunk is searched for newlines, and a line that spans chunks is joined once.
 """
@@ -8,8 +10,27 @@ new chunk is searched for newlines, and a line that spans chunks is joined once.
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from typing import Any, Callable
+
+from kxen_core import ProtocolError, RequestFailed
+
+#: where a reply's id is looked for when the line is too deeply nested to decode: a reply puts its
+#: id before or after its (deep) result, so only the first and last bytes are searched (O(1) per line)
+ID_WINDOW = 256
+_ID_HEAD = re.compile(rb'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18})\s*[,}]')
+_ID_TAIL = re.compile(rb'[,{]\s*"id"\s*:\s*(-?\d{1,18})\s*(?:,[^{}\[\]]*)?\}\s*$')
+
+
+def deep_reply_id(line: bytes) -> int | None:
+    """The integer id at the top level of a JSON object ``line`` too deeply nested to decode, if it
+    shows in the line's first or last :data:`ID_WINDOW` bytes; else ``None``.
+
+    A hostile server gains nothing from a wrong answer here: it could fail that request with an error
+    reply anyway."""
+    found = _ID_HEAD.match(line[:ID_WINDOW]) or _ID_TAIL.search(line[-ID_WINDOW:])
+    return int(found.group(1)) if found else None
 
 
 class LineReader:
@@ -76,7 +97,13 @@ class LineReader:
             return
         try:
             self.ready.append(self._loads(line))
-        except (ValueError, RecursionError):  # RecursionError: nested too deeply to decode
+        except RecursionError:  # JSON nested too deeply to decode
+            rid = deep_reply_id(line)
+            self._diag(f"stdout line nested too deeply to decode skipped ({len(line)} bytes)")
+            if rid is not None:
+                error = ProtocolError(f"the reply to request {rid} is nested too deeply to decode")
+                self.ready.append(RequestFailed(id=rid, error=error))
+        except ValueError:
             text = line.strip()
             if text:
                 shown = text[:200].decode("utf-8", "replace")

@@ -7,11 +7,11 @@ is empty: then the id is not ours any more), SIGKILL it if anything in it is sti
 and the group is gone. No grandchild survives a stop.
 
 A descendant that left the group (``setsid``, ``setpgid``) is followed too, on Linux: the transport
-keeps a :class:`kxen_core.procs.Tree` of the child, read before the child gets EOF (so a descendant
+keeps a :class:`kxen_transport_stdio.procs.Tree` of the child, read before the child gets EOF (so a descendant
 orphaned by the child's exit is still known), and every member gets the same SIGTERM, SIGKILL and
 bounded wait as the group, each signalled only while its pid and start time still match. An orphan
 that double-forked out of the tree before that read is adopted by the ``kxen`` command (a child
-subreaper) and ended when it exits (:func:`kxen_core.procs.end_adopted`).
+subreaper) and ended when it exits (:func:`kxen_transport_stdio.procs.end_adopted`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import anyio
 from anyio.abc import Process
 
-from kxen_core.procs import Tree
+from .procs import Tree
 
 TERM_GRACE_SECONDS = 0.8
 KILL_WAIT_SECONDS = 2.0

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kxen_core import hookimpl
 
 from .options import StdioOptions
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+    from pathlib import Path
+
     from kxen_core import ServerConfig, Transport, TransportContext, RegisterTransport
 
 
@@ -21,3 +24,10 @@ def open_stdio(server: ServerConfig, context: TransportContext[StdioOptions]) ->
 @hookimpl
 def kxen_register_transports(register: RegisterTransport) -> None:
     register("stdio", open_stdio, options=StdioOptions)
+
+
+@hookimpl
+def kxen_host_guard(home: Path, subreaper: bool) -> AbstractAsyncContextManager[Any]:
+    from .guard import HostGuard
+
+    return HostGuard(home, subreaper=subreaper)

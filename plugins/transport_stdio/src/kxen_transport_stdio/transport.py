@@ -13,7 +13,7 @@ path on every anyio backend, public APIs only. stdout is one JSON message per li
 (:mod:`.framing`). stderr is drained into a bounded tail, shown by ``describe()`` and in the close
 reason together with the exit code or signal.
 
-Close: note the child's descendants (:class:`kxen_core.procs.Tree`), let the stdin backlog go out
+Close: note the child's descendants (:class:`kxen_transport_stdio.procs.Tree`), let the stdin backlog go out
 and close stdin (EOF), give the child a moment to exit, then stop its whole process group and every
 noted descendant (:mod:`.group`: SIGTERM, SIGKILL after a grace period) and reap it.
 The close is shielded from cancellation and bounded in time, so no grandchild survives a stop.
@@ -32,7 +32,7 @@ import anyio
 from anyio.abc import Process
 
 from kxen_core.errors import ClosedError, ConnectError
-from kxen_core.procs import Tree, forget_server, record_server, stat
+from .procs import Tree, forget_server, record_server, stat
 
 from .framing import LineReader
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group

@@ -1,6 +1,6 @@
 """A server's process tree as ``/proc`` shows it, signalled by pid and start time; the subreaper.
 
-See :mod:`kxen_core.procs`.
+See :mod:`kxen_transport_stdio.procs`.
 """
 
 

@@ -1,6 +1,6 @@
 """The ledger of started servers, for the next start after a crash.
 
-See :mod:`kxen_core.procs`.
+See :mod:`kxen_transport_stdio.procs`.
 """
 
 
