@@ -107,13 +107,13 @@ class ToolCatalog:
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 TOOL_NAME_RULE = "tool names must match ^[A-Za-z0-9._-]{1,128}$"
 #: optional fields that must have this JSON type when present
-_FIELD_TYPES: tuple[tuple[str, type, str], ...] = (
-    ("title", str, "a string"),
-    ("annotations", dict, "an object"),
-    ("execution", dict, "an object"),
-    ("_meta", dict, "an object"),
-    ("icons", list, "a list"),
-)
+_FIELD_TYPES: dict[str, tuple[type, str]] = {
+    "title": (str, "a string"),
+    "annotations": (dict, "an object"),
+    "execution": (dict, "an object"),
+    "_meta": (dict, "an object"),
+    "icons": (list, "a list"),
+}
 
 
 def tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | None:
@@ -124,9 +124,10 @@ def tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | Non
     desc = item.get("description")
     if isinstance(desc, str) and len(desc) > limits.max_description_chars:
         return f"description is longer than {limits.max_description_chars} characters"
-    for field, kind, what in _FIELD_TYPES:
-        if field in item and not isinstance(item[field], kind):
-            return f"{field} must be {what}"
+    for field, value in item.items():  # a tool has few fields: one lookup each
+        rule = _FIELD_TYPES.get(field)
+        if rule is not None and not isinstance(value, rule[0]):
+            return f"{field} must be {rule[1]}"
     title = item.get("title")
     if isinstance(title, str) and len(title) > limits.max_description_chars:
         return f"title is longer than {limits.max_description_chars} characters"
@@ -144,16 +145,29 @@ def tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | Non
     return problem
 
 
+#: one encoder, built once (json.dumps with arguments builds a new one per call: most of the cost)
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def schema_problem(field: str, schema: dict[str, Any], limits: RemoteCatalogLimits) -> str | None:
     """The bound ``schema`` breaks (size, depth, a reference that leaves the document), or None."""
     try:
-        size = len(json.dumps(schema, separators=(",", ":")).encode())
+        text = _COMPACT.encode(schema)
+        size = len(text.encode())
     except RecursionError:
         return f"{field} nests too deeply to measure"
     except (TypeError, ValueError):
         return f"{field} is not JSON"
     if size > limits.max_schema_bytes:
         return f"{field} is larger than {limits.max_schema_bytes} bytes"
+    # the common case, decided on the text at C speed: no reference at all, and too few brackets
+    # to nest past the bound (a scalar sits one level below the containers around it)
+    if (
+        '"$ref"' not in text
+        and '"$dynamicRef"' not in text
+        and text.count("{") + text.count("[") + 1 <= limits.max_schema_depth
+    ):
+        return None
     # iterative walk: bounded depth, no $ref that leaves the document
     stack: list[tuple[Any, int]] = [(schema, 1)]
     while stack:

@@ -29,7 +29,7 @@ MODEL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_MODEL_NAME = 64
 SEPARATOR = "__"
 HASH_HEX = 8
-_SHORTENED = re.compile(r"__[0-9a-f]{%d}" % HASH_HEX)
+_HEX = re.compile(r"[0-9a-f]{%d}" % HASH_HEX)
 _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -55,24 +55,38 @@ def model_name(server: str, tool: str) -> str:
 
 
 def _ends_shortened(tool: str) -> bool:
-    return len(tool) >= len(SEPARATOR) + HASH_HEX and _SHORTENED.fullmatch(tool[-(len(SEPARATOR) + HASH_HEX) :]) is not None
+    # the cheap tests first: almost every name fails the "__" one
+    return tool[-HASH_HEX - 2 : -HASH_HEX] == SEPARATOR and _HEX.fullmatch(tool[-HASH_HEX:]) is not None
 
 
 def assign(server: str, tools: Iterable[str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """The model-facing names of one server's tools: ``(tool -> model name, model name -> tool,
-    reasons for the tools dropped)``. Tools are taken in sorted order, so when two would share a
-    name (a 32-bit hash collision), the one whose own name sorts first keeps it."""
+    reasons for the tools dropped)``. When two would share a name (a 32-bit hash collision), the
+    one whose own name sorts first keeps it, whatever order the server listed them in."""
     by_tool: dict[str, str] = {}
     by_model: dict[str, str] = {}
-    dropped: list[str] = []
-    for tool in sorted(set(tools)):
+    clashes: dict[str, set[str]] = {}
+    for tool in tools:
+        if tool in by_tool:
+            continue
         name = model_name(server, tool)
         other = by_model.get(name)
-        if other is not None:
-            dropped.append(f"tool {tool[:80]!r} dropped: its model-facing name {name!r} is already {other[:80]!r}'s")
-            continue
-        by_tool[tool] = name
-        by_model[name] = tool
+        if other is None:
+            by_tool[tool] = name
+            by_model[name] = tool
+        else:
+            clashes.setdefault(name, {other}).add(tool)
+    dropped: list[str] = []
+    # a clash (rare: a 32-bit hash collision) is decided by sorted order, whatever order came in
+    for name in sorted(clashes):
+        keep, *others = sorted(clashes[name])
+        current = by_model[name]
+        if current != keep:
+            del by_tool[current]
+            by_tool[keep] = name
+            by_model[name] = keep
+        for tool in others:
+            dropped.append(f"tool {tool[:80]!r} dropped: its model-facing name {name!r} is already {keep[:80]!r}'s")
     return by_tool, by_model, dropped
 
 
