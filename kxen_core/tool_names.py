@@ -20,6 +20,7 @@ Why no two tools get one name:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Iterable
@@ -29,6 +30,8 @@ MODEL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_MODEL_NAME = 64
 SEPARATOR = "__"
 HASH_HEX = 8
+#: names kept once computed (a refetch of an unchanged catalog finds them all)
+MAX_CACHED_NAMES = 65_536
 _HEX = re.compile(r"[0-9a-f]{%d}" % HASH_HEX)
 _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -43,6 +46,7 @@ def is_model_safe(name: str) -> bool:
     return MODEL_NAME_RE.fullmatch(name) is not None
 
 
+@functools.lru_cache(maxsize=MAX_CACHED_NAMES)
 def model_name(server: str, tool: str) -> str:
     """The name the model sees for ``tool`` of ``server`` (see the module docstring)."""
     plain = f"{server}{SEPARATOR}{tool}"
