@@ -78,6 +78,16 @@ def everything_js(npm_peers: Path) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="session")
+def everything_old_js(npm_peers: Path) -> str:
+    """The entry script of server-everything 2025.9.25 (npm alias server-everything-old): 100
+    resources in pages of 10, camelCase tools."""
+    path = npm_peers / "server-everything-old" / "dist" / "index.js"
+    if not path.exists():
+        _unavailable(f"{path} is missing (npm ci in tests/peers)")
+    return str(path)
+
+
 # --- peers as subprocesses on 127.0.0.1 -----------------------------------------------------------
 
 

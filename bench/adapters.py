@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from kxen_core.agent_output import render_tool_result
+
 BENCH_DIR = Path(__file__).resolve().parent
 SERVER = BENCH_DIR / "server.py"
 HTTP_SERVER = BENCH_DIR / "http_server.py"
@@ -296,7 +298,12 @@ class KxenStdioClient:
         self.session = rt.servers[self.server.name].session
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
+        result = await self.session.request("tools/call", {"name": tool, "arguments": arguments})
+        # what a host hands the agent: the bounded view (kxen_core.agent_output), timed with the call
+        view = render_tool_result(result, server=self.server.name, tool=tool)
+        if view.truncated or view.text != result["content"][0]["text"]:
+            raise BenchError(f"kxen: the agent's view differs from the result: {view.text[:200]!r}")
+        return result
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The public ``Runtime.refresh(server, "tools")``: fetch_catalog, the kxen_catalog_page
@@ -476,8 +483,18 @@ class KxenHttpClient(KxenStdioClient):
                 await peer.close()
 
 
+class KxenUnboundedStdioClient(KxenStdioClient):
+    """kxen without the agent's view of each result: the floor of ``run.py --floor kxen-unbounded``,
+    which times what the output bound costs a call (everything else is the same code)."""
+
+    name = "kxen-unbounded"
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
+
+
 ADAPTERS: dict[str, dict[str, type]] = {
-    "stdio": {"raw": RawStdioClient, "kxen": KxenStdioClient},
+    "stdio": {"raw": RawStdioClient, "kxen": KxenStdioClient, "kxen-unbounded": KxenUnboundedStdioClient},
     "http": {"raw": RawHttpClient, "kxen": KxenHttpClient},
 }
 

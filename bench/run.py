@@ -1,6 +1,7 @@
 """kxen benchmark: kxen's client against a raw asyncio floor, interleaved in one process.
 
     uv run python bench/run.py [--quick] [--workloads W1,W2] [--reps N] [--json out.json]
+    uv run python bench/run.py --workloads W2 --floor kxen-unbounded   # what the output bound costs
 
 Each workload runs one untimed warm-up per side, then ``reps`` repetitions alternating the sides
 (raw, kxen, then kxen, raw, ...). The table shows medians and the kxen/raw ratio against its target.
@@ -98,11 +99,12 @@ async def run_workload(
     sizes: Sizes,
     transport: str,
     log: Callable[[str], None],
+    floor: str = "raw",
 ) -> dict[str, list[dict[str, float]]]:
     samples: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
 
     def make_for(side: str) -> Callable[..., Any]:
-        cls = ADAPTERS[wl.transport or transport][side]
+        cls = ADAPTERS[wl.transport or transport][floor if side == "raw" else side]
         return lambda spec, pipelined=wl.pipelined: cls(spec, pipelined=pipelined)
 
     makers = {s: make_for(s) for s in sides}
@@ -153,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, help="repetitions per side for every workload (default: per workload)")
     ap.add_argument("--sides", default="raw,kxen", help="e.g. 'kxen' alone, to profile kxen")
     ap.add_argument(
+        "--floor",
+        default="raw",
+        choices=("raw", "kxen-unbounded"),
+        help="what the 'raw' column runs: the raw floor, or kxen without the agent's bounded view (stdio)",
+    )
+    ap.add_argument(
         "--transport", default="stdio", choices=sorted(ADAPTERS), help="for W1-W5 (W6 is always http)"
     )
     ap.add_argument("--json", dest="json_out", help="write every sample and the summary here")
@@ -182,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             wl = WORKLOADS[key]
             reps = opts.reps or (wl.quick_reps if opts.quick else wl.reps)
-            all_samples[key] = await run_workload(wl, reps, sides, sizes, opts.transport, log)
+            all_samples[key] = await run_workload(wl, reps, sides, sizes, opts.transport, log, opts.floor)
 
     asyncio.run(run_all())
     if "import" in wanted:

@@ -2,7 +2,8 @@
 
 The names hosts and plugin authors use, importable from here:
 
-* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`, :func:`host_guard`;
+* hosts: :class:`Runtime`, :func:`load_config`, :class:`ServerConfig`, :class:`Settings`, :func:`host_guard`,
+  :class:`AgentOutput` and :class:`BinaryRef` (what the agent gets), :class:`ResourceContent`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
   :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
@@ -26,7 +27,9 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .asks import ElicitationRequest, SamplingRequest
+    from .agent_output import AgentOutput, BinaryRef
     from .catalog import CatalogPage, Verdict
+    from .contents import ResourceContent
     from .config import Config, ServerConfig, Settings, load_config
     from .errors import (
         ApprovalDenied,
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
         ConfigError,
         ConnectError,
         HTTPStatusError,
+        InvalidArguments,
         KxenError,
         PluginError,
         PluginHookError,
@@ -65,6 +69,9 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Runtime": "runtime",
+    "AgentOutput": "agent_output",
+    "BinaryRef": "agent_output",
+    "ResourceContent": "contents",
     "Config": "config",
     "ServerConfig": "config",
     "Settings": "config",
@@ -95,6 +102,7 @@ _ERRORS = (
     "ConfigError",
     "ConnectError",
     "HTTPStatusError",
+    "InvalidArguments",
     "KxenError",
     "PluginError",
     "PluginHookError",

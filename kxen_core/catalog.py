@@ -1,9 +1,9 @@
-"""Paginated, bounded, deduplicated, validated catalogs (tools, resources, prompts).
+"""Paginated, bounded, deduplicated, validated catalogs (tools, resources, resource templates, prompts).
 
 One paginator follows ``nextCursor`` with hard bounds: at most ``max_pages`` pages and ``max_items``
 items; a repeated cursor stops the walk; a failing later page keeps every item validated so far. In
 each of those cases the catalog is kept, marked incomplete, and a diagnostic says why. Items are
-deduplicated by their key (tool name, resource URI, prompt name): the first wins, and a duplicate
+deduplicated by their key (tool name, resource URI, template ``uriTemplate``, prompt name): the first wins, and a duplicate
 that differs from it is a diagnostic. Each page passes through ``kxen_catalog_page`` so plugins can
 reject items one by one.
 """
@@ -26,8 +26,20 @@ MAX_DIAGNOSTICS = 200
 KINDS: dict[str, tuple[str, str, str]] = {
     "tools": ("tools/list", "tools", "name"),
     "resources": ("resources/list", "resources", "uri"),
+    "resourceTemplates": ("resources/templates/list", "resourceTemplates", "uriTemplate"),
     "prompts": ("prompts/list", "prompts", "name"),
 }
+#: the server capability that makes each kind available (templates come with ``resources``)
+CAPABILITY = {"tools": "tools", "resources": "resources", "resourceTemplates": "resources", "prompts": "prompts"}
+#: the most arguments one prompt may declare
+MAX_PROMPT_ARGUMENTS = 32
+#: the longest prompt argument name
+MAX_ARGUMENT_NAME_CHARS = 64
+
+
+def kinds_of(capability: str) -> tuple[str, ...]:
+    """The catalog kinds a capability (or its ``list_changed`` notification) covers."""
+    return tuple(kind for kind, cap in CAPABILITY.items() if cap == capability)
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +107,34 @@ def _base_problem(kind: str, item: Any, key_field: str) -> str | None:
     desc = item.get("description")
     if desc is not None and type(desc) is not str:
         return "'description' must be a string"
+    if kind == "prompts":
+        return _prompt_arguments_problem(item.get("arguments"))
+    return None
+
+
+def _prompt_arguments_problem(arguments: Any) -> str | None:
+    """A prompt's ``arguments``: a list of objects with distinct non-empty string names and a
+    boolean ``required`` when given (get-prompt checks calls against them)."""
+    if arguments is None:
+        return None
+    if type(arguments) is not list:
+        return "'arguments' must be a list"
+    if len(arguments) > MAX_PROMPT_ARGUMENTS:
+        return f"more than {MAX_PROMPT_ARGUMENTS} arguments"
+    names: set[str] = set()
+    for i, arg in enumerate(arguments):
+        if type(arg) is not dict:
+            return f"arguments[{i}] is not an object"
+        name = arg.get("name")
+        if type(name) is not str or not name or len(name) > MAX_ARGUMENT_NAME_CHARS:
+            return f"arguments[{i}].name must be a string of 1-{MAX_ARGUMENT_NAME_CHARS} characters"
+        if name in names:
+            return f"arguments[{i}].name repeats {name[:80]!r}"
+        names.add(name)
+        if "required" in arg and type(arg["required"]) is not bool:
+            return f"arguments[{i}].required must be true or false"
+        if arg.get("description") is not None and type(arg["description"]) is not str:
+            return f"arguments[{i}].description must be a string"
     return None
 
 

@@ -22,9 +22,11 @@ from typing import Any, Sequence
 
 import anyio
 
-from .errors import ConfigError, KxenError
+from .errors import ConfigError
 from . import cli_commands as commands
+from . import cli_contents as contents
 from . import cli_output as output
+from . import cli_setup as setup
 from .cli_output import print_json, print_problems, say, table, use_config
 from .safe_text import safe_text
 
@@ -54,8 +56,13 @@ def _seconds(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kxen", description="kxen: a strict, fast MCP host runtime.")
-    p.add_argument("--home", type=_path, help="settings and user servers (default $KXEN_HOME or ~/.kxen)")
+    p = argparse.ArgumentParser(
+        prog="kxen",
+        description="kxen: a strict, fast MCP host runtime.",
+        epilog="Global options (--home, --workspace, --approve, --role, -v, --log-file) may stand anywhere on the line.",
+    )
+    setup.add_global_options(p)
+    p.add_argument("--home", type=setup.existing_home, help="settings and user servers (default $KXEN_HOME or ~/.kxen)")
     p.add_argument("--workspace", type=_path, help="the workspace (default: the current directory)")
     p.add_argument(
         "--approve",
@@ -73,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     status = mcp.add_parser("status", help="connect every server and show its state")
     approvals = mcp.add_parser("approvals", help="project server launches that need approval (starts nothing)")
     approvals.add_argument("--json", action="store_true")
+    plan = mcp.add_parser("plan", help="what would start and why not, with fingerprints (starts and contacts nothing)")
+    plan.add_argument("--json", action="store_true")
     tools = mcp.add_parser("tools", help="list the tools the model sees")
     tools.add_argument("server", nargs="?", help="only this server")
     call = mcp.add_parser("call", help="call one tool and print its result")
@@ -80,9 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool")
     call.add_argument("--args", default="{}", help="the tool arguments as a JSON object")
     call.add_argument("--timeout", type=_seconds, help="seconds to wait for the result")
-    for sp in (status, tools, call):
+
+    def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--wait", type=_seconds, default=DEFAULT_WAIT, help="seconds to wait for servers to settle")
+
+    for sp in (status, tools, call):
+        common(sp)
+    contents.add_commands(mcp, common)
 
     for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
         tp = sub.add_parser(verb, help=text)
@@ -99,7 +113,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     output.reset()
-    args = _parser().parse_args(argv)
+    setup.reset_logging()
+    args = _parser().parse_args(setup.hoist_globals(sys.argv[1:] if argv is None else argv))
+    problem = setup.configure_logging(args.verbose, args.log_file)
+    if problem:
+        say(f"kxen: warning: {safe_text(problem)}", err=True)
     try:
         if args.command == "plugins":
             return commands.plugins(args)
@@ -111,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.remote(args)
         if args.command == "mcp" and args.mcp_command == "approvals":
             return commands.approvals(args)
+        if args.command == "mcp" and args.mcp_command == "plan":
+            return commands.plan(args)
         return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):
@@ -120,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    finally:
+        setup.reset_logging()
 
 
 # --- kxen mcp ... -----------------------------------------------------------------------------
@@ -203,10 +225,10 @@ async def _mcp(args: argparse.Namespace) -> int:
     from .runtime import Runtime
 
     only = None
-    if args.mcp_command == "call" or (args.mcp_command == "tools" and args.server):
+    if getattr(args, "server", None):  # a command about one server starts only that one
         only = {args.server}
     call_args: dict[str, Any] = {}
-    if args.mcp_command == "call":
+    if args.mcp_command in ("call", "get-prompt"):
         problem = None
         try:
             call_args = json.loads(args.args)
@@ -235,7 +257,13 @@ async def _mcp(args: argparse.Namespace) -> int:
             return _status(rt, args)
         if args.mcp_command == "tools":
             return _tools(rt, args)
-        return await _call(rt, args, call_args)
+        if args.mcp_command in ("resources", "templates", "prompts"):
+            return getattr(contents, args.mcp_command)(rt, args)
+        if args.mcp_command == "read":
+            return await contents.read(rt, args)
+        if args.mcp_command == "get-prompt":
+            return await contents.get_prompt(rt, args, call_args)
+        return await contents.call(rt, args, call_args)
 
 
 def _status(rt: Any, args: argparse.Namespace) -> int:
@@ -269,7 +297,7 @@ def _tools(rt: Any, args: argparse.Namespace) -> int:
         table(
             "tools",
             ["model-facing name", "server", "tool", "description"],
-            [[t["qualifiedName"], t["server"], t["name"], _first_line(t.get("description"))] for t in tools],
+            [[t["qualifiedName"], t["server"] or "(kxen)", t["name"], _first_line(t.get("description"))] for t in tools],
         )
     failed = [s for s in rt.status() if s["state"] == "failed"]
     for s in failed:
@@ -277,53 +305,8 @@ def _tools(rt: Any, args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-#: a terminal gets at most one progress line per this many seconds (and the last one)
-PROGRESS_EVERY = 0.2
-
-
-def _on_terminal() -> bool:
-    return sys.stderr.isatty()
-
-
-def _progress_printer() -> Any:
-    """A progress callback that prints ``progress N/TOTAL: message`` lines on stderr, throttled."""
-    import time
-
-    last = [float("-inf")]
-
-    def show(update: Any) -> None:
-        now = time.monotonic()
-        done = update.total is not None and update.progress >= update.total
-        if now - last[0] < PROGRESS_EVERY and not done:
-            return
-        last[0] = now
-        of = f"/{update.total:g}" if update.total is not None else ""
-        say(safe_text(f"progress {update.progress:g}{of}" + (f": {update.message}" if update.message else "")), err=True)
-
-    return show
-
-
 def _first_line(text: Any) -> str:
     return (text if isinstance(text, str) else "").strip().split("\n")[0][:100]
-
-
-async def _call(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) -> int:
-    from .agent_tools import result_text
-
-    try:
-        progress = None if args.json or not _on_terminal() else _progress_printer()
-        result = await rt.call_tool(args.tool, call_args, server=args.server, timeout=args.timeout, on_progress=progress)
-    except KxenError as exc:
-        if args.json:
-            print_json({"error": {"type": type(exc).__name__, "message": str(exc)}})
-        else:
-            say(f"kxen: error: {safe_text(exc)}", err=True)
-        return EXIT_FAILED
-    if args.json:
-        print_json(result)
-    else:
-        say(safe_text(result_text(result), multiline=True))
-    return EXIT_FAILED if result.get("isError") is True else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -118,6 +118,37 @@ def approvals(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def plan(args: argparse.Namespace) -> int:
+    from .runtime import Runtime
+
+    rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
+    config = rt.load()  # nothing starts, nothing is contacted
+    use_config(config)
+    rows = rt.plan()
+    problems = list(config.project_problems)
+    if args.json:
+        print_json({"servers": rows, "problems": problems, "trusted": config.trusted})
+        return EXIT_OK
+    print_problems(problems)
+    table(
+        "what would start",
+        ["name", "scope", "transport", "starts", "why not / next step"],
+        [
+            [r["name"], r["scope"] + (" (user entry used)" if r["runs"] == "user" and r["scope"] == "project" else ""),
+             r["transport"], "yes" if r["start"] else r["state"], r["reason"] or ""]
+            for r in rows
+        ],
+    )
+    for r in rows:
+        if r["launch"] is not None:
+            say(safe_text(f"{r['name']}: launch" + (f" (fingerprint {r['fingerprint']})" if r["fingerprint"] else "")))
+            say("  " + json_text(r["launch"]).replace("\n", "\n  "))
+        elif r["url"] is not None:
+            headers = f"; headers set: {', '.join(r['headers'])}" if r["headers"] else ""
+            say(safe_text(f"{r['name']}: {r['url']}{headers}"))
+    return EXIT_OK
+
+
 def plugins(args: argparse.Namespace) -> int:
     from .plugins import make_plugin_manager
 
@@ -151,4 +182,4 @@ def plugins(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failures else EXIT_OK
 
 
-__all__ = ["approvals", "config_check", "plugins", "remote", "trust"]
+__all__ = ["approvals", "config_check", "plan", "plugins", "remote", "trust"]

@@ -67,6 +67,11 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
             say("  ".join(safe_text(v).encode("ascii", "backslashreplace").decode("ascii") for v in row))  # scrubbed by _say
 
 
+def scrubbed(text: str) -> str:
+    """``text`` safe to write anywhere the user reads (a log line): escaped, the config's secrets out."""
+    return _secrets.text(safe_text(text))
+
+
 def print_problems(problems: list[str]) -> None:
     if problems:
         say("kxen: the project config was rejected (none of its servers will start):", err=True)
@@ -74,4 +79,4 @@ def print_problems(problems: list[str]) -> None:
             say(f"  - {safe_text(p)}", err=True)
 
 
-__all__ = ["print_json", "print_problems", "reset", "say", "table", "use_config"]
+__all__ = ["print_json", "print_problems", "reset", "say", "scrubbed", "table", "use_config"]

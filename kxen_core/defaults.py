@@ -16,7 +16,7 @@ from typing import Any, Callable
 from .catalog import CatalogPage, Verdict
 from .config.models import RemoteCatalogLimits, ServerConfig
 from .hookspecs import hookimpl
-from .policy import ToolCall, Vote
+from .policy import READ_ONLY_METHODS, ToolCall, Vote
 
 #: tool arguments larger than this (as compact JSON) are refused
 MAX_ARGUMENT_BYTES = 1024 * 1024
@@ -27,12 +27,16 @@ MAX_ARGUMENT_DEPTH = 32
 class ConfigPolicy:
     """The config's policy always votes: the tool's ``toolPolicies`` entry, else the server's
     ``defaultToolPolicy``. So a server's own ``deny`` (or ``ask``) default is a veto no role or
-    plugin ``allow`` can override."""
+    plugin ``allow`` can override. kxen's read-only methods (:data:`READ_ONLY_METHODS`, the
+    resources and prompts the agent lists, reads and gets) are allowed unless ``toolPolicies``
+    names them or the default is ``deny``."""
 
     @hookimpl(trylast=True)
     def kxen_policy_decision(self, call: ToolCall) -> Vote | None:
         decision = call.server.toolPolicies.get(call.tool)
         if decision is None:
+            if call.read_only_method and call.tool in READ_ONLY_METHODS and call.server.defaultToolPolicy != "deny":
+                return Vote.allow("read-only (resources and prompts)")
             return Vote(decision=call.server.defaultToolPolicy, reason="defaultToolPolicy")
         return Vote(decision=decision, reason=f"toolPolicies.{call.tool}")
 

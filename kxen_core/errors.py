@@ -17,6 +17,8 @@
     ├── ServerNotReady              the server is not in the ``ready`` state (``state``, ``phase``, ``reason``)
     ├── UnknownTool                 no such qualified tool name
     ├── Unsupported                 the server did not declare what was asked (e.g. ``resources.subscribe``)
+    ├── InvalidArguments            a kxen call refused before anything was sent (a prompt's missing,
+    │                               unknown or non-string argument, an unknown prompt, a bad cursor)
     ├── PolicyDenied                a tool call was denied by policy (``votes`` says who and why)
     └── ApprovalDenied              a human (or the lack of an approval channel) said no
 
@@ -135,6 +137,10 @@ class UnknownTool(KxenError):
 
 class Unsupported(KxenError):
     """The server does not offer what was asked: it did not declare that capability."""
+
+
+class InvalidArguments(KxenError):
+    """kxen refused a call before sending anything: its arguments break a rule it checks itself."""
 
 
 class PolicyDenied(KxenError):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from typing import Any, Callable
 
 import pluggy
@@ -19,7 +18,6 @@ from .errors import PluginHookError
 from .hookspecs import ASYNC_HOOKS
 
 log = logging.getLogger("kxen.hooks")
-_TRACE = os.environ.get("KXEN_TRACE_PLUGINS") == "1"
 
 
 def _impls(pm: pluggy.PluginManager, name: str) -> list[Any]:
@@ -40,7 +38,7 @@ async def _call_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
             plugin=impl.plugin_name,
             hook=name,
         ) from exc
-    if _TRACE:
+    if log.isEnabledFor(logging.DEBUG):  # -vv or KXEN_TRACE_PLUGINS=1 (see kxen_core.cli_setup)
         log.debug("%s <- %s: %s", name, impl.plugin_name, type(result).__name__)
     return result
 

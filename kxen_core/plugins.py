@@ -23,6 +23,7 @@ Hardening:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -306,15 +307,13 @@ def make_plugin_manager(
         pm.register_from(plugin, getattr(plugin, "__name__", None) or f"extra-{i}", source="registered")
     pm.check_pending()
     check_async_impls(pm)
-    if os.environ.get("KXEN_TRACE_PLUGINS") == "1":
-        _trace(pm)
+    if os.environ.get("KXEN_TRACE_PLUGINS") == "1" or logging.getLogger("kxen.hooks").isEnabledFor(logging.DEBUG):
+        _trace(pm)  # -vv or KXEN_TRACE_PLUGINS=1 (see kxen_core.cli_setup)
     return pm
 
 
 def _trace(pm: KxenPluginManager) -> None:
     """Log every sync hook call (async-capable ones are traced by kxen_core.hookcall)."""
-    import logging
-
     log = logging.getLogger("kxen.hooks")
 
     def before(hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:

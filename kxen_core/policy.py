@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from .launch import Launch
 
 Decision = Literal["allow", "ask", "deny"]
+
+#: what kxen's own agent tools send or list, voted on like tool calls under these names; they only
+#: read, so the config allows them unless ``toolPolicies`` names them or ``defaultToolPolicy`` is deny
+READ_ONLY_METHODS = frozenset(
+    {"resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get"}
+)
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
 
 
@@ -34,6 +40,8 @@ class ToolCall:
     tool_info: dict[str, Any] = attrs.field(factory=dict)  # the catalog entry (annotations are hints only)
     settings: Settings | None = None  # the user's settings (roles live there)
     launch: Launch | None = None  # what runs behind a local server's name (its approval is bound to it)
+    #: True for one of kxen's own read-only requests (``tool`` is then a READ_ONLY_METHODS name), not a server tool
+    read_only_method: bool = False
 
     @property
     def qualified_name(self) -> str:
@@ -89,4 +97,4 @@ class ApprovalDecision:
 
 
 
-__all__ = ["ApprovalDecision", "ApprovalRequest", "Decision", "ToolCall", "Vote", "combine", "fingerprint"]
+__all__ = ["READ_ONLY_METHODS", "ApprovalDecision", "ApprovalRequest", "Decision", "ToolCall", "Vote", "combine", "fingerprint"]

@@ -21,9 +21,10 @@ import anyio
 import anyio.abc
 import attrs
 
-from . import tool_names
+from . import contents, kxen_tools, tool_names
 from .admission import admit, user_fallback, why_replaced
 from .approvals import Approvals, authorize
+from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, render_read
 from .catalog import Catalog
 from .config import Config, ServerConfig, load_config
 from .config.loader import default_home
@@ -227,6 +228,13 @@ class Runtime:
                 out.append((server, launch, None))
         return out
 
+    def plan(self) -> list[dict[str, Any]]:
+        """What starting would do, per configured server, starting and contacting nothing (loads the
+        config first when the runtime was not entered): see :mod:`kxen_core.plan`."""
+        from .plan import plan
+
+        return plan(self.config or self.load(), self.workspace, self.approvals)
+
     # --- what the agent sees and calls --------------------------------------------------------
 
     def status(self) -> list[dict[str, Any]]:
@@ -238,10 +246,11 @@ class Runtime:
         return list(self.config.project_problems) if self.config else []
 
     def tools(self, server: str | None = None) -> list[dict[str, Any]]:
-        """The tools of ready servers, each as the server listed it (``title``, ``annotations``,
-        ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as sent) plus
-        ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
-        :mod:`kxen_core.tool_names`); ``name`` stays the server's own name."""
+        """The tools the model sees: each ready server's, as the server listed it (``title``,
+        ``annotations``, ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as
+        sent) plus ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
+        :mod:`kxen_core.tool_names`; ``name`` stays the server's own); then, without ``server``,
+        kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`)."""
         out = []
         for s in self.servers.values():
             if (server is not None and s.name != server) or s.state != State.READY:
@@ -253,7 +262,56 @@ class Runtime:
                 if name in notes:
                     entry["notes"] = notes[name]  # what catalog plugins annotated
                 out.append(entry)
-        return out
+        return out if server is not None else out + kxen_tools.available(self)
+
+    @property
+    def output_limit(self) -> int:
+        """The most characters of one output the agent gets (``[mcp] max_output_chars``)."""
+        return self.config.settings.mcp.max_output_chars if self.config else DEFAULT_OUTPUT_CHARS
+
+    def _entries(self, kind: str, server: str | None) -> list[dict[str, Any]]:
+        if server is not None:
+            self._server(server)  # UnknownTool for a name no server has
+        return contents.entries(self.servers.values(), kind, server)
+
+    def resources(self, server: str | None = None, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        """``{"resources": [{"server", "uri", ...as sent}], "nextCursor": C or None}`` of the ready
+        servers (or one); from ``cursor`` on, at most ``limit`` (None: all). ``InvalidArguments``
+        for a cursor kxen did not hand out."""
+        if server is not None:
+            self._server(server)
+        return contents.page("resources", contents.pairs(self.servers.values(), "resources", server), cursor, limit)
+
+    def resource_templates(self, server: str | None = None) -> list[dict[str, Any]]:
+        """Every resource template of the ready servers (or one), each with its ``server``."""
+        return self._entries("resourceTemplates", server)
+
+    def prompts(self, server: str | None = None) -> list[dict[str, Any]]:
+        """Every prompt of the ready servers (or one), with its ``arguments`` and their ``required``."""
+        return self._entries("prompts", server)
+
+    async def read_resource(self, server: str, uri: str) -> AgentOutput:
+        """Read a resource (after the policy votes) and return it as the agent gets it: bounded,
+        binary contents as descriptors (the bytes: ``binary_data`` or :meth:`fetch_resource`)."""
+        raw = await contents.read(self, server, uri)
+        return render_read(raw, server=server, uri=uri, limit=self.output_limit)
+
+    async def fetch_resource(self, server: str, uri: str) -> list[contents.ResourceContent]:
+        """Read a resource for the host: each content's text, or its bytes decoded from base64."""
+        return contents.decode_contents(await contents.read(self, server, uri), server, uri)
+
+    async def get_prompt(self, server: str, name: str, arguments: Mapping[str, Any] | None = None) -> AgentOutput:
+        """Get a prompt, checked first (it exists, required arguments present, none unknown, all
+        strings: ``InvalidArguments`` and nothing sent otherwise), as the agent gets it (JSON)."""
+        raw = await contents.get_prompt(self, server, name, arguments)
+        return render_prompt(raw, server=server, name=name, limit=self.output_limit)
+
+    async def agent_call(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, server: str | None = None, timeout: float | None = None
+    ) -> AgentOutput:
+        """Call any tool of :meth:`tools` and return exactly what the agent gets: the result (or the
+        error) as text within the output bound, binary as descriptors. Raises no kxen error."""
+        return await kxen_tools.agent_call(self, name, arguments, server=server, timeout=timeout)
 
     def _server(self, name: str) -> Server:
         server = self.servers.get(name)
@@ -277,15 +335,19 @@ class Runtime:
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
         """Call a tool by its model-facing name (``qualifiedName`` of :meth:`tools`), or by
-        ``server=`` and the tool's own name.
+        ``server=`` and the tool's own name; return the server's result as it is (for the host;
+        :meth:`agent_call` is the agent's view).
 
         Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
+        kxen's own tools (:mod:`.kxen_tools`) return their agent view as a tool result.
         With ``on_progress``, the call asks for progress and the server's updates reach that callback
         (a function or coroutine function taking a :class:`kxen_core.progress.Progress`), the latest
         first when they come faster than it takes them, until the result is in. A result whose
         ``structuredContent`` does not match the tool's ``outputSchema`` comes back as an
         ``isError`` result saying why.
         """
+        if server is None and kxen_tools.is_kxen_tool(name):
+            return (await kxen_tools.call(self, name, arguments, self.output_limit)).as_result()
         if server is None:  # a model-facing name: its server part, then that server's name map
             try:
                 server = tool_names.server_of(name)

@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from .catalog import KINDS, Catalog
+from .catalog import CAPABILITY, KINDS, Catalog, kinds_of
 from .client_requests import client_capabilities, request_handlers
 from .errors import KxenError, Unsupported
 from .failures import failure_text, real_cause
@@ -212,7 +212,7 @@ class Server(CatalogLists):
                         self.set(State.LISTING)
                         async with anyio.create_task_group() as tg:
                             for kind_name in KINDS:
-                                if kind_name in init.capabilities:
+                                if CAPABILITY[kind_name] in init.capabilities:
                                     await self._list(kind_name, required=(kind_name == "tools"))
                             self._tg = tg
                             self.subscriptions.request, self.subscriptions.start = session.request, tg.start_soon
@@ -317,7 +317,8 @@ class Server(CatalogLists):
         elif method == "notifications/resources/updated":
             self.subscriptions.notify(params)
         elif method.endswith("/list_changed"):
-            self._list_changed(method.split("/")[1])
+            for kind in kinds_of(method.split("/")[1]):  # resources/list_changed: templates too
+                self._list_changed(kind)
 
 
 # the states are re-exported for hosts; failure_text, real_cause and LIST_CHANGED_DEBOUNCE stay importable here

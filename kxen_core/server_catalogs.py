@@ -51,7 +51,8 @@ class CatalogLists:
         def diag(self, message: str) -> None: ...
 
     async def refresh(self, kind: str) -> Catalog:
-        """Fetch the ``kind`` catalog again (``tools``, ``resources`` or ``prompts``) and return it.
+        """Fetch the ``kind`` catalog again (``tools``, ``resources``, ``resourceTemplates`` or
+        ``prompts``) and return it.
 
         Raises ``KeyError`` for an unknown kind and what the listing raises (a request error, a
         closed connection); the catalog kept so far stays when the fetch fails.

@@ -30,6 +30,13 @@ def as_json(out: str) -> Any:
     return json.loads(out)
 
 
+def agent_text(view: dict[str, Any]) -> str:
+    """The one text block of what the agent gets (``kxen mcp call --json``)."""
+    (block,) = view["content"]
+    assert block["type"] == "text"
+    return block["text"]
+
+
 # --- mcp status -------------------------------------------------------------------------------
 
 
@@ -124,7 +131,7 @@ def test_call_json(kx, kxen_home, fakes):
     kxen_home.write_servers({"demo": mem("f", toolPolicies={"echo": "allow"})})
     code, out, _ = kx("mcp", "call", "demo", "echo", "--args", '{"text": "hi"}', "--json", "--wait", "10")
     assert code == 0
-    assert as_json(out) == text_result("echo: hi")
+    assert as_json(out) == {**text_result("echo: hi"), "isError": False}  # exactly what the agent gets
     calls = [m for m in fake.received if m.get("method") == "tools/call"]
     assert [c["params"] for c in calls] == [{"name": "echo", "arguments": {"text": "hi"}}]
 
@@ -161,9 +168,8 @@ def test_call_denied_by_policy_exits_1(kx, kxen_home, fakes):
     code, out, _ = kx("mcp", "call", "demo", "rm", "--json", "--wait", "10")
     assert code == 1
     data = as_json(out)
-    assert set(data) == {"error"}
-    assert data["error"]["type"] == "PolicyDenied"
-    assert "demo__rm" in data["error"]["message"]
+    assert set(data) == {"content", "isError"} and data["isError"] is True
+    assert agent_text(data).startswith("PolicyDenied: ") and "demo__rm" in agent_text(data)
     assert not [m for m in fake.received if m.get("method") == "tools/call"]
 
 
@@ -172,7 +178,7 @@ def test_call_needing_approval_without_a_channel_exits_1(kx, kxen_home, fakes):
     kxen_home.write_servers({"demo": mem("f")})  # defaultToolPolicy "ask", no channel loaded
     code, out, _ = kx("mcp", "call", "demo", "echo", "--json", "--wait", "10")
     assert code == 1
-    assert as_json(out)["error"]["type"] == "ApprovalDenied"
+    assert agent_text(as_json(out)).startswith("ApprovalDenied: ")
     assert not [m for m in fake.received if m.get("method") == "tools/call"]
 
 
@@ -184,8 +190,8 @@ def test_call_remote_error_exits_1(kx, kxen_home, fakes):
     kxen_home.write_servers({"demo": mem("f", defaultToolPolicy="allow")})
     code, out, _ = kx("mcp", "call", "demo", "bad", "--json", "--wait", "10")
     assert code == 1
-    error = as_json(out)["error"]
-    assert error["type"] == "RemoteError" and "tool exploded" in error["message"]
+    text = agent_text(as_json(out))
+    assert text.startswith("RemoteError: ") and "tool exploded" in text
 
 
 def test_call_tool_error_result_exits_1(kx, kxen_home, fakes):
@@ -200,7 +206,7 @@ def test_call_on_a_failed_server_exits_1(kx, kxen_home, fakes):
     kxen_home.write_servers({"bad": mem("not-registered")})
     code, out, _ = kx("mcp", "call", "bad", "x", "--json", "--wait", "10")
     assert code == 1
-    assert as_json(out)["error"]["type"] == "ServerNotReady"
+    assert agent_text(as_json(out)).startswith("ServerNotReady: ")
 
 
 def test_call_timeout_exits_1(kx, kxen_home, fakes):
@@ -208,7 +214,7 @@ def test_call_timeout_exits_1(kx, kxen_home, fakes):
     kxen_home.write_servers({"demo": mem("f", defaultToolPolicy="allow")})
     code, out, _ = kx("mcp", "call", "demo", "slow", "--timeout", "0.2", "--json", "--wait", "10")
     assert code == 1
-    assert as_json(out)["error"]["type"] == "RequestTimeout"
+    assert agent_text(as_json(out)).startswith("RequestTimeout: ")
 
 
 # --- broken config ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kxen_core import cli
+from kxen_core import cli_contents as cli
 from kxen_testing import mem, text_result
 from test_server_traffic import progress_fake
 

@@ -96,7 +96,11 @@ async def test_server_goes_ready_with_counts(kxen_home, ws, fakes):
         assert s["state"] == "ready"
         assert (s["tools"], s["resources"], s["prompts"]) == (2, 2, 1)
         assert (s["scope"], s["transport"], s["phase"], s["error"]) == ("user", "memory", None, None)
-        assert {t["qualifiedName"] for t in rt.tools()} == {"demo__echo", "demo__add"}
+        assert {t["qualifiedName"] for t in rt.tools("demo")} == {"demo__echo", "demo__add"}
+        # beside them, kxen's own resource and prompt tools (the server declared both capabilities)
+        assert {t["qualifiedName"] for t in rt.tools() if t["server"] is None} == {
+            "kxen_list_resources", "kxen_list_resource_templates", "kxen_read_resource", "kxen_list_prompts", "kxen_get_prompt"
+        }
         tool = next(t for t in rt.tools() if t["name"] == "echo")
         assert tool == {
             "server": "demo",

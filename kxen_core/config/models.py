@@ -180,6 +180,8 @@ class McpSettings:
     remote_enabled: bool = False
     allow_loopback_http: bool = False
     remote_catalog: RemoteCatalogLimits = attrs.field(factory=RemoteCatalogLimits)
+    #: the most characters of any one output handed to the agent (a tool result, a read, a prompt, an error)
+    max_output_chars: int = attrs.field(default=50_000, validator=_bounded_int(10_000, 10_000_000))
 
 
 def is_loopback_host(host: str | None) -> bool:

@@ -603,3 +603,51 @@ def test_the_redactor_knows_the_query_values_of_its_urls() -> None:
     for _ in range(Redactor.MAX_VALUES + 1):  # header values come and go; the URL's stay
         redact.remember([f"header-{_:04d}"])
     assert redact("a/b c") == "***"
+
+
+@pytest.mark.parametrize("get_status", [405, 200])
+async def test_the_first_get_is_answered_before_the_first_request(get_status: int) -> None:
+    """A GET reaching the server after the first request could take that request's answer (a
+    server that sends pending answers on a new GET) or look like a reconnection to it."""
+    order: list[str] = []
+
+    class SlowGet(App):
+        async def __call__(self, request: httpx.Request) -> httpx.Response:
+            if request.method == "GET":
+                self.requests.append(request)
+                await anyio.sleep(0.3)  # the answer is slow; the request after initialize must wait for it
+                order.append("GET answered")
+                if get_status == 405:
+                    return httpx.Response(405)
+                return httpx.Response(
+                    200, headers={"content-type": "text/event-stream"}, stream=Stream(sse({"id": "g1", "data": ""}), then="hang")
+                )
+            if request.method == "POST" and b"tools/list" in request.content:
+                order.append("tools/list sent")
+            return await super().__call__(request)
+
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(SlowGet())) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                await session.request("tools/list")
+    assert order == ["GET answered", "tools/list sent"]
+
+
+async def test_a_get_that_never_answers_delays_the_start_by_a_bounded_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kxen_transport_http import _get_stream
+
+    monkeypatch.setattr(_get_stream, "START_WAIT_SECONDS", 0.2)
+
+    class SilentGet(App):
+        async def __call__(self, request: httpx.Request) -> httpx.Response:
+            if request.method == "GET":
+                await anyio.sleep(3600)  # never answers (cancelled when the transport closes)
+            return await super().__call__(request)
+
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(SilentGet())) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                assert (await session.request("tools/list"))["tools"] == []
+                assert stream.describe()["getStream"] == "opening"

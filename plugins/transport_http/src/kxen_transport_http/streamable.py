@@ -132,7 +132,7 @@ class StreamableHTTPStream(HttpMessageStream):
             if isinstance(target, (int, str)):
                 self._requests.cancel(target)
         elif method == "notifications/initialized":
-            self.get_stream.open()
+            await self.get_stream.open()
 
     def describe(self) -> dict[str, Any]:
         return {
