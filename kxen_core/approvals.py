@@ -21,7 +21,6 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import attrs
 
-from .agent_tools import qualified_name
 from .errors import ApprovalDenied, KxenError, PolicyDenied
 from .hookcall import acall_all, acall_first
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
@@ -140,7 +139,7 @@ async def authorize(pm: pluggy.PluginManager, call: ToolCall, approvals: Approva
             v = Vote.deny(f"returned {type(v).__name__} instead of a Vote")
         votes.append(attrs.evolve(v, plugin=plugin))
     decision, why = combine(votes, call.server.defaultToolPolicy)
-    label = qualified_name(call.server.name, call.tool)
+    label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
     if decision == "deny":
         reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
         raise PolicyDenied(f"{label} denied by policy ({reasons})", why)

@@ -41,7 +41,7 @@ def test_progress_is_shown_on_a_terminal(kx, progress_server, monkeypatch):
 def test_no_progress_in_json_or_off_a_terminal(kx, progress_server, monkeypatch):
     monkeypatch.setattr(cli, "_on_terminal", lambda: True)
     code, out, err = kx("mcp", "call", "s", "work", "--json", "--wait", "10")
-    assert code == 0 and json.loads(out) == text_result("done") and "progress" not in err
+    assert code == 0 and json.loads(out) == {**text_result("done"), "isError": False} and "progress" not in err
     monkeypatch.setattr(cli, "_on_terminal", lambda: False)
     code, out, err = kx("mcp", "call", "s", "work", "--wait", "10")
     assert code == 0 and "progress" not in err
