@@ -1,12 +1,14 @@
 """Benchmark clients. Every client is an adapter with the same small interface:
 
-    client = ADAPTERS[transport][side](spec, pipelined=...)
+    client = sides.ADAPTERS[transport][side](spec, pipelined=...)
     await client.start()                      # spawn/connect + initialize (+ notifications/initialized)
     result = await client.call(tool, args)    # one tools/call; returns the JSON-RPC ``result``
     tools = await client.list_tools()         # every page of tools/list, validated and deduplicated
     await client.close()
 
-``side`` is ``raw`` (the floor) or ``kxen`` (kxen's own stack). ``transport`` is ``stdio`` (the
+``side`` is ``raw`` (the floor) or ``session`` (kxen's Session over its transport); the public
+Runtime path (``kxen``) is in ``adapters_runtime.py``, the SDK's client in ``adapters_sdk.py``, and
+``sides.py`` maps each transport and side to its adapter. ``transport`` is ``stdio`` (the
 floor: plain asyncio + json, nothing else) or ``http`` (Streamable HTTP against ``http_server.py``;
 the floor: one ``httpx.AsyncClient.post`` + ``json.loads`` per request).
 
@@ -25,8 +27,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
-
-from kxen_core.agent_output import render_tool_result
 
 BENCH_DIR = Path(__file__).resolve().parent
 SERVER = BENCH_DIR / "server.py"
@@ -80,6 +80,16 @@ class ServerSpec:
 
 class BenchError(AssertionError):
     """A workload's result was wrong (a benchmark that does not verify measures nothing)."""
+
+
+async def cold_start(client: Client) -> None:
+    """A cold start as W1 and W5 time it: ``start()`` and the first tools/list (a Runtime lists
+    while it starts: its adapter says ``lists_on_start``)."""
+    await client.start()
+    if not getattr(client, "lists_on_start", False):
+        tools = await client.list_tools()
+        if not tools:
+            raise BenchError(f"{client.name}: the first tools/list is empty")
 
 
 # --- the raw floor -------------------------------------------------------------------------------
@@ -239,11 +249,11 @@ def plugin_manager() -> Any:
 
 
 class KxenStdioClient:
-    """kxen_core.session.Session over kxen_transport_stdio.StdioTransport (W1-W3, W5); for a catalog
-    workload (a spec with tools, W4) a real ``Runtime`` started from a config, whose public
-    ``Runtime.refresh(server, "tools")`` is what ``list_tools`` times."""
+    """kxen_core.session.Session over kxen_transport_stdio.StdioTransport, without a Runtime (the
+    "kxen session" column: what the layers under the Runtime cost). ``list_tools`` is
+    ``kxen_core.catalog.fetch_catalog`` with the ``kxen_catalog_page`` judge, as a server lists."""
 
-    name = "kxen"
+    name = "session"
 
     def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
         from kxen_core.launch import resolve_launch
@@ -255,7 +265,6 @@ class KxenStdioClient:
         self.context = TransportContext(workspace=Path.cwd(), launch=resolve_launch(self.server, Path.cwd()))
         self.pm = plugin_manager()
         self.session: Any = None
-        self._runtime: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
 
     def classes(self) -> tuple[type, type]:
@@ -267,52 +276,28 @@ class KxenStdioClient:
         return Session, StdioTransport
 
     async def start(self) -> None:
-        if self.spec.tools:  # a catalog workload: the host's path, a Runtime
-            await self._start_runtime()
-            return
         Session, StdioTransport = self.classes()
         await _open_session(self, StdioTransport(self.server, self.context), Session, "kxen")
 
-    async def _start_runtime(self) -> None:
-        import tempfile
-
-        from kxen_core.runtime import Runtime
-
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        self._stack = stack
-        try:
-            home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kxen-bench-")))
-            entry = {"command": self.server.command, "args": list(self.server.args)}
-            (home / "mcp.json").write_text(json.dumps({"mcpServers": {self.server.name: entry}}))
-            # an empty workspace: the bench server is a file of this repository, and a launch that
-            # would run a workspace file is (rightly) held for trust and approval
-            rt = await stack.enter_async_context(Runtime(home=home, workspace=home, pm=self.pm))
-            (status,) = rt.status() if await rt.wait_ready(60) else [{"state": "not settled"}]
-            if status["state"] != "ready":
-                raise BenchError(f"kxen: the runtime did not get ready: {status}")
-        except BaseException:
-            await self.close()
-            raise
-        self._runtime = rt
-        self.session = rt.servers[self.server.name].session
-
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await self.session.request("tools/call", {"name": tool, "arguments": arguments})
-        # what a host hands the agent: the bounded view (kxen_core.agent_output), timed with the call
-        view = render_tool_result(result, server=self.server.name, tool=tool)
-        if view.truncated or view.text != result["content"][0]["text"]:
-            raise BenchError(f"kxen: the agent's view differs from the result: {view.text[:200]!r}")
-        return result
+        return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        """The public ``Runtime.refresh(server, "tools")``: fetch_catalog, the kxen_catalog_page
-        judge with the user's settings, diagnostics, and the per-server tool index."""
-        if self._runtime is None:
-            raise BenchError("kxen: list_tools needs a catalog workload (a ServerSpec with tools)")
-        catalog = await self._runtime.refresh(self.server.name, "tools")
+        from kxen_core.catalog import fetch_catalog
+        from kxen_core.hookcall import acall_all
+
+        session, pm, server = self.session, self.pm, self.server
+
+        async def fetch(cursor: str | None) -> dict[str, Any]:
+            return await session.request("tools/list", {"cursor": cursor} if cursor is not None else None)
+
+        async def judge(page: Any) -> list[tuple[str, Any]]:
+            answers = await acall_all(pm, "kxen_catalog_page", server=server, kind="tools", page=page)
+            return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
+
+        catalog = await fetch_catalog("tools", fetch, judge=judge)
         if not catalog.complete:
-            raise BenchError(f"kxen: catalog incomplete: {catalog.diagnostics[:3]}")
+            raise BenchError(f"kxen session: catalog incomplete: {catalog.diagnostics[:3]}")
         return catalog.items
 
     async def close(self) -> None:
@@ -483,20 +468,6 @@ class KxenHttpClient(KxenStdioClient):
                 await peer.close()
 
 
-class KxenUnboundedStdioClient(KxenStdioClient):
-    """kxen without the agent's view of each result: the floor of ``run.py --floor kxen-unbounded``,
-    which times what the output bound costs a call (everything else is the same code)."""
-
-    name = "kxen-unbounded"
-
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
-
-
-ADAPTERS: dict[str, dict[str, type]] = {
-    "stdio": {"raw": RawStdioClient, "kxen": KxenStdioClient, "kxen-unbounded": KxenUnboundedStdioClient},
-    "http": {"raw": RawHttpClient, "kxen": KxenHttpClient},
-}
 
 
 async def _open_session(client: Any, transport: Any, session_class: Any, label: str) -> None:

@@ -19,14 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapters import ADAPTERS
+from sides import ADAPTERS, SIDES, maker
 from workloads import WORKLOADS, Sizes
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("workload", choices=sorted(WORKLOADS))
-    ap.add_argument("--side", default="kxen", choices=("raw", "kxen"))
+    ap.add_argument("--side", default="kxen", choices=SIDES, help="kxen: through a Runtime (the default)")
     ap.add_argument("--transport", choices=sorted(ADAPTERS), help="default: the workload's own (W6: http), else stdio")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
@@ -35,11 +35,8 @@ def main() -> int:
     opts = ap.parse_args()
 
     wl = WORKLOADS[opts.workload]
-    cls = ADAPTERS[opts.transport or wl.transport or "stdio"][opts.side]
+    make = maker(opts.transport or wl.transport or "stdio", opts.side, wl.pipelined)
     sizes = Sizes()
-
-    def make(spec, pipelined=wl.pipelined):
-        return cls(spec, pipelined=pipelined)
 
     async def body() -> None:
         for _ in range(opts.reps):

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
-from adapters import BenchError, Client, ServerSpec
+from adapters import BenchError, Client, ServerSpec, cold_start
 
 Make = Callable[..., Client]
 perf = time.perf_counter
@@ -47,11 +47,13 @@ def _check_echo(result: dict[str, Any], text: str) -> None:
 
 
 async def w1_spawn_init(make: Make, sizes: Sizes) -> dict[str, float]:
-    """W1: time ``start()`` (spawn the stdio server, initialize, notifications/initialized)."""
+    """W1: time a cold start: spawn the stdio server, initialize, notifications/initialized, and the
+    first tools/list (a Runtime lists while starting: its ``start()`` is entering it and
+    ``wait_ready``; the other sides' ``list_tools()`` follows their ``start()`` on the clock)."""
     client = make(ServerSpec())
     gc.collect()
     c0, t0 = cpu(), perf()
-    await client.start()
+    await cold_start(client)
     t1, c1 = perf(), cpu()
     try:
         _check_echo(await client.call("echo", {"text": "w1"}), "w1")
@@ -178,7 +180,8 @@ async def w4_memory(make: Make, sizes: Sizes) -> dict[str, float]:
 
 
 async def w5_many(make: Make, sizes: Sizes) -> dict[str, float]:
-    """W5: time until ``servers`` stdio servers, started at once, have all initialized."""
+    """W5, one runtime per server: time until ``servers`` one-server clients, started at once, have
+    all initialized and listed; kxen: as many Runtimes, sharing one plugin manager."""
     clients = [make(ServerSpec(name=f"bench{i}")) for i in range(sizes.servers)]
     ready_at: list[float] = []
     all_ready = asyncio.Event()
@@ -186,7 +189,7 @@ async def w5_many(make: Make, sizes: Sizes) -> dict[str, float]:
 
     async def run(i: int, client: Client) -> None:
         try:
-            await client.start()
+            await cold_start(client)
             ready_at.append(perf())
             if len(ready_at) == len(clients):
                 all_ready.set()
@@ -207,6 +210,23 @@ async def w5_many(make: Make, sizes: Sizes) -> dict[str, float]:
     elapsed, cpu_used = max(ready_at) - t0, cpu() - c0
     release.set()
     await asyncio.gather(*tasks)
+    return {"ms": elapsed * 1e3, "cpu_ms": cpu_used * 1e3}
+
+
+async def w5_fleet(make: Make, sizes: Sizes) -> dict[str, float]:
+    """W5, one runtime: time until ``servers`` stdio servers, started at once, have all initialized
+    and listed; kxen: one Runtime with every server in its config (entered, ``wait_ready``), the
+    others: one client per server, each started in its own task."""
+    fleet = make.fleet([ServerSpec(name=f"bench{i}") for i in range(sizes.servers)])  # type: ignore[attr-defined]
+    gc.collect()
+    c0, t0 = cpu(), perf()
+    await fleet.start()
+    elapsed, cpu_used = perf() - t0, cpu() - c0
+    try:
+        for i in range(sizes.servers):
+            _check_echo(await fleet.call(i, "echo", {"text": f"w5-{i}"}), f"w5-{i}")
+    finally:
+        await fleet.close()
     return {"ms": elapsed * 1e3, "cpu_ms": cpu_used * 1e3}
 
 
@@ -289,7 +309,8 @@ WORKLOADS: dict[str, Workload] = {
         Workload(key="W3", title="2,000 tools/call, 64 in flight", run=w3_concurrent, pipelined=True, reps=15),
         Workload(key="W4", title="10,000 tools in 100 pages", run=w4_catalog, reps=11),
         Workload(key="W4mem", title="10,000 tools, memory", run=w4_memory, reps=5, quick_reps=3),
-        Workload(key="W5", title="20 stdio servers at once", run=w5_many, reps=15),
+        Workload(key="W5", title="20 stdio servers at once in one runtime", run=w5_fleet, reps=15),
+        Workload(key="W5b", title="20 runtimes of one server each at once, one plugin manager", run=w5_many, reps=15),
         Workload(
             key="W6",
             title="1,000 sequential tools/call over Streamable HTTP",

@@ -22,9 +22,10 @@ import anyio
 import attrs
 
 from .errors import ApprovalDenied, KxenError, PolicyDenied
-from .hookcall import acall_all, acall_first
-from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
+from .hookcall import acall_first
+from .policy import ApprovalDecision, ApprovalRequest, ToolCall, combine, fingerprint
 from .safe_text import redacted_url, safe_text
+from .votes import PreparedVotes, full_votes
 
 if TYPE_CHECKING:
     import pluggy
@@ -125,20 +126,20 @@ def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
     return shown
 
 
-async def authorize(pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals) -> None:
+async def authorize(
+    pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals, *, prepared: PreparedVotes | None = None
+) -> None:
     """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
-    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out."""
-    def as_deny(err: KxenError) -> Vote:
-        return Vote.deny(f"policy plugin failed: {err}")
+    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out.
 
-    answers = await acall_all(pm, "kxen_policy_decision", call=call, on_error=as_deny)
-    votes = []
-    for plugin, v in answers:
-        if not isinstance(v, Vote) or v.decision not in ("allow", "ask", "deny"):
-            # an answer that is not a valid vote is a broken plugin: fail closed, name it
-            v = Vote.deny(f"returned {type(v).__name__} instead of a Vote")
-        votes.append(attrs.evolve(v, plugin=plugin))
-    decision, why = combine(votes, call.server.defaultToolPolicy)
+    With ``prepared`` (the same ``pm``'s), the votes that cannot change between calls of the tool
+    are counted once (:mod:`kxen_core.votes`); the votes and the decision are the same."""
+    if prepared is not None:
+        decision, why = await prepared.decide(call)
+    else:
+        decision, why = combine(await full_votes(pm, call), call.server.defaultToolPolicy)
+    if decision == "allow":
+        return
     label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
     if decision == "deny":
         reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)

@@ -27,6 +27,8 @@ from . import cli_commands as commands
 from . import cli_contents as contents
 from . import cli_output as output
 from . import cli_setup as setup
+from . import cli_status
+from .cli_wait import wait_visibly
 from .cli_output import print_json, print_problems, say, table, use_config
 from .safe_text import safe_text
 
@@ -108,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="config_command", required=True)
     check = config.add_parser("check", help="validate every config file and list every problem")
     check.add_argument("--json", action="store_true")
+    completion = sub.add_parser("completion", help="print a shell completion script (eval \"$(kxen completion bash)\")")
+    completion.add_argument("shell", choices=["bash", "zsh"])
     return p
 
 
@@ -121,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "plugins":
             return commands.plugins(args)
+        if args.command == "completion":
+            from .cli_completion import script
+
+            sys.stdout.write(script(_parser(), args.shell))
+            return EXIT_OK
         if args.command == "config":
             return commands.config_check(args)
         if args.command in ("trust", "untrust"):
@@ -252,9 +261,9 @@ async def _mcp(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         assert rt.config is not None
         use_config(rt.config)
-        await rt.wait_ready(args.wait)
+        await wait_visibly(rt, args.wait)
         if args.mcp_command == "status":
-            return _status(rt, args)
+            return cli_status.status(rt, args)
         if args.mcp_command == "tools":
             return _tools(rt, args)
         if args.mcp_command in ("resources", "templates", "prompts"):
@@ -264,29 +273,6 @@ async def _mcp(args: argparse.Namespace) -> int:
         if args.mcp_command == "get-prompt":
             return await contents.get_prompt(rt, args, call_args)
         return await contents.call(rt, args, call_args)
-
-
-def _status(rt: Any, args: argparse.Namespace) -> int:
-    servers = rt.status()
-    if args.json:
-        print_json({"servers": servers, "problems": rt.problems})
-    else:
-        print_problems(rt.problems)
-        table(
-            "MCP servers",
-            ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
-            [
-                [s["name"], s["scope"], s["transport"], s["state"], s["tools"], s["resources"], s["prompts"]]
-                for s in servers
-            ],
-        )
-        for s in servers:
-            if s["error"]:
-                where = f" ({s['phase']})" if s["phase"] else ""
-                say(safe_text(f"{s['name']}{where}: {s['error']}"))
-            if s["note"]:
-                say(safe_text(f"{s['name']}: {s['note']}"))
-    return EXIT_FAILED if any(s["state"] == "failed" for s in servers) else EXIT_OK
 
 
 def _tools(rt: Any, args: argparse.Namespace) -> int:

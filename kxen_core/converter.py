@@ -3,11 +3,16 @@
 cattrs' default hooks coerce (``"false"`` becomes ``True``, ``1.9`` becomes ``1``); config must never
 be read that way, so the scalar hooks here only *check*. Plugins receive this converter from the host
 (``make_converter()``) and never build their own.
+
+Building a converter is cheap, but its first structuring of each class generates code (about 5 ms for
+a config's classes): config loading and the runtime share one process-wide converter
+(:func:`shared_converter`), so that cost is paid once per process, not once per load or runtime.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Any, Literal, get_args, get_origin
 
 import cattrs
@@ -199,3 +204,10 @@ def _did_you_mean(exc: cattrs.ForbiddenExtraKeysError) -> str:
 
 def make_converter() -> cattrs.Converter:
     return configure_converter(cattrs.Converter(forbid_extra_keys=True, detailed_validation=True))
+
+
+@functools.cache
+def shared_converter() -> cattrs.Converter:
+    """The process-wide converter (built by :func:`make_converter` on first use). Configured once and
+    never changed: it keeps only cattrs' generated structuring functions between loads."""
+    return make_converter()

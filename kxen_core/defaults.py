@@ -65,17 +65,57 @@ class SafetyCheck:
 
     @hookimpl(trylast=True)
     def kxen_policy_decision(self, call: ToolCall) -> Vote | None:
-        if not isinstance(call.arguments, dict):
-            return Vote.deny("arguments must be an object")
-        if _depth(call.arguments, 0) > MAX_ARGUMENT_DEPTH:
-            return Vote.deny(f"arguments nest deeper than {MAX_ARGUMENT_DEPTH}")
-        try:
-            size = len(json.dumps(call.arguments, separators=(",", ":")).encode())
-        except (TypeError, ValueError):
-            return Vote.deny("arguments are not JSON")
+        if type(call.arguments) is dict and _flat_and_small(call.arguments):
+            return None  # what the full check finds for these arguments, without the walk
+        return full_safety_check(call.arguments)
+
+
+def full_safety_check(arguments: Any) -> Vote | None:
+    """The safety vote on ``arguments``: deny what is not an object, nests deeper than
+    ``MAX_ARGUMENT_DEPTH``, is not JSON, or is larger than ``MAX_ARGUMENT_BYTES`` as compact JSON."""
+    if not isinstance(arguments, dict):
+        return Vote.deny("arguments must be an object")
+    if _depth(arguments, 0) > MAX_ARGUMENT_DEPTH:
+        return Vote.deny(f"arguments nest deeper than {MAX_ARGUMENT_DEPTH}")
+    try:
+        size = len(json.dumps(arguments, separators=(",", ":")).encode())
+    except (TypeError, ValueError):
+        return Vote.deny("arguments are not JSON")
+    if size > MAX_ARGUMENT_BYTES:
+        return Vote.deny(f"arguments are larger than {MAX_ARGUMENT_BYTES} bytes")
+    return None
+
+
+#: the most bytes one character of a string takes in ``json.dumps`` (an astral one: two \uXXXX escapes)
+_CHAR_BYTES = 12
+#: the longest ``json.dumps`` of a float (``-1.7976931348623157e+308``) or an int in this range
+_NUMBER_BYTES = 24
+_INT_RANGE = 2**63
+
+
+def _flat_and_small(arguments: dict[Any, Any]) -> bool:
+    """True when ``arguments`` maps strings to plain scalars and its compact JSON surely fits in
+    ``MAX_ARGUMENT_BYTES``: depth 1, always JSON, size bounded from above without encoding it.
+    False means "not sure": the full check decides."""
+    size = 2  # {}
+    for key, value in arguments.items():
+        if type(key) is not str:
+            return False
+        kind = type(value)
+        if kind is str:
+            size += _CHAR_BYTES * len(value) + 2
+        elif kind is int:
+            if not -_INT_RANGE < value < _INT_RANGE:
+                return False  # a huge int may not even convert to text
+            size += _NUMBER_BYTES
+        elif kind is float or kind is bool or value is None:
+            size += _NUMBER_BYTES
+        else:
+            return False
+        size += _CHAR_BYTES * len(key) + 4  # "key": and a comma
         if size > MAX_ARGUMENT_BYTES:
-            return Vote.deny(f"arguments are larger than {MAX_ARGUMENT_BYTES} bytes")
-        return None
+            return False
+    return True
 
 
 def _depth(value: Any, level: int) -> int:

@@ -127,7 +127,7 @@ class ServerNotReady(KxenError):
         self.state = state
         self.phase = phase
         self.reason = reason
-        detail = f" ({phase}: {reason})" if reason else ""
+        detail = f" ({phase}: {reason})" if reason and phase else f" ({reason})" if reason else ""
         super().__init__(f"server {server!r} is {state}{detail}")
 
 

@@ -20,17 +20,25 @@ from .hookspecs import ASYNC_HOOKS
 log = logging.getLogger("kxen.hooks")
 
 
-def _impls(pm: pluggy.PluginManager, name: str) -> list[Any]:
+def tracing() -> bool:
+    """Whether hook calls are logged (``-vv`` or ``KXEN_TRACE_PLUGINS=1``, see kxen_core.cli_setup):
+    then every implementation is asked on every call, with no prepared shortcut."""
+    return log.isEnabledFor(logging.DEBUG)
+
+
+def impls(pm: pluggy.PluginManager, name: str) -> list[Any]:
+    """The implementations of async-capable hook ``name`` in the order pluggy would call them."""
     if name not in ASYNC_HOOKS:
         raise ValueError(f"{name} is not an async-capable hook; call it through pm.hook")
     # pluggy calls the last registered first; get_hookimpls() is in registration order, tryfirst last.
     return list(reversed(getattr(pm.hook, name).get_hookimpls()))
 
 
-async def _call_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
+async def acall_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
+    """Call one implementation of hook ``name`` (from :func:`impls`) as :func:`acall_all` does."""
     try:
         result = impl.function(*[kwargs[a] for a in impl.argnames])
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):
             result = await result
     except (Exception, SystemExit) as exc:  # a plugin's sys.exit() must not end the host either
         raise PluginHookError(
@@ -38,9 +46,12 @@ async def _call_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
             plugin=impl.plugin_name,
             hook=name,
         ) from exc
-    if log.isEnabledFor(logging.DEBUG):  # -vv or KXEN_TRACE_PLUGINS=1 (see kxen_core.cli_setup)
+    if tracing():
         log.debug("%s <- %s: %s", name, impl.plugin_name, type(result).__name__)
     return result
+
+
+_impls, _call_one = impls, acall_one
 
 
 async def acall_first(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:

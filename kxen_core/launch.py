@@ -195,15 +195,24 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
 
 
+class _Realpaths(dict[str, str]):
+    """``os.path.realpath`` memoized for one launch resolution: its checks resolve the command and
+    the same arguments several times, each a chain of ``lstat`` calls; one resolution sees one answer."""
+
+    def __missing__(self, path: str) -> str:
+        real = self[path] = os.path.realpath(path)
+        return real
+
+
 def _workspace_files(
-    command: str, args: tuple[str, ...], cwd: str, workspace: str, *, by_path: bool
+    command: str, args: tuple[str, ...], cwd: str, workspace: str, *, by_path: bool, real_of: _Realpaths
 ) -> tuple[dict[str, str], list[str]]:
     """Digests of the command's target and of argument files inside the workspace, and the reasons
     the launch runs something the workspace holds (launcher rules, a command named by a path into
     it; a command found on an absolute PATH entry is the user's choice, wherever that entry is)."""
     files: dict[str, str] = {}
     reasons: list[str] = []
-    target = os.path.realpath(command)
+    target = real_of[command]
     files[target] = file_digest(target)
     if by_path and (inside(target, workspace) or inside(os.path.abspath(command), workspace)):
         reasons.append(f"the command {printable(command)} is a file in the workspace")
@@ -213,14 +222,16 @@ def _workspace_files(
             if not candidate or "\0" in candidate:
                 continue
             path = os.path.abspath(os.path.join(cwd, candidate))
-            real = os.path.realpath(path)
+            if not os.path.lexists(path):
+                continue  # nothing there (an option, a number): no file, whatever links lead to it
+            real = real_of[path]
             # a workspace path (or a link that leads into it): its content, and where a link points
             if path not in files and (inside(path, workspace) or inside(real, workspace)) and os.path.isfile(real):
                 content = file_digest(real, hash_content=count < MAX_DIGEST_FILES)
                 files[path] = content + ("" if real == path else f"; target={printable(real)}")
                 count += 1
-    for rule, path in picked_up(command, args, cwd, workspace):
-        real = os.path.realpath(path)
+    for rule, path in picked_up(command, args, cwd, workspace, realpath=real_of.__getitem__):
+        real = real_of[path]
         files.setdefault(real, file_digest(real))
         reasons.append(f"{rule.name}: {rule.how}, and the workspace holds {printable(path)}")
     return files, reasons
@@ -240,10 +251,9 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
         raise ConnectError("the workspace is not trusted: its project file is read once it is (kxen trust)", server=server.name)
     root = Path(workspace).resolve()
     cwd = root
-    if server.cwd:
-        cwd = cwd / (server.cwd if server.scope == "project" else os.path.expanduser(server.cwd))
     try:
-        cwd = cwd.resolve()
+        if server.cwd:  # else the workspace, resolved just above
+            cwd = (cwd / (server.cwd if server.scope == "project" else os.path.expanduser(server.cwd))).resolve()
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte: from config, not a crash
         why = "it holds a NUL byte" if isinstance(exc, ValueError) else getattr(exc, "strerror", None) or "a symlink loop"
         raise ConnectError(f"cwd cannot be resolved ({why})", server=server.name) from None
@@ -274,7 +284,8 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     if resolved is None:
         raise ConnectError(f"command not found or not executable: {server.command!r}", server=server.name)
     args = tuple(server.args)
-    files, reasons = _workspace_files(resolved, args, str(cwd), str(root), by_path=os.sep in command)
+    real_of = _Realpaths()
+    files, reasons = _workspace_files(resolved, args, str(cwd), str(root), by_path=os.sep in command, real_of=real_of)
     # a user entry whose own config file is in the workspace (``--home`` inside the repository) is
     # the repository's word already: holding its launch would protect nothing
     own = server.scope == "user" and bool(server.source) and inside(os.path.realpath(server.source), str(root))
@@ -285,7 +296,7 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
         cwd=str(cwd),
         env=dict(server.env),
         scope=server.scope,
-        target=os.path.realpath(resolved),
+        target=real_of[resolved],
         files=files,
         held=held,
     )

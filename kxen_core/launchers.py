@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -206,9 +206,17 @@ def inside(path: str, root: str) -> bool:
         return False
 
 
-def picked_up(command: str, args: Sequence[str], cwd: str, workspace: str) -> list[tuple[Rule, str]]:
+def picked_up(
+    command: str,
+    args: Sequence[str],
+    cwd: str,
+    workspace: str,
+    *,
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> list[tuple[Rule, str]]:
     """``(rule, path)`` for every workspace path a launcher would pick up from ``cwd``: ``cwd`` and
-    ``workspace`` are canonical (realpath)."""
+    ``workspace`` are canonical (realpath). ``realpath`` may be a caller's memo of it (one launch
+    resolves the same argument several times)."""
     base = os.path.basename(command)
     found: list[tuple[Rule, str]] = []
     for rule in RULES:
@@ -230,7 +238,10 @@ def picked_up(command: str, args: Sequence[str], cwd: str, workspace: str) -> li
             if template == "{script}":
                 # every positional argument that is a workspace file (relative to the cwd or absolute)
                 for arg in [a for a in args[start:] if a and not a.startswith("-") and "\0" not in a][:MAX_SCRIPT_ARGS]:
-                    path = os.path.realpath(os.path.join(cwd, os.path.expanduser(arg)))
+                    joined = os.path.join(cwd, os.path.expanduser(arg))
+                    if not os.path.lexists(joined):
+                        continue  # nothing there: no file (one lstat instead of resolving each part)
+                    path = realpath(joined)
                     if os.path.isfile(path) and inside(path, workspace):
                         found.append((rule, path))
                 continue
@@ -251,7 +262,10 @@ def picked_up(command: str, args: Sequence[str], cwd: str, workspace: str) -> li
             for value in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
                 if not value or "\0" in value or not (value.startswith((".", "~")) or "/" in value):
                     continue
-                path = os.path.realpath(os.path.join(cwd, os.path.expanduser(value)))
+                joined = os.path.join(cwd, os.path.expanduser(value))
+                if not os.path.lexists(joined):
+                    continue
+                path = realpath(joined)
                 if inside(path, workspace) and os.path.lexists(path):
                     found.append((rule, path))
     seen: set[str] = set()

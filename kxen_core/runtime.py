@@ -28,7 +28,7 @@ from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, rend
 from .catalog import Catalog
 from .config import Config, ServerConfig, load_config
 from .config.loader import default_home
-from .converter import make_converter
+from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
@@ -37,6 +37,7 @@ from .server import Server, ServerEnv, State
 from .notices import Subscription, UpdateCallback
 from .progress import ProgressCallback
 from .tool_output import check_result
+from .votes import PreparedVotes
 
 
 class Runtime:
@@ -58,9 +59,10 @@ class Runtime:
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
         self.approvals = Approvals(self.pm, approve)
+        self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
-        self._converter = make_converter()
+        self._converter = shared_converter()
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
@@ -253,14 +255,16 @@ class Runtime:
         kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`)."""
         out = []
         for s in self.servers.values():
-            if (server is not None and s.name != server) or s.state != State.READY:
+            name = s.name
+            if (server is not None and name != server) or s.state != State.READY:
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
+            model_names = s.tool_names  # the server's name map (provider-safe, see tool_names)
             for tool in s.tools_by_name.values():
-                name = tool["name"]
-                entry = {**tool, "server": s.name, "name": name, "qualifiedName": s.tool_names[name]}
-                if name in notes:
-                    entry["notes"] = notes[name]  # what catalog plugins annotated
+                tool_name = tool["name"]
+                entry = {**tool, "server": name, "name": tool_name, "qualifiedName": model_names[tool_name]}
+                if notes and tool_name in notes:
+                    entry["notes"] = notes[tool_name]  # what catalog plugins annotated
                 out.append(entry)
         return out if server is not None else out + kxen_tools.available(self)
 
@@ -340,11 +344,9 @@ class Runtime:
 
         Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
         kxen's own tools (:mod:`.kxen_tools`) return their agent view as a tool result.
-        With ``on_progress``, the call asks for progress and the server's updates reach that callback
-        (a function or coroutine function taking a :class:`kxen_core.progress.Progress`), the latest
-        first when they come faster than it takes them, until the result is in. A result whose
-        ``structuredContent`` does not match the tool's ``outputSchema`` comes back as an
-        ``isError`` result saying why.
+        With ``on_progress`` (a function or coroutine function of a :class:`kxen_core.progress.Progress`)
+        the call asks for progress and gets the server's updates, the latest first, until the result
+        is in. A ``structuredContent`` that breaks the tool's ``outputSchema`` gives an ``isError`` result.
         """
         if server is None and kxen_tools.is_kxen_tool(name):
             return (await kxen_tools.call(self, name, arguments, self.output_limit)).as_result()
@@ -361,16 +363,18 @@ class Runtime:
         if info is None:
             raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
         args = dict(arguments or {})
-        call = ToolCall(
-            server=target.config,
-            tool=tool,
-            arguments=args,
-            role=self.role,
-            tool_info=info,
-            settings=self.config.settings if self.config else None,
-            launch=target.launch,  # the approval is bound to what runs behind the name
-        )
-        await authorize(self.pm, call, self.approvals)
+        settings = self.config.settings if self.config else None
+        if not self._votes.allowed_outright(target.config, tool, self.role, settings, args):
+            call = ToolCall(
+                server=target.config,
+                tool=tool,
+                arguments=args,
+                role=self.role,
+                tool_info=info,
+                settings=settings,
+                launch=target.launch,  # the approval is bound to what runs behind the name
+            )
+            await authorize(self.pm, call, self.approvals, prepared=self._votes)
         session = target.session
         if session is None:  # stopped while the votes were counted
             raise ServerNotReady(target.name, target.state.value, None, target.error)
@@ -384,10 +388,9 @@ class Runtime:
         return check_result(info, result, target.diag)
 
     async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
-        """Call ``callback(uri)`` whenever the ready server ``server`` says ``uri`` (or a URI below
-        it) was updated, until the returned subscription is closed (``await sub.aclose()``, or
-        ``async with``) or the server stops. Raises ``Unsupported`` when the server did not declare
-        ``resources.subscribe``, ``ServerNotReady``, and what the request raises."""
+        """Call ``callback(uri)`` whenever ``server`` says ``uri`` (or a URI below it) was updated,
+        until the subscription is closed (``aclose()``, ``async with``) or the server stops. Raises
+        ``Unsupported`` unless it declared ``resources.subscribe``, and what the request raises."""
         return await self._ready(server).subscribe(uri, callback)
 
 

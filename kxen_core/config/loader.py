@@ -19,7 +19,7 @@ import cattrs
 from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
-from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, make_converter
+from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, shared_converter
 from ..errors import ConfigError, printable
 from .models import UNREAD, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
 from .project import project_problems
@@ -208,7 +208,7 @@ def _structure(conv: cattrs.Converter, data: Any, cls: type, file: str, path: st
 
 
 def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None = None) -> Settings:
-    conv = conv or make_converter()
+    conv = conv or shared_converter()
     path = home / "config.toml"
     before = len(problems)
     data = _read(path, problems, tomllib.loads, private=True)
@@ -244,7 +244,7 @@ def load_servers(
 
     With ``pm``, each entry's transport kind must be registered and its ``options`` must structure
     into the kind's options class."""
-    conv = conv or make_converter()
+    conv = conv or shared_converter()
     file = str(path)
     before = len(problems)
     data = _read(path, problems, json.loads, private=scope == "user")
@@ -351,7 +351,7 @@ def load_config(
     """
     home = Path(home) if home is not None else default_home()
     workspace = Path(workspace or Path.cwd()).resolve()
-    conv = make_converter()
+    conv = shared_converter()
     problems: list[str] = []
     settings = load_settings(home, problems, conv)
     user_file = home / "mcp.json"

@@ -1,0 +1,188 @@
+"""kxen through the host's public path: a ``Runtime`` entered with a config, ``wait_ready``,
+``Runtime.call_tool``, ``Runtime.refresh`` and ``Runtime.tools``.
+
+What a host app does, and nothing else: the config is a user ``mcp.json`` (and, for HTTP, a
+``config.toml`` turning remote MCP and loopback ``http://`` on) in a temporary home, written outside
+the clock; the workspace is an empty temporary directory; every runtime of the process shares one
+plugin manager (every installed plugin, the default policy and safety plugins included), as a host
+app would. The call goes through the policy votes: the entry allows ``echo`` with ``toolPolicies``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from adapters import BenchError, HttpPeer, ServerSpec, cold_start, plugin_manager
+
+#: what the bench's config allows; every other tool is the server's default (ask: no channel, so no)
+ALLOWED = {"echo": "allow"}
+
+
+def _stdio_entry(spec: ServerSpec) -> dict[str, Any]:
+    return {"command": sys.executable, "args": spec.args(), "toolPolicies": ALLOWED}
+
+
+class RuntimeHome:
+    """A temporary home holding the config files, and an empty temporary workspace."""
+
+    def __init__(self) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix="kxen-bench-home-"))
+        self.workspace = Path(tempfile.mkdtemp(prefix="kxen-bench-ws-"))
+
+    def write(self, servers: dict[str, dict[str, Any]], *, remote: bool = False) -> None:
+        (self.home / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+        if remote:
+            (self.home / "config.toml").write_text("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
+
+    def remove(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.workspace, ignore_errors=True)
+
+
+class _RuntimeBase:
+    """Enter a Runtime over ``self.dirs`` and wait for every server to be ready."""
+
+    name = "kxen"
+    lists_on_start = True  # entering and wait_ready include the first tools/list
+    dirs: RuntimeHome
+    runtime: Any = None
+
+    async def _enter(self) -> None:
+        from kxen_core.runtime import Runtime
+
+        rt = Runtime(home=self.dirs.home, workspace=self.dirs.workspace, pm=plugin_manager())
+        await rt.__aenter__()
+        self.runtime = rt
+        try:
+            if not await rt.wait_ready(60):
+                raise BenchError("kxen: the runtime did not settle in 60 s")
+            bad = [s for s in rt.status() if s["state"] != "ready"]
+            if bad:
+                raise BenchError(f"kxen: not ready: {bad[:2]}")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        rt, self.runtime = self.runtime, None
+        try:
+            if rt is not None:
+                await rt.__aexit__(None, None, None)
+        finally:
+            self.dirs.remove()
+
+
+class KxenRuntimeClient(_RuntimeBase):
+    """One server in one Runtime. ``start()`` (timed in W1) is entering the runtime (config load,
+    admission, the server's task, spawn, initialize, the first tools/list) and ``wait_ready``."""
+
+    def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
+        self.spec = spec
+        self.dirs = RuntimeHome()
+        self.dirs.write({spec.name: _stdio_entry(spec)})
+        self.prefix = f"{spec.name}__"
+
+    async def start(self) -> None:
+        await self._enter()
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        from kxen_core.agent_output import render_tool_result
+
+        result = await self.runtime.call_tool(self.prefix + tool, arguments)
+        # what a host hands the agent: the bounded view (kxen_core.agent_output), timed with the call
+        view = render_tool_result(result, server=self.spec.name, tool=tool)
+        if view.truncated or view.text != result["content"][0]["text"]:
+            raise BenchError(f"kxen: the agent's view differs from the result: {view.text[:200]!r}")
+        return result
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The public refresh, then the public listing of what the agent now sees."""
+        catalog = await self.runtime.refresh(self.spec.name, "tools")
+        if not catalog.complete:
+            raise BenchError(f"kxen: catalog incomplete: {catalog.diagnostics[:3]}")
+        return self.runtime.tools(self.spec.name)
+
+
+class KxenRuntimeHttpClient(KxenRuntimeClient):
+    """One Streamable HTTP server (``http_server.py`` on 127.0.0.1) in one Runtime; remote MCP and
+    loopback ``http://`` turned on in the user's settings."""
+
+    def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
+        self.spec = spec
+        self.dirs = RuntimeHome()
+        self.prefix = f"{spec.name}__"
+        self._peer: HttpPeer | None = None
+
+    async def start(self) -> None:
+        self._peer = await HttpPeer.start(self.spec)
+        self.dirs.write({self.spec.name: {"url": self._peer.url, "toolPolicies": ALLOWED}}, remote=True)
+        await self._enter()
+
+    async def close(self) -> None:
+        peer, self._peer = self._peer, None
+        try:
+            await super().close()
+        finally:
+            if peer is not None:
+                await peer.close()
+
+
+class KxenRuntimeFleet(_RuntimeBase):
+    """W5, first shape: one Runtime with every server in its config, started at once."""
+
+    def __init__(self, specs: list[ServerSpec]) -> None:
+        self.specs = specs
+        self.dirs = RuntimeHome()
+        self.dirs.write({s.name: _stdio_entry(s) for s in specs})
+
+    async def start(self) -> None:
+        await self._enter()
+
+    async def call(self, i: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.runtime.call_tool(f"{self.specs[i].name}__{tool}", arguments)
+
+
+class ClientFleet:
+    """W5 for one-server clients: each in its own task (an async context is left in the task that
+    entered it), all started at once; ``start()`` returns when every one has initialized."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self.clients = clients
+        self._ready: list[asyncio.Event] = []
+        self._release = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        async def run(client: Any, ready: asyncio.Event) -> None:
+            try:
+                await cold_start(client)
+                ready.set()
+                await self._release.wait()
+            finally:
+                await client.close()
+
+        self._ready = [asyncio.Event() for _ in self.clients]
+        self._tasks = [asyncio.ensure_future(run(c, r)) for c, r in zip(self.clients, self._ready)]
+        waiter = asyncio.ensure_future(asyncio.gather(*(r.wait() for r in self._ready)))
+        done, _ = await asyncio.wait([waiter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        if waiter not in done:  # a start failed: surface its error
+            waiter.cancel()
+            await self.close()
+            raise BenchError("W5: a server task ended before all were ready")
+
+    async def call(self, i: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.clients[i].call(tool, arguments)
+
+    async def close(self) -> None:
+        self._release.set()
+        results = await asyncio.gather(*self._tasks, return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+

@@ -1,0 +1,54 @@
+"""``kxen mcp status`` alone tells a person what each server is doing and what to do next: a ready
+server, a crashed one (with its stderr), an unapproved project server (the exact --approve), a
+remote server while remote is off, one that fails initialize, one whose command is missing."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from kxen_core.config.trust import trust
+from support import demo_entry, write_project
+
+CRASH = {"command": sys.executable, "args": ["-c", "import sys; sys.stderr.write('boom: missing API key\\n'); sys.exit(3)"]}
+REFUSE = {
+    "command": sys.executable,
+    "args": ["-c", "import sys, json; line = sys.stdin.readline(); rid = json.loads(line)['id']; "
+             "print(json.dumps({'jsonrpc': '2.0', 'id': rid, 'error': {'code': -32603, 'message': 'not today'}}), flush=True)"],
+}
+
+
+def test_status_says_what_each_server_does_and_what_to_do(kx, kxen_home, ws, monkeypatch):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio,http")
+    kxen_home.write_servers(
+        {"ok": demo_entry(), "crash": CRASH, "refuse": REFUSE, "web": {"url": "https://x.example/mcp"}, "gone": {"command": "no-such-cmd-kxen"}}
+    )
+    write_project(ws, {"proj": demo_entry()})
+    trust(kxen_home.path, ws)
+    code, out, err = kx("mcp", "status", "--wait", "30")
+    assert code == 1  # failed servers
+    blocks = {}
+    for line in out.splitlines():
+        if line.endswith(":") and not line.startswith(" "):
+            current = blocks.setdefault(line[:-1], [])
+        elif line.startswith("  ") and blocks:
+            current.append(line.strip())
+    assert "ok" not in blocks  # ready: nothing to say
+    assert any("exited with code 3" in l and "boom: missing API key" in l for l in blocks["crash"])
+    assert any("not today" in l for l in blocks["refuse"])
+    assert "next: kxen remote on" in blocks["web"]
+    assert any(l.startswith("next: install the command") for l in blocks["gone"])
+    assert any(l.startswith("next: kxen --approve ") for l in blocks["proj"])
+    code, out, err = kx("mcp", "status", "--json", "--wait", "30")
+    rows = {r["name"]: r for r in json.loads(out)["servers"]}
+    assert rows["ok"]["state"] == "ready" and rows["ok"]["next"] is None
+    assert (rows["refuse"]["state"], rows["refuse"]["phase"]) == ("failed", "initialize")
+    assert rows["proj"]["next"] == f"kxen --approve {rows['proj']['fingerprint']} mcp status  (see what it runs: kxen mcp approvals)"
+
+
+def test_a_not_ready_message_has_no_stray_none():
+    from kxen_core.errors import ServerNotReady
+
+    assert str(ServerNotReady("p", "awaiting_approval", None, "not approved")) == "server 'p' is awaiting_approval (not approved)"
+    assert str(ServerNotReady("p", "failed", "initialize", "boom")) == "server 'p' is failed (initialize: boom)"
+    assert str(ServerNotReady("p", "connecting")) == "server 'p' is connecting"
