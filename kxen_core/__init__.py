@@ -7,7 +7,10 @@ The names hosts and plugin authors use, importable from here:
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
   :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
-  :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`;
+  :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`, :class:`SamplingRequest`,
+  :class:`ElicitationRequest`;
+* host callbacks get :class:`Progress` (``Runtime.call_tool(on_progress=...)``) and
+  ``Runtime.subscribe`` returns a :class:`Subscription`;
 * the error tree (:mod:`kxen_core.errors`): :class:`KxenError` and every subclass.
 
 Everything but ``hookimpl`` is loaded on first use, so a plugin's entry point stays cheap to import.
@@ -23,6 +26,7 @@ from .hookspecs import hookimpl
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .asks import ElicitationRequest, SamplingRequest
     from .agent_output import AgentOutput, BinaryRef
     from .catalog import CatalogPage, Verdict
     from .contents import ResourceContent
@@ -45,10 +49,13 @@ if TYPE_CHECKING:
         ServerNotReady,
         TransportError,
         UnknownTool,
+        Unsupported,
     )
     from .host import host_guard
     from .launch import Launch
+    from .notices import Subscription
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
+    from .progress import Progress
     from .runtime import Runtime
     from .transport import (
         CredentialRequest,
@@ -72,6 +79,10 @@ _LAZY = {
     "CatalogPage": "catalog",
     "Verdict": "catalog",
     "Launch": "launch",
+    "ElicitationRequest": "asks",
+    "SamplingRequest": "asks",
+    "Progress": "progress",
+    "Subscription": "notices",
     "host_guard": "host",
     "ApprovalDecision": "policy",
     "ApprovalRequest": "policy",
@@ -103,6 +114,7 @@ _ERRORS = (
     "ServerNotReady",
     "TransportError",
     "UnknownTool",
+    "Unsupported",
 )
 _LAZY.update({name: "errors" for name in _ERRORS})
 

@@ -26,6 +26,15 @@ REFUSAL_SEND_SECONDS = 1.0
 RequestHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 
 
+class ReplyError(Exception):
+    """Raised by a handler to answer with this JSON-RPC error (``code``, ``message``)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 class ServerRequests:
     """Serves the server's requests of one session, in that session's task group."""
 
@@ -100,6 +109,9 @@ class ServerRequests:
             try:
                 with anyio.fail_after(self._timeout):
                     result = await handler(params if isinstance(params, dict) else {})
+            except ReplyError as exc:
+                await self._reply_error(rid, exc.code, exc.message)
+                return
             except Exception as exc:
                 await self._reply_error(rid, -32603, f"client error: {type(exc).__name__}")
                 self._diag(f"handler for {method!r} failed: {exc}")
@@ -125,4 +137,4 @@ class ServerRequests:
             self._diag(f"could not reply to server request: {type(exc).__name__}: {exc}")
 
 
-__all__ = ["MAX_REFUSALS_IN_FLIGHT", "MAX_SERVER_REQUESTS_IN_FLIGHT", "RequestHandler", "ServerRequests"]
+__all__ = ["MAX_REFUSALS_IN_FLIGHT", "MAX_SERVER_REQUESTS_IN_FLIGHT", "ReplyError", "RequestHandler", "ServerRequests"]

@@ -5,20 +5,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-SEPARATOR = "__"
+from .tool_names import SEPARATOR, model_name
+
 #: the most characters of tool output handed to a model
 OUTPUT_CAP_CHARS = 50_000
 
 
 def qualified_name(server: str, tool: str) -> str:
-    return f"{server}{SEPARATOR}{tool}"
+    """The model-facing name of ``tool`` of ``server``: ``<server>__<tool>`` when that is provider-safe,
+    else a stable shortened form (:func:`kxen_core.tool_names.model_name`)."""
+    return model_name(server, tool)
 
 
 def split_qualified(name: str) -> tuple[str, str]:
-    """``server__tool`` -> (server, tool): the inverse of :func:`qualified_name` for every allowed pair.
+    """``server__tool`` -> (server, tool): the inverse of :func:`qualified_name` for every plain name.
 
     Server names never contain ``__`` and never end with ``_`` (:func:`~kxen_core.config.check_server_key`),
-    so no ``__`` can start inside the server name: the first one is the separator.
+    so no ``__`` can start inside the server name: the first one is the separator. A shortened name
+    gives its server and its shortened tool part: resolve it through the server's name map
+    (``Runtime.call_tool`` does).
     """
     server, sep, tool = name.partition(SEPARATOR)
     if not sep or not server or not tool:

@@ -21,7 +21,6 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import attrs
 
-from .agent_tools import qualified_name
 from .errors import ApprovalDenied, KxenError, PolicyDenied
 from .hookcall import acall_first
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall, combine, fingerprint
@@ -141,7 +140,7 @@ async def authorize(
         decision, why = combine(await full_votes(pm, call), call.server.defaultToolPolicy)
     if decision == "allow":
         return
-    label = qualified_name(call.server.name, call.tool)
+    label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
     if decision == "deny":
         reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
         raise PolicyDenied(f"{label} denied by policy ({reasons})", why)

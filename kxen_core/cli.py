@@ -286,13 +286,17 @@ def _tools(rt: Any, args: argparse.Namespace) -> int:
     else:
         table(
             "tools",
-            ["qualified name", "description"],
-            [[t["qualifiedName"], (t["description"] or "").strip().split("\n")[0][:100]] for t in tools],
+            ["model-facing name", "server", "tool", "description"],
+            [[t["qualifiedName"], t["server"] or "(kxen)", t["name"], _first_line(t.get("description"))] for t in tools],
         )
     failed = [s for s in rt.status() if s["state"] == "failed"]
     for s in failed:
         say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _first_line(text: Any) -> str:
+    return (text if isinstance(text, str) else "").strip().split("\n")[0][:100]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,8 @@ descriptors.
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from typing import Any, Awaitable, Callable
 
 from .agent_output import AgentOutput, error_output
@@ -141,12 +143,39 @@ async def get_prompt(rt: Any, args: argparse.Namespace, arguments: dict[str, Any
     return await agent_view(rt, args, lambda: rt.get_prompt(args.server, args.name, arguments))
 
 
+#: a terminal gets at most one progress line per this many seconds (and the last one)
+PROGRESS_EVERY = 0.2
+
+
+def _on_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def _progress_printer() -> Callable[[Any], None]:
+    """A progress callback that prints ``progress N/TOTAL: message`` lines on stderr, throttled."""
+    last = [float("-inf")]
+
+    def show(update: Any) -> None:
+        now = time.monotonic()
+        done = update.total is not None and update.progress >= update.total
+        if now - last[0] < PROGRESS_EVERY and not done:
+            return
+        last[0] = now
+        of = f"/{update.total:g}" if update.total is not None else ""
+        say(safe_text(f"progress {update.progress:g}{of}" + (f": {update.message}" if update.message else "")), err=True)
+
+    return show
+
+
 async def call(rt: Any, args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    # on a terminal (not --json) the call asks for progress and shows it on stderr
+    progress = None if args.json or not _on_terminal() else _progress_printer()
+
     async def run() -> AgentOutput:
         # the host API raises kxen errors; the agent's view of a result is rendered from it
         from .agent_output import render_tool_result
 
-        raw = await rt.call_tool(args.tool, arguments, server=args.server, timeout=args.timeout)
+        raw = await rt.call_tool(args.tool, arguments, server=args.server, timeout=args.timeout, on_progress=progress)
         return render_tool_result(raw, server=args.server, tool=args.tool, limit=rt.output_limit)
 
     return await agent_view(rt, args, run)

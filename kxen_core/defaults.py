@@ -1,6 +1,6 @@
 """The core's own default hook implementations (registered first, marked trylast, so they run last).
 
-Remote tool validation (one verdict per bad item of a remote ``tools/list`` page), and three policy
+Tool validation (one verdict per bad item of any server's ``tools/list`` page), and three policy
 votes: the config's ``toolPolicies``, the acting role's permissions, and a general safety check on
 the arguments. ``kxen_policy_decision`` combines them with every plugin's votes
 (deny beats ask beats allow). No default approval channel exists: without one, ``ask`` is ``deny``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Callable
 
 from .catalog import CatalogPage, Verdict
 from .config.models import RemoteCatalogLimits, ServerConfig
@@ -128,65 +128,132 @@ def _depth(value: Any, level: int) -> int:
     return level
 
 
-class RemoteToolCatalog:
-    """Each item of a remote server's ``tools/list`` is validated on its own; bad items are rejected
-    with the rule they break, the rest of the page is kept. Bounds come from ``[mcp.remote_catalog]``."""
+class ToolCatalog:
+    """Each item of every server's ``tools/list`` (local and remote alike) is validated on its own:
+    bad items are rejected with the rule they break, the rest of the page is kept. Bounds come from
+    ``[mcp.remote_catalog]`` (the name predates local servers being checked too)."""
 
     @hookimpl(trylast=True)
     def kxen_catalog_page(self, server: ServerConfig, kind: str, page: CatalogPage) -> list[Verdict] | None:
-        if kind != "tools" or not server.is_remote:
+        if kind != "tools":
             return None
         limits = page.settings.mcp.remote_catalog if page.settings is not None else RemoteCatalogLimits()
         verdicts = []
         for i, item in enumerate(page.items):
-            problem = remote_tool_problem(item, limits)
+            problem = tool_problem(item, limits)
             if problem:
                 verdicts.append(Verdict.reject(i, problem))
         return verdicts
 
 
-TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: MCP's own rule for a tool name (2025-11-25, SEP-986). The model never sees it as it is unless it
+#: is also provider-safe: see kxen_core.tool_names, which shortens the others with a stable hash
+TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+TOOL_NAME_RULE = "tool names must match ^[A-Za-z0-9._-]{1,128}$"
+#: optional fields that must have this JSON type when present
+_FIELD_TYPES: dict[str, tuple[type, str]] = {
+    "title": (str, "a string"),
+    "annotations": (dict, "an object"),
+    "execution": (dict, "an object"),
+    "_meta": (dict, "an object"),
+    "icons": (list, "a list"),
+}
 
 
-def remote_tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | None:
+def tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | None:
+    """The rule ``item`` (one tool of a ``tools/list`` page) breaks, or None."""
     name = item.get("name")
-    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
-        return "tool names must match ^[A-Za-z0-9_-]{1,64}$"
+    if not isinstance(name, str) or not TOOL_NAME_RE.fullmatch(name):
+        return TOOL_NAME_RULE
     desc = item.get("description")
     if isinstance(desc, str) and len(desc) > limits.max_description_chars:
         return f"description is longer than {limits.max_description_chars} characters"
+    for field, value in item.items():  # a tool has few fields: one lookup each
+        rule = _FIELD_TYPES.get(field)
+        if rule is not None and not isinstance(value, rule[0]):
+            return f"{field} must be {rule[1]}"
+    title = item.get("title")
+    if isinstance(title, str) and len(title) > limits.max_description_chars:
+        return f"title is longer than {limits.max_description_chars} characters"
     schema = item.get("inputSchema")
     if not isinstance(schema, dict):
         return "inputSchema must be an object"
     if schema.get("type") != "object":
         return 'inputSchema must be an object schema ("type": "object")'
+    problem = schema_problem("inputSchema", schema, limits)
+    if problem is None and "outputSchema" in item:
+        output = item["outputSchema"]
+        if not isinstance(output, dict):
+            return "outputSchema must be an object"
+        problem = schema_problem("outputSchema", output, limits)
+    return problem
+
+
+#: one encoder, built once (json.dumps with arguments builds a new one per call: most of the cost)
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def _compact_encoder() -> Callable[[Any], str]:
+    """Compact JSON of a value. CPython's C encoder made once is four times faster than
+    ``JSONEncoder.encode`` on a small schema (which makes one per call); where it is missing or
+    answers differently, the plain encoder. No circular-reference markers: parsed JSON has none,
+    and a value nested too deeply raises ``RecursionError`` either way."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        try:
+            encode = make(None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+            if "".join(encode({"a": [1, "\u00e9"]}, 0)) == _COMPACT.encode({"a": [1, "\u00e9"]}):
+                return lambda value: "".join(encode(value, 0))
+        except Exception:  # another interpreter's private encoder: use the public one
+            pass
+    return _COMPACT.encode
+
+
+_compact = _compact_encoder()
+
+
+def schema_problem(field: str, schema: dict[str, Any], limits: RemoteCatalogLimits) -> str | None:
+    """The bound ``schema`` breaks (size, depth, a reference that leaves the document), or None."""
     try:
-        size = len(json.dumps(schema, separators=(",", ":")).encode())
+        text = _compact(schema)
+        size = len(text)  # ASCII: the encoder escapes everything else
     except RecursionError:
-        return "inputSchema nests too deeply to measure"
+        return f"{field} nests too deeply to measure"
     except (TypeError, ValueError):
-        return "inputSchema is not JSON"
+        return f"{field} is not JSON"
     if size > limits.max_schema_bytes:
-        return f"inputSchema is larger than {limits.max_schema_bytes} bytes"
+        return f"{field} is larger than {limits.max_schema_bytes} bytes"
+    # the common case, decided on the text at C speed: no reference at all, and too few brackets
+    # to nest past the bound (a scalar sits one level below the containers around it)
+    if (
+        '"$ref"' not in text
+        and '"$dynamicRef"' not in text
+        and text.count("{") + text.count("[") + 1 <= limits.max_schema_depth
+    ):
+        return None
     # iterative walk: bounded depth, no $ref that leaves the document
     stack: list[tuple[Any, int]] = [(schema, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > limits.max_schema_depth:
-            return f"inputSchema nests deeper than {limits.max_schema_depth}"
+            return f"{field} nests deeper than {limits.max_schema_depth}"
         if isinstance(node, dict):
             for key, value in node.items():
                 if key in ("$ref", "$dynamicRef") and not (isinstance(value, str) and value.startswith("#")):
-                    return f"inputSchema has a non-local {key} (only '#...' references are allowed)"
+                    return f"{field} has a non-local {key} (only '#...' references are allowed)"
                 stack.append((value, depth + 1))
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
     return None
 
 
+#: the old name of tool_problem (it checked remote servers only)
+remote_tool_problem = tool_problem
+
+
 DEFAULT_PLUGINS = {
     "kxen.config-policy": ConfigPolicy(),
     "kxen.roles": RolePolicy(),
     "kxen.safety": SafetyCheck(),
-    "kxen.remote-catalog": RemoteToolCatalog(),
+    "kxen.tool-catalog": ToolCatalog(),
 }

@@ -16,6 +16,7 @@
     │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
     ├── ServerNotReady              the server is not in the ``ready`` state (``state``, ``phase``, ``reason``)
     ├── UnknownTool                 no such qualified tool name
+    ├── Unsupported                 the server did not declare what was asked (e.g. ``resources.subscribe``)
     ├── InvalidArguments            a kxen call refused before anything was sent (a prompt's missing,
     │                               unknown or non-string argument, an unknown prompt, a bad cursor)
     ├── PolicyDenied                a tool call was denied by policy (``votes`` says who and why)
@@ -132,6 +133,10 @@ class ServerNotReady(KxenError):
 
 class UnknownTool(KxenError):
     """No such server or tool."""
+
+
+class Unsupported(KxenError):
+    """The server does not offer what was asked: it did not declare that capability."""
 
 
 class InvalidArguments(KxenError):

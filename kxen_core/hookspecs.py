@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from .catalog import CatalogPage, Verdict
+    from .asks import ElicitationRequest, SamplingRequest
     from .config.models import ServerConfig
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .transport import CredentialRequest, RegisterTransport
@@ -35,7 +36,14 @@ hookimpl = pluggy.HookimplMarker("kxen")
 
 #: Hooks whose implementations may be ``async def``; called only through :mod:`kxen_core.hookcall`.
 ASYNC_HOOKS = frozenset(
-    {"kxen_catalog_page", "kxen_policy_decision", "kxen_credential_lookup", "kxen_approval_prompt"}
+    {
+        "kxen_catalog_page",
+        "kxen_policy_decision",
+        "kxen_credential_lookup",
+        "kxen_approval_prompt",
+        "kxen_sampling_request",
+        "kxen_elicitation_request",
+    }
 )
 
 
@@ -158,6 +166,40 @@ def kxen_credential_lookup(server: ServerConfig, request: CredentialRequest) -> 
     secrets: kxen never logs or prints them.
 
     .. versionadded:: 0.1
+    """
+
+
+# --- requests from servers --------------------------------------------------------------------
+
+
+@_spec
+def kxen_sampling_request(server: ServerConfig, request: SamplingRequest) -> dict[str, Any] | None:
+    """Answer a server's ``sampling/createMessage`` (the server asks the host's model for a message).
+
+    First non-None wins, async-capable (called via ``acall_first``). Return the
+    ``CreateMessageResult`` as a dict (``role``, ``content``, ``model``, optionally ``stopReason``),
+    or ``None`` to pass. kxen declares the ``sampling`` capability only when some plugin implements
+    this hook; when none answers, or one raises or answers without ``model``, ``role`` and
+    ``content``, the request is declined (error ``-1``). ``request.params`` is the server's text:
+    untrusted. Bounded by the server's request timeout.
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def kxen_elicitation_request(server: ServerConfig, request: ElicitationRequest) -> dict[str, Any] | None:
+    """Answer a server's ``elicitation/create`` (the server asks the user for structured input).
+
+    First non-None wins, async-capable (called via ``acall_first``). Return an ``ElicitResult`` as
+    a dict: ``{"action": "accept", "content": {...}}`` (flat values: strings, numbers, booleans,
+    lists of strings), ``{"action": "decline"}`` or ``{"action": "cancel"}``; or ``None`` to pass.
+    kxen declares the ``elicitation`` capability (form mode) only when some plugin implements this
+    hook; when none answers, or one raises or answers something else, the answer is ``decline``.
+    ``request.message`` and ``request.requested_schema`` are the server's: untrusted, to be escaped
+    before they are shown. Bounded by the server's request timeout.
+
+    .. versionadded:: 0.2
     """
 
 

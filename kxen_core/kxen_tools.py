@@ -19,9 +19,9 @@ from typing import Any, Mapping, Protocol
 
 from . import agent_output, contents
 from .agent_output import AgentOutput
-from .agent_tools import split_qualified
 from .catalog import CAPABILITY
 from .errors import ApprovalDenied, InvalidArguments, KxenError, PolicyDenied, UnknownTool
+from .tool_names import server_of
 
 
 
@@ -159,10 +159,14 @@ async def agent_call(
         raw = await rt.call_tool(name, arguments, server=server, timeout=timeout)
     except KxenError as exc:
         return agent_output.error_output(exc, limit=limit)
-    try:
-        owner, tool = (server, name) if server is not None else split_qualified(name)
-    except ValueError:  # a model-facing name that is not <server>__<tool>: name it whole
-        owner, tool = "", name
+    owner, tool = server or "", name
+    if server is None:  # a model-facing name: its server, and that server's own name of the tool
+        try:
+            owner = server_of(name)
+        except ValueError:  # not <server>__<tool>: name it whole
+            owner = ""
+        target = rt.servers.get(owner) if owner else None
+        tool = (target.tool_for(name) if target is not None else None) or name
     return agent_output.render_tool_result(raw, server=owner, tool=tool, limit=limit)
 
 

@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from . import agent_tools, contents, kxen_tools
+from . import contents, kxen_tools, tool_names
 from .admission import admit, user_fallback, why_replaced
 from .approvals import Approvals, authorize
 from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, render_read
@@ -34,6 +34,9 @@ from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest, ToolCall
 from .server import Server, ServerEnv, State
+from .notices import Subscription, UpdateCallback
+from .progress import ProgressCallback
+from .tool_output import check_result
 from .votes import PreparedVotes
 
 
@@ -245,24 +248,21 @@ class Runtime:
         return list(self.config.project_problems) if self.config else []
 
     def tools(self, server: str | None = None) -> list[dict[str, Any]]:
-        """The tools the model sees: each ready server's (``<server>__<tool>``), then, without
-        ``server``, kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`)."""
+        """The tools the model sees: each ready server's, as the server listed it (``title``,
+        ``annotations``, ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as
+        sent) plus ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
+        :mod:`kxen_core.tool_names`; ``name`` stays the server's own); then, without ``server``,
+        kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`)."""
         out = []
         for s in self.servers.values():
             name = s.name
             if (server is not None and name != server) or s.state != State.READY:
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
-            qualified = agent_tools.qualified_name(name, "")  # + the tool's name (10,000 tools: hoisted)
+            model_names = s.tool_names  # the server's name map (provider-safe, see tool_names)
             for tool in s.tools_by_name.values():
                 tool_name = tool["name"]
-                entry = {
-                    "server": name,
-                    "name": tool_name,
-                    "qualifiedName": qualified + tool_name,
-                    "description": tool.get("description"),
-                    "inputSchema": tool.get("inputSchema") or {"type": "object"},
-                }
+                entry = {**tool, "server": name, "name": tool_name, "qualifiedName": model_names[tool_name]}
                 if notes and tool_name in notes:
                     entry["notes"] = notes[tool_name]  # what catalog plugins annotated
                 out.append(entry)
@@ -336,26 +336,32 @@ class Runtime:
         *,
         server: str | None = None,
         timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Call a tool by qualified name (``server__tool``), or by ``server=`` and the tool's own name;
-        return the server's result as it is (for the host; :meth:`agent_call` is the agent's view).
+        """Call a tool by its model-facing name (``qualifiedName`` of :meth:`tools`), or by
+        ``server=`` and the tool's own name; return the server's result as it is (for the host;
+        :meth:`agent_call` is the agent's view).
 
         Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
         kxen's own tools (:mod:`.kxen_tools`) return their agent view as a tool result.
+        With ``on_progress`` (a function or coroutine function of a :class:`kxen_core.progress.Progress`)
+        the call asks for progress and gets the server's updates, the latest first, until the result
+        is in. A ``structuredContent`` that breaks the tool's ``outputSchema`` gives an ``isError`` result.
         """
         if server is None and kxen_tools.is_kxen_tool(name):
             return (await kxen_tools.call(self, name, arguments, self.output_limit)).as_result()
-        if server is None:
+        if server is None:  # a model-facing name: its server part, then that server's name map
             try:
-                server, tool = agent_tools.split_qualified(name)
+                server = tool_names.server_of(name)
             except ValueError as exc:
                 raise UnknownTool(str(exc)) from None
+            target = self._ready(server)
+            tool = target.tool_for(name) or ""
         else:
-            tool = name
-        target = self._ready(server)
+            target, tool = self._ready(server), name
         info = target.tools_by_name.get(tool)
         if info is None:
-            raise UnknownTool(f"server {server!r} has no tool {tool[:80]!r}")
+            raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
         args = dict(arguments or {})
         settings = self.config.settings if self.config else None
         if not self._votes.allowed_outright(target.config, tool, self.role, settings, args):
@@ -372,7 +378,20 @@ class Runtime:
         session = target.session
         if session is None:  # stopped while the votes were counted
             raise ServerNotReady(target.name, target.state.value, None, target.error)
-        return await session.request("tools/call", {"name": tool, "arguments": args}, timeout=timeout)
+        params: dict[str, Any] = {"name": tool, "arguments": args}
+        if on_progress is None:
+            result = await session.request("tools/call", params, timeout=timeout)
+        else:
+            async with target.progress.route(on_progress) as token:
+                params["_meta"] = {"progressToken": token}
+                result = await session.request("tools/call", params, timeout=timeout)
+        return check_result(info, result, target.diag)
+
+    async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
+        """Call ``callback(uri)`` whenever ``server`` says ``uri`` (or a URI below it) was updated,
+        until the subscription is closed (``aclose()``, ``async with``) or the server stops. Raises
+        ``Unsupported`` unless it declared ``resources.subscribe``, and what the request raises."""
+        return await self._ready(server).subscribe(uri, callback)
 
 
 __all__ = ["Runtime"]

@@ -8,27 +8,27 @@ process that runs is not a server that is ready: ``ready`` means initialized and
 from __future__ import annotations
 
 import logging
-import sys
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 import anyio.abc
 import attrs
 
-from .catalog import CAPABILITY, KINDS, Catalog, CatalogPage, Verdict, fetch_catalog, kinds_of
-from .errors import ClosedError, KxenError, RequestError
-from .hookcall import acall_all
+from .catalog import CAPABILITY, KINDS, Catalog, kinds_of
+from .client_requests import client_capabilities, request_handlers
+from .errors import KxenError, Unsupported
+from .failures import failure_text, real_cause
 from .launch import Launch, resolve_launch
+from .notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from .policy import ApprovalRequest
+from .progress import ProgressRoutes
 from .safe_text import safe_text
+from .server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
 from .session import Session
 from .states import SETTLED, Phase, State
 from .transport import MessageStream, TransportContext
-
-if sys.version_info < (3, 11):  # pragma: no cover - anyio depends on the backport there
-    from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
     import cattrs
@@ -41,37 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kxen.server")
 
 MAX_DIAGNOSTICS = 200
-LIST_CHANGED_DEBOUNCE = 0.05
 STOP_WAIT_SECONDS = 10
-
-
-def real_cause(exc: BaseException) -> BaseException:
-    """The error a task group wrapped: its first kxen error (depth first), else its first error
-    that is not a cancellation, else its first; ``exc`` itself when it is no group."""
-    leaves: list[BaseException] = []
-    todo = [exc]
-    while todo and len(leaves) < 1000:  # a group is finite, but be bounded anyway
-        e = todo.pop()
-        if isinstance(e, BaseExceptionGroup):
-            todo.extend(reversed(e.exceptions))
-        else:
-            leaves.append(e)
-    if not leaves:
-        return exc
-    for kind in (KxenError, Exception):
-        for leaf in leaves:
-            if isinstance(leaf, kind):
-                return leaf
-    return leaves[0]
-
-
-def failure_text(exc: BaseException) -> str:
-    """What a status shows for ``exc``: a kxen error's own text, else ``Type: text``; never a
-    task group's "unhandled errors" wrapper."""
-    cause = real_cause(exc)
-    if isinstance(cause, KxenError):
-        return str(cause)
-    return f"{type(cause).__name__}: {cause}"
 
 
 @attrs.frozen(kw_only=True)
@@ -91,8 +61,9 @@ class ServerEnv:
 
 
 @attrs.define(eq=False)
-class Server:
-    """One configured server and, while it runs, its transport and session."""
+class Server(CatalogLists):
+    """One configured server and, while it runs, its transport and session (its catalogs: see
+    :class:`kxen_core.server_catalogs.CatalogLists`)."""
 
     entry: ServerConfig  # the merged config entry this server was made from
     admission: Admission  # the decision to start it (or why not)
@@ -109,6 +80,8 @@ class Server:
     stream: MessageStream | None = None  # while the transport is up (for describe())
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    tool_names: dict[str, str] = attrs.field(factory=dict)  # tool -> its model-facing name
+    model_tools: dict[str, str] = attrs.field(factory=dict)  # model-facing name -> tool
     diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
     settled: anyio.Event = attrs.field(factory=anyio.Event)
     done: anyio.Event = attrs.field(factory=anyio.Event)
@@ -118,9 +91,15 @@ class Server:
     _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
     _refreshing: set[str] = attrs.field(factory=set)
     _changed_early: set[str] = attrs.field(factory=set)
+    progress: ProgressRoutes = attrs.field(init=False)  # notifications/progress -> the call's callback
+    server_log: ServerLog = attrs.field(init=False)  # notifications/message, bounded
+    subscriptions: Subscriptions = attrs.field(init=False)  # notifications/resources/updated
 
     def __attrs_post_init__(self) -> None:
         self.config = self.admission.run or self.entry
+        self.progress = ProgressRoutes("kxen", self.diag)
+        self.server_log = ServerLog(self.config.name)
+        self.subscriptions = Subscriptions(self.diag)
         self.note = self.admission.note
         if self.admission.run is None:
             self.set(self.admission.state, None, self.admission.error)
@@ -156,6 +135,7 @@ class Server:
             "fingerprint": self.fingerprint,
             "transportInfo": self._describe(),
             "diagnostics": [safe_text(d) for d in list(self.diagnostics)[-20:]],
+            "log": self.server_log.snapshot(),  # the server's own notifications/message, escaped
         }
 
     def _describe(self) -> dict[str, Any] | None:
@@ -221,10 +201,10 @@ class Server:
                         server=server.name,
                         request_timeout=server.timeouts.requestSeconds,
                         initialize_timeout=server.timeouts.initializeSeconds,
-                        capabilities=self._client_capabilities(server),
+                        capabilities=client_capabilities(env.pm, server),
                         on_notification=self._on_notification,
                         on_diagnostic=self.diag,
-                        request_handlers=self._request_handlers(server),
+                        request_handlers=request_handlers(env.pm, server, env.workspace, self.diag),
                     ) as session:
                         self.session = session
                         init = await session.initialize()
@@ -235,10 +215,11 @@ class Server:
                                 if CAPABILITY[kind_name] in init.capabilities:
                                     await self._list(kind_name, required=(kind_name == "tools"))
                             self._tg = tg
+                            self.subscriptions.request, self.subscriptions.start = session.request, tg.start_soon
                             self.set(State.READY)
                             # a list_changed that came while we were listing: fetch that kind again now
                             for kind_name in sorted(self._changed_early):
-                                self._on_notification(f"notifications/{kind_name}/list_changed", None)
+                                self._list_changed(kind_name)
                             self._changed_early.clear()
                             await session.closed_event.wait()
                             self._tg = None
@@ -253,6 +234,7 @@ class Server:
                 log.debug("server %s failed", server.name, exc_info=True)
         finally:
             self.session = None
+            self.subscriptions.reset()
             if self.stopping:
                 self.set(State.STOPPED)
             elif self.state not in SETTLED:
@@ -317,80 +299,27 @@ class Server:
         )
         return None
 
-    def _client_capabilities(self, server: ServerConfig) -> dict[str, Any]:
-        # local servers may see the workspace as a root; remote ones get nothing by default
-        return {} if server.is_remote else {"roots": {"listChanged": False}}
-
-    def _request_handlers(self, server: ServerConfig) -> dict[str, Any]:
-        assert self.env is not None
-        workspace = self.env.workspace
-
-        async def roots_list(params: Mapping[str, Any]) -> dict[str, Any]:
-            if server.is_remote:
-                return {"roots": []}
-            return {"roots": [{"uri": workspace.as_uri(), "name": workspace.name}]}
-
-        return {"roots/list": roots_list}
-
-    # --- catalogs -------------------------------------------------------------------------------
-
-    async def refresh(self, kind: str) -> Catalog:
-        """Fetch the ``kind`` catalog again (``tools``, ``resources``, ``resourceTemplates`` or
-        ``prompts``) and return it.
-
-        Raises ``KeyError`` for an unknown kind and what the listing raises (a request error, a
-        closed connection); the catalog kept so far stays when the fetch fails.
-        """
-        if kind not in KINDS:
-            raise KeyError(f"unknown catalog kind {kind!r} (one of {', '.join(KINDS)})")
-        await self._list(kind, required=True)
-        return self.catalogs[kind]
-
-    async def _list(self, kind: str, *, required: bool) -> None:
-        assert self.env is not None
-        method = KINDS[kind][0]
-        session = self.session
-        if session is None:
-            raise ClosedError(f"server {self.name!r} is not connected", server=self.name)
-        pm, settings, server = self.env.pm, self.env.settings, self.config
-
-        async def fetch(cursor: str | None) -> dict[str, Any]:
-            return await session.request(method, {"cursor": cursor} if cursor is not None else None)
-
-        async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
-            page = attrs.evolve(page, settings=settings)
-            answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
-            return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
-
-        try:
-            catalog = await fetch_catalog(kind, fetch, judge=judge)
-        except (RequestError, ClosedError) as exc:
-            if required:
-                raise
-            self.diag(f"{method} failed: {exc}")
-            return
-        for message in catalog.diagnostics:
-            self.diag(f"{kind}: {message}")
-        self.catalogs[kind] = catalog
-        if kind == "tools":
-            self.tools_by_name = {t["name"]: t for t in catalog.items}
+    async def subscribe(self, uri: str, callback: UpdateCallback) -> Subscription:
+        """Subscribe to updates of ``uri`` (``resources/subscribe``, sent once per URI); raises
+        ``Unsupported`` unless the server declared ``resources.subscribe``."""
+        init = self.session.initialized if self.session is not None else None
+        resources = init.capabilities.get("resources") if init is not None else None
+        if not (isinstance(resources, dict) and resources.get("subscribe") is True):
+            raise Unsupported(f"server {self.name!r} does not offer resource subscriptions (resources.subscribe)")
+        return await self.subscriptions.add(uri, callback)
 
     def _on_notification(self, method: str, params: Any) -> None:
-        if method.endswith("/list_changed"):
+        """The session reader's: O(1) per notification, never waits (see progress and notices)."""
+        if method == "notifications/progress":
+            self.progress.notify(params)
+        elif method == "notifications/message":
+            self.server_log.notify(params)
+        elif method == "notifications/resources/updated":
+            self.subscriptions.notify(params)
+        elif method.endswith("/list_changed"):
             for kind in kinds_of(method.split("/")[1]):  # resources/list_changed: templates too
-                if self._tg is None:
-                    self._changed_early.add(kind)  # still listing: refetch once ready
-                elif kind not in self._refreshing:
-                    self._refreshing.add(kind)
-                    self._tg.start_soon(self._refresh_later, kind)
-
-    async def _refresh_later(self, kind: str) -> None:
-        await anyio.sleep(LIST_CHANGED_DEBOUNCE)  # a burst of list_changed becomes one refetch
-        self._refreshing.discard(kind)
-        try:
-            await self._list(kind, required=False)
-        except Exception as exc:  # a plugin bug in a refresh must not end the server
-            self.diag(f"refreshing {kind} failed: {failure_text(exc)}")
+                self._list_changed(kind)
 
 
-__all__ = ["Phase", "SETTLED", "Server", "ServerEnv", "State"]  # the states are re-exported for hosts
+# the states are re-exported for hosts; failure_text, real_cause and LIST_CHANGED_DEBOUNCE stay importable here
+__all__ = ["LIST_CHANGED_DEBOUNCE", "Phase", "SETTLED", "Server", "ServerEnv", "State", "failure_text", "real_cause"]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import kxen_core.plugins as plugins_mod
+from kxen_core.agent_tools import qualified_name
 from kxen_core import cli
 from kxen_core.config.trust import trust
 from kxen_core.safe_text import finite, json_text, safe_text
@@ -73,6 +74,7 @@ def hostile_fake() -> FakeServer:
             {"name": "ok", "description": ATTACK, "inputSchema": {"type": "object"}},
             {"name": "fail", "description": "\n".join(HOSTILE), "inputSchema": {"type": "object"}},
             {"name": "bad\x1b[2Jname", "description": "[/]", "inputSchema": {"type": "object"}},
+            {"name": "dotted.name", "description": "[/]", "inputSchema": {"type": "object"}},
         ],
     )
 
@@ -170,12 +172,17 @@ def test_tools_table_and_json(kx, kxen_home, fakes):
     code, out, err = kx("mcp", "tools", "--wait", "10")
     assert code == 0
     assert_clean(out, err)
-    assert "h__bad\\x1b[2Jname" in out and "[link=http://127.0.0.1/]x[/link]" in out
+    # a name with an escape breaks MCP's name rule: the tool is rejected, never shown or called
+    assert "bad" not in out and "[link=http://127.0.0.1/]x[/link]" in out
+    # a dotted name is shown twice: as the model sees it and as the server named it
+    assert qualified_name("h", "dotted.name") in out and "dotted.name" in out
     code, out, err = kx("mcp", "tools", "--json", "--wait", "10")
     assert code == 0
     assert_clean(out, err)
     by_name = {t["name"]: t for t in json.loads(out)["tools"]}
-    assert by_name["ok"]["description"] == ATTACK
+    assert by_name["ok"]["description"] == ATTACK and set(by_name) == {"ok", "fail", "dotted.name"}
+    assert by_name["dotted.name"]["qualifiedName"] == qualified_name("h", "dotted.name")
+    assert by_name["ok"]["qualifiedName"] == "h__ok" and by_name["ok"]["server"] == "h"
 
 
 def test_call_error_result_and_json(kx, kxen_home, fakes):

@@ -303,10 +303,12 @@ async def test_a_listing_denied_for_one_server_skips_it(kxen_home, tmp_path, fak
 
 
 async def test_a_server_tool_named_like_a_method_gets_no_read_only_pass(kxen_home, tmp_path, fakes):
+    # a "/" is outside MCP's tool name rule: the catalog skips the tool, so it cannot even be called
     fake = fakes.add("f", tools={"resources/read": lambda a: text_result("ran")})
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
-        with pytest.raises(ApprovalDenied):  # the default "ask", with no channel
+        with pytest.raises(UnknownTool):
             await rt.call_tool("resources/read", {}, server="s")
+        assert any("item 'resources/read' rejected by kxen.tool-catalog" in d for d in rt.servers["s"].diagnostics)
     assert sent(fake, "tools/call") == []
 
 

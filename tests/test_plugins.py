@@ -317,6 +317,8 @@ def _wrapper_plugin(name: str, hook: str, style: str) -> types.ModuleType:
         "kxen_credential_lookup": "server, request",
         "kxen_catalog_page": "server, kind, page",
         "kxen_transport_closed": "server, reason",
+        "kxen_sampling_request": "server, request",
+        "kxen_elicitation_request": "server, request",
     }
     ns: dict[str, Any] = {}
     exec(f"def {hook}({argsets[hook]}):\n    return (yield)\n", ns)

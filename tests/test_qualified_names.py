@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kxen_core import tool_names
 from kxen_core.agent_tools import qualified_name, split_qualified
 from kxen_core.config import check_server_key, load_config
 from kxen_testing import mem, running, text_result
@@ -22,17 +25,86 @@ _pieces = st.sampled_from(["_", "__", "-", "a", "Z", "0", "é", "\x1b"])
 tools = st.lists(_pieces, min_size=1, max_size=12).map("".join) | st.text(min_size=1, max_size=20)
 
 
+#: tool names that are provider-safe as they are (and never end like a shortened name)
+safe_tools = st.text(alphabet="_-aZ09", min_size=1, max_size=30).filter(lambda t: not tool_names._ends_shortened(t))
+
+
 @settings(max_examples=400, deadline=None)
-@given(server=servers, tool=tools)
-def test_split_inverts_qualified_name_for_every_allowed_pair(server, tool):
+@given(server=servers, tool=safe_tools)
+def test_a_safe_name_is_kept_and_split_inverts_it(server, tool):
+    assert qualified_name(server, tool) == f"{server}__{tool}"
     assert split_qualified(qualified_name(server, tool)) == (server, tool)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
+@given(server=servers, tool=tools | st.text(min_size=1, max_size=200))
+def test_every_model_facing_name_is_provider_safe_and_keeps_its_server(server, tool):
+    name = qualified_name(server, tool)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name), name
+    assert tool_names.server_of(name) == server
+    assert qualified_name(server, tool) == name  # a function of the pair alone
+
+
+@settings(max_examples=600, deadline=None)
 @given(a=st.tuples(servers, tools), b=st.tuples(servers, tools))
 def test_two_different_pairs_never_give_one_name(a, b):
     if a != b:
         assert qualified_name(*a) != qualified_name(*b)
+
+
+@contextmanager
+def weak_hash():
+    """A 1-bit hash: shortened names of one server collide all the time."""
+    real = tool_names.name_hash
+    tool_names.name_hash = lambda server, tool: "0000000" + str(len(tool) % 2)
+    tool_names.model_name.cache_clear()  # names are cached once computed: none from the real hash
+    try:
+        yield
+    finally:
+        tool_names.name_hash = real
+        tool_names.model_name.cache_clear()
+
+
+@settings(max_examples=200, deadline=None)
+@given(server=servers, names=st.lists(tools | st.text(min_size=1, max_size=140), min_size=1, max_size=30), data=st.data())
+def test_assign_is_injective_and_order_free_even_when_hashes_collide(server, names, data):
+    """assign gives one name per tool, drops a colliding one with a reason, and decides the same
+    whatever order the server lists its tools in."""
+    shuffled = data.draw(st.permutations(names))
+    with weak_hash():
+        by_tool, by_model, dropped = tool_names.assign(server, names)
+        again = tool_names.assign(server, shuffled)
+    assert again == (by_tool, by_model, dropped)
+    assert len(set(by_tool.values())) == len(by_tool) and {v: k for k, v in by_tool.items()} == by_model
+    assert set(by_tool) <= set(names) and len(by_tool) + len(dropped) == len(set(names))
+    for name in by_tool.values():
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) and tool_names.server_of(name) == server
+
+
+def test_a_collision_keeps_the_tool_whose_name_sorts_first():
+    with weak_hash():
+        by_tool, by_model, dropped = tool_names.assign("s", ["a.b", "a,b", "plain"])
+    assert by_tool == {"a,b": "s__a_b__00000001", "plain": "s__plain"}
+    assert dropped == ["tool 'a.b' dropped: its model-facing name 's__a_b__00000001' is already 'a,b''s"]
+
+
+def test_the_shortened_name_is_the_same_on_every_machine():
+    # sha256(b"srv\0admin.tools.list")[:8] == "ab37440b": a literal, so a change of scheme shows here
+    assert qualified_name("srv", "admin.tools.list") == "srv__admin_tools_list__ab37440b"
+    long = "t" * 128
+    name = qualified_name("x" * 32, long)
+    assert len(name) == 64 and name.startswith("x" * 32 + "__" + "t" * 20 + "__")
+
+
+@pytest.mark.parametrize(
+    "tool", ["dotted.name", "a" * 63, "a" * 128, "tool__deadbeef", "has space", "emoji_\U0001f600", "x\n", "-"]
+)
+def test_names_outside_the_rule_are_shortened(tool):
+    name = qualified_name("s", tool)
+    if tool == "-":
+        assert name == "s__-"
+        return
+    assert name != f"s__{tool}" and re.fullmatch(r"s__[A-Za-z0-9_-]*__[0-9a-f]{8}", name), name
 
 
 @pytest.mark.parametrize("server", ["a", "a-", "_a", "-", "a_b", "x" * 32])

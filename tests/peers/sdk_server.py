@@ -11,8 +11,9 @@ Usage: ``python sdk_server.py MODE [PORT] [--bad-tools]`` with MODE one of
 HTTP modes bind 127.0.0.1 only. Tools: ``add``, ``echo``, ``boom`` (raises), ``slow`` (sleeps),
 ``poll`` (closes its answer stream, then answers: the client must resume), ``roots`` (asks the
 client for its roots and returns what it got, with the capabilities the client declared).
-``--bad-tools`` adds tools a remote catalog must reject: ``bad.name`` (a dot in the name),
-``remote_ref`` (an input schema with a ``$ref`` to another document) and ``wordy`` (a
+``--bad-tools`` adds ``bad.name`` (a dot: MCP allows it, model providers do not, so kxen keeps it
+under a provider-safe name) and tools the catalog must reject: ``has space`` (outside MCP's name
+rule), ``remote_ref`` (an input schema with a ``$ref`` to another document) and ``wordy`` (a
 300-character description).
 """
 
@@ -82,6 +83,9 @@ async def roots(ctx: Context) -> str:
 
 def add_bad_tools() -> None:
     def bad_name() -> str:
+        return "bad"
+
+    def spaced() -> str:
         return "should never be called"
 
     def remote_ref(x: str) -> str:
@@ -90,7 +94,8 @@ def add_bad_tools() -> None:
     def wordy() -> str:
         return "wordy"
 
-    mcp.add_tool(bad_name, name="bad.name", description="a dot is not allowed in a remote tool name")
+    mcp.add_tool(bad_name, name="bad.name", description="a dot is allowed by MCP, not by model providers")
+    mcp.add_tool(spaced, name="has space", description="a space is outside MCP's tool name rule")
     mcp.add_tool(remote_ref, name="remote_ref", description="its schema points at another document")
     mcp.add_tool(wordy, name="wordy", description="w" * 300)
     # the SDK builds the schema from the signature; point one property at a remote document

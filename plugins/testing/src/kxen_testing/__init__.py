@@ -15,10 +15,11 @@ For pytest, enable the fixtures (``anyio_backend``, ``kxen_home``, ``fakes``) wi
 """
 
 from .fake import FakeError, FakeServer, text_result
-from .helpers import Channel, mem, running
+from .helpers import Answers, Channel, mem, running
 from .memory import MemoryTransport, clear_fakes, get_fake, register_fake
 
 __all__ = [
+    "Answers",
     "Channel",
     "FakeError",
     "FakeServer",

@@ -6,6 +6,7 @@
   settled (ready, failed, disabled, awaiting approval...), bounded by ``wait`` seconds.
 * :class:`Channel` -- a scriptable approval channel plugin: it records every
   :class:`~kxen_core.policy.ApprovalRequest` it is shown and answers yes, no, or passes.
+* :class:`Answers` -- a scriptable plugin answering servers' sampling and elicitation requests.
 
 A typical test (with the fixtures of ``kxen_testing.pytest_plugin``)::
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 READY_SECONDS = 20.0
 #: the entry points :func:`running` loads by default: only kxen-testing's in-memory transport
 MEMORY_ONLY = ("memory",)
+_UNSET: Any = object()
 
 
 def mem(fake: str, **extra: Any) -> dict[str, Any]:
@@ -134,3 +136,33 @@ class Channel:
 
     def __repr__(self) -> str:
         return f"Channel(approved={self.approved!r}, name={self.__name__!r})"
+
+
+class Answers:
+    """A plugin that answers servers' ``sampling/createMessage`` (``sampling=``) and/or
+    ``elicitation/create`` (``elicitation=``) and records every request it is shown.
+
+    Each answer is a dict (the result), ``None`` (pass: the request is declined), or a function of
+    the request returning either. Only the hooks given are implemented, so kxen declares only
+    those capabilities: ``Answers(elicitation={"action": "accept", "content": {"ok": True}})``
+    declares ``elicitation`` and not ``sampling``.
+    """
+
+    def __init__(self, *, sampling: Any = _UNSET, elicitation: Any = _UNSET, name: str = "test-answers") -> None:
+        self.requests: list[Any] = []
+        self.__name__ = name
+        if sampling is not _UNSET:
+            self.kxen_sampling_request = self._hook(sampling)
+        if elicitation is not _UNSET:
+            self.kxen_elicitation_request = self._hook(elicitation)
+
+    def _hook(self, answer: Any) -> Any:
+        @hookimpl
+        async def impl(server: Any, request: Any) -> Any:
+            self.requests.append(request)
+            return answer(request) if callable(answer) else answer
+
+        return impl
+
+    def __repr__(self) -> str:
+        return f"Answers(name={self.__name__!r})"

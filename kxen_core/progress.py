@@ -1,0 +1,127 @@
+"""``notifications/progress``: from the server to the host callback of the call that asked for it.
+
+A call that wants progress gets a token (``progressToken`` in its request ``_meta``) and a route
+for the time it runs. The session's reader hands each notification to :meth:`ProgressRoutes.notify`,
+which costs O(1) and never waits: it keeps only the latest update of that call (one slot per call,
+so a flood neither grows memory nor blocks the reader) and wakes the call's delivery task, which
+hands the update to the host callback (a plain function or a coroutine function). An update that
+came in before the result is delivered before :meth:`ProgressRoutes.route` returns; updates for
+unknown tokens (late, or made up) are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import asynccontextmanager
+from itertools import count
+from typing import Any, AsyncIterator, Awaitable, Callable, Union
+
+import anyio
+import attrs
+
+#: the longest progress message kept (characters)
+MAX_MESSAGE_CHARS = 1000
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """One progress update of a call: ``progress`` (increasing), ``total`` if known, a ``message``."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+ProgressCallback = Callable[[Progress], Union[None, Awaitable[None]]]
+
+
+def parse(params: Any) -> tuple[Any, Progress] | None:
+    """``(token, update)`` from the params of a progress notification, or None when malformed."""
+    if type(params) is not dict:
+        return None
+    token = params.get("progressToken")
+    value, total, message = params.get("progress"), params.get("total"), params.get("message")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if total is not None and (not isinstance(total, (int, float)) or isinstance(total, bool)):
+        return None
+    if message is not None and type(message) is not str:
+        message = None
+    if message is not None and len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + "..."
+    return token, Progress(progress=float(value), total=None if total is None else float(total), message=message)
+
+
+class _Route:
+    __slots__ = ("callback", "latest", "wake")
+
+    def __init__(self, callback: ProgressCallback) -> None:
+        self.callback = callback
+        self.latest: Progress | None = None
+        self.wake = anyio.Event()
+
+
+class ProgressRoutes:
+    """The progress routes of one server (tokens are unique among its calls)."""
+
+    def __init__(self, prefix: str, diag: Callable[[str], None]) -> None:
+        self._prefix = prefix
+        self._diag = diag
+        self._routes: dict[str, _Route] = {}
+        self._ids = count(1)
+        #: notifications for no active call (late, or tokens the server made up)
+        self.unmatched = 0
+        #: updates replaced by a newer one before the callback got them
+        self.coalesced = 0
+
+    def notify(self, params: Any) -> None:
+        """The reader's side: O(1), never waits."""
+        parsed = parse(params)
+        route = self._routes.get(parsed[0]) if parsed is not None and type(parsed[0]) is str else None
+        if route is None or parsed is None:
+            self.unmatched += 1
+            n = self.unmatched
+            if n & (n - 1) == 0:  # 1, 2, 4...: visible, and few
+                self._diag(f"{n} progress notification(s) for no active call (or malformed) dropped")
+            return
+        if route.latest is not None:
+            self.coalesced += 1
+        route.latest = parsed[1]
+        route.wake.set()
+
+    @asynccontextmanager
+    async def route(self, callback: ProgressCallback) -> AsyncIterator[str]:
+        """Open a route for one call; yields its progress token. On exit the last update that came
+        in is delivered, then the route is closed."""
+        token = f"{self._prefix}-{next(self._ids)}"
+        route = self._routes[token] = _Route(callback)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._deliver_all, route)
+                try:
+                    yield token
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            self._routes.pop(token, None)
+        await self._deliver(route)  # what came in before the answer and was not delivered yet
+
+    async def _deliver_all(self, route: _Route) -> None:
+        while True:
+            await route.wake.wait()
+            route.wake = anyio.Event()
+            await self._deliver(route)
+
+    async def _deliver(self, route: _Route) -> None:
+        update, route.latest = route.latest, None
+        if update is None:
+            return
+        try:
+            answer = route.callback(update)
+            if inspect.isawaitable(answer):
+                await answer
+        except Exception as exc:  # the host's callback must not fail the call
+            self._diag(f"a progress callback failed: {type(exc).__name__}: {exc}")
+
+
+__all__ = ["MAX_MESSAGE_CHARS", "Progress", "ProgressCallback", "ProgressRoutes", "parse"]

@@ -1,0 +1,123 @@
+"""One server's catalogs: listing them, the model-facing tool names, and ``list_changed`` refetches.
+
+:class:`CatalogLists` is the part of :class:`kxen_core.server.Server` that lists: each kind goes
+through :func:`kxen_core.catalog.fetch_catalog` (bounded pages, the core's item rules, every
+``kxen_catalog_page`` verdict), and the tools catalog also gets its model-facing names
+(:mod:`kxen_core.tool_names`): ``tool_names`` (tool -> model name) and ``model_tools`` (model name ->
+tool), replaced together with the catalog so a call never sees one without the other.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+
+from .catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
+from .errors import ClosedError, RequestError
+from .failures import failure_text
+from .hookcall import acall_all
+from .tool_names import assign
+
+if TYPE_CHECKING:
+    import anyio.abc
+
+    from .config import ServerConfig
+    from .session import Session
+
+#: a burst of ``list_changed`` within this many seconds becomes one refetch
+LIST_CHANGED_DEBOUNCE = 0.05
+
+
+class CatalogLists:
+    """Mixed into ``Server``: the attributes below are the server's own (attrs fields there)."""
+
+    if TYPE_CHECKING:
+        env: Any
+        config: ServerConfig
+        session: Session | None
+        catalogs: dict[str, Catalog]
+        tools_by_name: dict[str, dict[str, Any]]
+        tool_names: dict[str, str]
+        model_tools: dict[str, str]
+        _tg: anyio.abc.TaskGroup | None
+        _refreshing: set[str]
+        _changed_early: set[str]
+
+        @property
+        def name(self) -> str: ...
+
+        def diag(self, message: str) -> None: ...
+
+    async def refresh(self, kind: str) -> Catalog:
+        """Fetch the ``kind`` catalog again (``tools``, ``resources``, ``resourceTemplates`` or
+        ``prompts``) and return it.
+
+        Raises ``KeyError`` for an unknown kind and what the listing raises (a request error, a
+        closed connection); the catalog kept so far stays when the fetch fails.
+        """
+        if kind not in KINDS:
+            raise KeyError(f"unknown catalog kind {kind!r} (one of {', '.join(KINDS)})")
+        await self._list(kind, required=True)
+        return self.catalogs[kind]
+
+    def tool_for(self, model_name: str) -> str | None:
+        """The server's own name of the tool the model knows as ``model_name``, if it has one."""
+        return self.model_tools.get(model_name)
+
+    async def _list(self, kind: str, *, required: bool) -> None:
+        assert self.env is not None
+        method = KINDS[kind][0]
+        session = self.session
+        if session is None:
+            raise ClosedError(f"server {self.name!r} is not connected", server=self.name)
+        pm, settings, server = self.env.pm, self.env.settings, self.config
+
+        async def fetch(cursor: str | None) -> dict[str, Any]:
+            return await session.request(method, {"cursor": cursor} if cursor is not None else None)
+
+        async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
+            page = attrs.evolve(page, settings=settings)
+            answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
+            return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
+
+        try:
+            catalog = await fetch_catalog(kind, fetch, judge=judge)
+        except (RequestError, ClosedError) as exc:
+            if required:
+                raise
+            self.diag(f"{method} failed: {exc}")
+            return
+        if kind == "tools":
+            by_tool, by_model, dropped = assign(self.name, (t["name"] for t in catalog.items))
+            for reason in dropped:
+                catalog.diag(reason)
+            if dropped:
+                catalog.items = [t for t in catalog.items if t["name"] in by_tool]
+        for message in catalog.diagnostics:
+            self.diag(f"{kind}: {message}")
+        self.catalogs[kind] = catalog
+        if kind == "tools":
+            self.tools_by_name = {t["name"]: t for t in catalog.items}
+            self.tool_names, self.model_tools = by_tool, by_model
+
+    def _list_changed(self, kind: str) -> None:
+        if kind not in KINDS:
+            return
+        if self._tg is None:
+            self._changed_early.add(kind)  # still listing: refetch once ready
+        elif kind not in self._refreshing:
+            self._refreshing.add(kind)
+            self._tg.start_soon(self._refresh_later, kind)
+
+    async def _refresh_later(self, kind: str) -> None:
+        await anyio.sleep(LIST_CHANGED_DEBOUNCE)  # a burst of list_changed becomes one refetch
+        self._refreshing.discard(kind)
+        try:
+            await self._list(kind, required=False)
+        except Exception as exc:  # a plugin bug in a refresh must not end the server
+            self.diag(f"refreshing {kind} failed: {failure_text(exc)}")
+
+
+__all__ = ["LIST_CHANGED_DEBOUNCE", "CatalogLists"]
