@@ -11,6 +11,8 @@
     │   ├── ProtocolError           the peer broke the protocol (bad frame, bad reply)
     │   ├── HTTPStatusError         an HTTP answer with an error status and no JSON-RPC error (``status``)
     │   └── ClosedError             the transport closed or the server died; pending calls fail with it
+    │       └── SessionExpired      the server no longer knows the session (HTTP 404 on a known session
+    │                               id); the request that got it was not processed: safe to send again
     ├── RequestError                a JSON-RPC request did not produce a result
     │   ├── RequestTimeout          no reply in time; it was cancelled on the wire
     │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
@@ -94,6 +96,12 @@ class HTTPStatusError(TransportError):
 
 class ClosedError(TransportError):
     """The transport is closed; nothing more can be sent or received."""
+
+
+class SessionExpired(ClosedError):
+    """The server answered a request of a known session with "no such session" (Streamable HTTP:
+    404). The request that got this answer was not processed, so it is safe to send it again, once,
+    in a new session: the runtime re-initializes and :meth:`Runtime.call_tool` re-sends it."""
 
 
 class RequestError(KxenError):

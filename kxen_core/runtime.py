@@ -21,9 +21,9 @@ import anyio
 import anyio.abc
 import attrs
 
-from . import contents, kxen_tools, tool_names
+from . import calls, contents, kxen_tools
 from .admission import admit, user_fallback, why_replaced
-from .approvals import Approvals, authorize
+from .approvals import Approvals
 from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, render_read
 from .catalog import Catalog
 from .config import Config, ServerConfig, load_config
@@ -32,11 +32,10 @@ from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
-from .policy import ApprovalDecision, ApprovalRequest, ToolCall
+from .policy import ApprovalDecision, ApprovalRequest
 from .server import Server, ServerEnv, State
 from .notices import Subscription, UpdateCallback
 from .progress import ProgressCallback
-from .tool_output import check_result
 from .votes import PreparedVotes
 
 
@@ -123,6 +122,7 @@ class Runtime:
             if config.servers.get(n) == s.entry and admit(config, s.entry) == s.admission
             # a held launch depends on workspace trust: started again when trust changed
             and not (s.held and s.env is not None and s.env.trusted != config.trusted)
+            and not (s.state == State.FAILED and s.done.is_set())  # failed for good: a reload retries it
         }
         for name, server in self.servers.items():
             if name not in keep:
@@ -199,6 +199,19 @@ class Runtime:
 
     async def stop_server(self, name: str) -> None:
         await self._server(name).stop("stop requested")
+
+    async def restart(self, name: str) -> None:
+        """Stop server ``name`` (its waiting calls fail at once with the reason, its process group
+        is ended) and start it again from the current config, through the same gates (trust, the
+        remote switch, approvals). Returns once the new start has begun; :meth:`wait_ready` waits."""
+        old = self._server(name)
+        await old.stop("restarting")
+        if self.config is None or self._tg is None or name not in self.config.servers:
+            return
+        entry = self.config.servers[name]
+        server = self.servers[name] = Server(entry=entry, admission=admit(self.config, entry), env=old.env)
+        if server.admission.run is not None:
+            self._tg.start_soon(server.run, name=f"kxen-server-{name}")
 
     async def refresh(self, server: str, kind: str = "tools") -> Catalog:
         """Fetch one catalog (``tools``, ``resources`` or ``prompts``) of a ready server again and
@@ -347,45 +360,11 @@ class Runtime:
         With ``on_progress`` (a function or coroutine function of a :class:`kxen_core.progress.Progress`)
         the call asks for progress and gets the server's updates, the latest first, until the result
         is in. A ``structuredContent`` that breaks the tool's ``outputSchema`` gives an ``isError`` result.
+        When a remote server has forgotten the session (the request was not processed), the call
+        waits for the new session the server opens at once and is sent again, once (see
+        :mod:`kxen_core.calls`).
         """
-        if server is None and kxen_tools.is_kxen_tool(name):
-            return (await kxen_tools.call(self, name, arguments, self.output_limit)).as_result()
-        if server is None:  # a model-facing name: its server part, then that server's name map
-            try:
-                server = tool_names.server_of(name)
-            except ValueError as exc:
-                raise UnknownTool(str(exc)) from None
-            target = self._ready(server)
-            tool = target.tool_for(name) or ""
-        else:
-            target, tool = self._ready(server), name
-        info = target.tools_by_name.get(tool)
-        if info is None:
-            raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
-        args = dict(arguments or {})
-        settings = self.config.settings if self.config else None
-        if not self._votes.allowed_outright(target.config, tool, self.role, settings, args):
-            call = ToolCall(
-                server=target.config,
-                tool=tool,
-                arguments=args,
-                role=self.role,
-                tool_info=info,
-                settings=settings,
-                launch=target.launch,  # the approval is bound to what runs behind the name
-            )
-            await authorize(self.pm, call, self.approvals, prepared=self._votes)
-        session = target.session
-        if session is None:  # stopped while the votes were counted
-            raise ServerNotReady(target.name, target.state.value, None, target.error)
-        params: dict[str, Any] = {"name": tool, "arguments": args}
-        if on_progress is None:
-            result = await session.request("tools/call", params, timeout=timeout)
-        else:
-            async with target.progress.route(on_progress) as token:
-                params["_meta"] = {"progressToken": token}
-                result = await session.request("tools/call", params, timeout=timeout)
-        return check_result(info, result, target.diag)
+        return await calls.call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
 
     async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
         """Call ``callback(uri)`` whenever ``server`` says ``uri`` (or a URI below it) was updated,

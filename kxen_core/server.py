@@ -21,6 +21,7 @@ from .client_requests import client_capabilities, request_handlers
 from .errors import KxenError, Unsupported
 from .failures import failure_text, real_cause
 from .launch import Launch, resolve_launch
+from .reconnect import Backoff
 from .notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from .policy import ApprovalRequest
 from .progress import ProgressRoutes
@@ -91,6 +92,7 @@ class Server(CatalogLists):
     _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
     _refreshing: set[str] = attrs.field(factory=set)
     _changed_early: set[str] = attrs.field(factory=set)
+    _connected: anyio.Event = attrs.field(factory=anyio.Event)  # set while a session is ready
     progress: ProgressRoutes = attrs.field(init=False)  # notifications/progress -> the call's callback
     server_log: ServerLog = attrs.field(init=False)  # notifications/message, bounded
     subscriptions: Subscriptions = attrs.field(init=False)  # notifications/resources/updated
@@ -150,7 +152,9 @@ class Server(CatalogLists):
     # --- life -----------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Gate, open, initialize and list; then serve until stopped or the connection ends."""
+        """Gate, open, initialize and list; then serve until stopped or the connection ends. A
+        remote server whose connection fails or ends, or whose session expires, connects again by
+        itself (:mod:`kxen_core.reconnect`); a local one stays failed until it is restarted."""
         env = self.env
         assert env is not None
         server = self.config
@@ -158,93 +162,145 @@ class Server(CatalogLists):
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
-                launch = None
-                if not server.is_remote:
-                    launch = resolve_launch(server, env.workspace)  # ConnectError -> failed(transport)
-                    self.held = launch.held is not None
-                    if server.scope != "project" and launch.held and not env.trusted:
-                        # a user server that would run what the workspace holds: never in an untrusted one
-                        self.fingerprint = launch.fingerprint
-                        self.set(
-                            State.AWAITING_TRUST,
-                            None,
-                            f"held: {launch.held}; trust the workspace (kxen trust) and approve this exact "
-                            f"launch with --approve {launch.fingerprint}",
-                        )
-                        return
-                    if server.scope == "project" or launch.held:
-                        approved = await self._approve_launch(launch)
-                        if approved is None:
-                            return
-                        server, launch = approved
-                self.launch = launch
-                kind = env.pm.transports.get(server.kind)
-                if kind is None:
-                    self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.broken()))
+                gated = await self._gate(env)
+                if gated is None:
                     return
-                context = TransportContext(
-                    workspace=env.workspace,
-                    diagnostic=self.diag,
-                    pm=env.pm,
-                    settings=env.settings,
-                    options=env.pm.transports.options_for(server, env.converter),
-                    launch=launch,
-                )
-                transport = kind.opener(server, context)
-                self.set(State.CONNECTING)
-                async with transport as stream:
-                    self.stream = stream
-                    phase = Phase.INITIALIZE
-                    self.set(State.INITIALIZING)
-                    async with Session(
-                        stream,
-                        server=server.name,
-                        request_timeout=server.timeouts.requestSeconds,
-                        initialize_timeout=server.timeouts.initializeSeconds,
-                        capabilities=client_capabilities(env.pm, server),
-                        on_notification=self._on_notification,
-                        on_diagnostic=self.diag,
-                        request_handlers=request_handlers(env.pm, server, env.workspace, self.diag),
-                    ) as session:
-                        self.session = session
-                        init = await session.initialize()
-                        phase = Phase.CATALOG
-                        self.set(State.LISTING)
-                        async with anyio.create_task_group() as tg:
-                            for kind_name in KINDS:
-                                if CAPABILITY[kind_name] in init.capabilities:
-                                    await self._list(kind_name, required=(kind_name == "tools"))
-                            self._tg = tg
-                            self.subscriptions.request, self.subscriptions.start = session.request, tg.start_soon
-                            self.set(State.READY)
-                            # a list_changed that came while we were listing: fetch that kind again now
-                            for kind_name in sorted(self._changed_early):
-                                self._list_changed(kind_name)
-                            self._changed_early.clear()
-                            await session.closed_event.wait()
-                            self._tg = None
-                            tg.cancel_scope.cancel()
-                        if not self.stopping:
-                            self.set(State.FAILED, Phase.TRANSPORT, session.close_reason or "connection closed")
+                server, launch, kind = gated
+                backoff = Backoff()
+                while True:
+                    phase, failure, was_ready = await self._connect_once(server, launch, kind, env)
+                    if self.stopping:
+                        return
+                    reason = failure_text(failure) if isinstance(failure, BaseException) else failure
+                    delay = backoff.next(failure, was_ready) if server.is_remote else None
+                    if delay is None:
+                        self.set(State.FAILED, phase, backoff.gave_up(reason))
+                        return
+                    self.set(State.FAILED, phase, f"{reason}; {backoff.describe(delay)}")
+                    self.diag(f"reconnecting ({backoff.describe(delay)}) after: {reason}")
+                    await anyio.sleep(delay)
         except Exception as exc:  # a kxen error, or a plugin bug: it must not take the runtime down
-            # a task group (the listing's, a transport's) wraps what failed in it: report the cause
             if not self.stopping:
                 self.set(State.FAILED, phase, failure_text(exc))
             if not isinstance(real_cause(exc), KxenError):
                 log.debug("server %s failed", server.name, exc_info=True)
         finally:
-            self.session = None
-            self.subscriptions.reset()
             if self.stopping:
                 self.set(State.STOPPED)
             elif self.state not in SETTLED:
                 self.set(State.FAILED, phase, "stopped unexpectedly")
-            self.stream = None
             self.done.set()
             try:
                 env.pm.hook.kxen_transport_closed(server=server, reason=self.close_reason or self.error or self.state.value)
             except Exception as exc:  # an observer must not take the runtime down
                 self.diag(f"a kxen_transport_closed observer failed: {type(exc).__name__}: {exc}")
+
+    async def _gate(self, env: ServerEnv) -> tuple[ServerConfig, Launch | None, Any] | None:
+        """The launch (resolved once, approved when it must be) and the transport kind; None when
+        the server may not start (its state says why)."""
+        server = self.config
+        launch = None
+        if not server.is_remote:
+            launch = resolve_launch(server, env.workspace)  # ConnectError -> failed(transport)
+            self.held = launch.held is not None
+            if server.scope != "project" and launch.held and not env.trusted:
+                # a user server that would run what the workspace holds: never in an untrusted one
+                self.fingerprint = launch.fingerprint
+                self.set(
+                    State.AWAITING_TRUST,
+                    None,
+                    f"held: {launch.held}; trust the workspace (kxen trust) and approve this exact "
+                    f"launch with --approve {launch.fingerprint}",
+                )
+                return None
+            if server.scope == "project" or launch.held:
+                approved = await self._approve_launch(launch)
+                if approved is None:
+                    return None
+                server, launch = approved
+        self.launch = launch
+        kind = env.pm.transports.get(server.kind)
+        if kind is None:
+            self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.broken()))
+            return None
+        return server, launch, kind
+
+    async def _connect_once(
+        self, server: ServerConfig, launch: Launch | None, kind: Any, env: ServerEnv
+    ) -> tuple[Phase, BaseException | str | None, bool]:
+        """One connection: open, initialize, list, serve until it ends. Returns the phase it ended
+        in, what ended it (None when kxen stopped it) and whether it had been ready."""
+        phase, was_ready = Phase.TRANSPORT, False
+        try:
+            context = TransportContext(
+                workspace=env.workspace,
+                diagnostic=self.diag,
+                pm=env.pm,
+                settings=env.settings,
+                options=env.pm.transports.options_for(server, env.converter),
+                launch=launch,
+            )
+            transport = kind.opener(server, context)
+            self.set(State.CONNECTING)
+            async with transport as stream:
+                self.stream = stream
+                phase = Phase.INITIALIZE
+                self.set(State.INITIALIZING)
+                async with Session(
+                    stream,
+                    server=server.name,
+                    request_timeout=server.timeouts.requestSeconds,
+                    initialize_timeout=server.timeouts.initializeSeconds,
+                    capabilities=client_capabilities(env.pm, server),
+                    on_notification=self._on_notification,
+                    on_diagnostic=self.diag,
+                    request_handlers=request_handlers(env.pm, server, env.workspace, self.diag),
+                ) as session:
+                    self.session = session
+                    init = await session.initialize()
+                    phase = Phase.CATALOG
+                    self.set(State.LISTING)
+                    async with anyio.create_task_group() as tg:
+                        for kind_name in KINDS:
+                            if CAPABILITY[kind_name] in init.capabilities:
+                                await self._list(kind_name, required=(kind_name == "tools"))
+                        self._tg = tg
+                        self.subscriptions.request, self.subscriptions.start = session.request, tg.start_soon
+                        self.set(State.READY)
+                        was_ready = True
+                        self._connected.set()
+                        # a list_changed that came while we were listing: fetch that kind again now
+                        for kind_name in sorted(self._changed_early):
+                            self._list_changed(kind_name)
+                        self._changed_early.clear()
+                        await session.closed_event.wait()
+                        self._tg = None
+                        tg.cancel_scope.cancel()
+                    phase = Phase.TRANSPORT
+                    if self.stopping:
+                        return phase, None, was_ready
+                    return phase, session.close_error or session.close_reason or "connection closed", was_ready
+        except Exception as exc:  # a task group (the listing's, a transport's) wraps the cause: kept
+            return phase, (None if self.stopping else exc), was_ready
+        finally:
+            self.session = None
+            self.stream = None
+            self.subscriptions.reset()
+            self._connected = anyio.Event()  # the next session is a new one
+
+    async def next_session(self, old: Session | None, timeout: float) -> Session | None:
+        """Wait (at most ``timeout`` s) for a session other than ``old`` to be ready, as after a
+        reconnection; None when there is none by then or the server failed for good or stopped."""
+        with anyio.move_on_after(timeout):
+            while not self.stopping:
+                session = self.session
+                if session is not None and session is not old and self.state == State.READY:
+                    return session
+                if self.done.is_set():
+                    return None
+                with anyio.move_on_after(0.5):  # a state change without an event (failed for good)
+                    await self._connected.wait()
+        return None
 
     async def stop(self, reason: str) -> None:
         """Stop: pending calls fail at once, the transport closes (bounded)."""

@@ -169,6 +169,11 @@ class Session:
     def close_reason(self) -> str | None:
         return None if self._closed is None else str(self._closed)
 
+    @property
+    def close_error(self) -> BaseException | None:
+        """What closed the session (a :class:`ClosedError`, or what the transport raised)."""
+        return self._closed
+
     # --- outgoing -----------------------------------------------------------------------------
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:

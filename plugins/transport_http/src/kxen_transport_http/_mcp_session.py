@@ -13,7 +13,7 @@ from typing import Any, Callable
 import httpx
 
 from kxen_core import Message, ServerConfig, TransportContext
-from kxen_core.errors import ClosedError
+from kxen_core.errors import SessionExpired as SessionGone
 
 from .plumbing import Redactor, config_headers, has_credential_hook, request_headers
 
@@ -25,8 +25,9 @@ MAX_SESSION_ID_LENGTH = 1024
 _VERSION_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
-class SessionExpired(ClosedError):
-    """The server answered 404 to a request that carried the session id: the session is gone."""
+class SessionExpired(SessionGone):
+    """The server answered 404 to a request that carried the session id: the session is gone (the
+    core's :class:`kxen_core.errors.SessionExpired`: the runtime starts a new session and re-sends)."""
 
 
 def answers(message: Message, rid: Any) -> bool:
@@ -117,4 +118,4 @@ class McpSession:
     def check(self, response: httpx.Response) -> None:
         """Raise :class:`SessionExpired` for a 404 while a session id is known."""
         if response.status_code == 404 and self.id is not None:
-            raise SessionExpired(f"session expired (HTTP 404 from {self._where}); reconnect", server=self._server.name)
+            raise SessionExpired(f"session expired (HTTP 404 from {self._where})", server=self._server.name)

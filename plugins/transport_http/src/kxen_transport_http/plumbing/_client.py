@@ -130,10 +130,13 @@ class HttpMessageStream:
             self._feed.close()
 
     def closed_error(self) -> ClosedError:
-        """The ``ClosedError`` to raise once failed: the failure's text, the failure as its cause
-        unless it is a ``ClosedError`` itself, and no exception context (httpx's may hold secrets)."""
+        """The ``ClosedError`` to raise once failed: the failure's text (and kind, when it is a
+        ``ClosedError``), the failure as its cause unless it is a ``ClosedError`` itself, and no
+        exception context (httpx's may hold secrets)."""
         failure = self.failure or ClosedError("transport closed", server=self.name)
-        error = ClosedError(str(failure), server=self.name)
+        # a ClosedError keeps its kind (SessionExpired: the runtime renews the session and re-sends)
+        cls = type(failure) if isinstance(failure, ClosedError) else ClosedError
+        error = cls(str(failure), server=self.name)
         if not isinstance(failure, ClosedError):
             error.__cause__ = failure
         error.__suppress_context__ = True

@@ -1,0 +1,88 @@
+"""A tool call on the host's path: the model-facing name, the policy votes and approval, the
+request, and the tool's ``outputSchema`` check (``Runtime.call_tool``).
+
+A remote server that answers "no such session" (Streamable HTTP: 404 on a known session id) did
+not process the request: the server connects again at once (:mod:`kxen_core.reconnect`) and the
+call waits for the new session -- at most its own timeout -- and is sent again, once. The caller
+sees the result, not the expiry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from . import kxen_tools, tool_names
+from .approvals import authorize
+from .errors import ServerNotReady, SessionExpired, UnknownTool
+from .policy import ToolCall
+from .tool_output import check_result
+
+if TYPE_CHECKING:
+    from .progress import ProgressCallback
+    from .runtime import Runtime
+    from .server import Server
+    from .session import Session
+
+
+async def call_tool(
+    rt: Runtime,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    server: str | None,
+    timeout: float | None,
+    on_progress: ProgressCallback | None,
+) -> dict[str, Any]:
+    if server is None and kxen_tools.is_kxen_tool(name):
+        return (await kxen_tools.call(rt, name, arguments, rt.output_limit)).as_result()
+    if server is None:  # a model-facing name: its server part, then that server's name map
+        try:
+            server = tool_names.server_of(name)
+        except ValueError as exc:
+            raise UnknownTool(str(exc)) from None
+        target = rt._ready(server)
+        tool = target.tool_for(name) or ""
+    else:
+        target, tool = rt._ready(server), name
+    info = target.tools_by_name.get(tool)
+    if info is None:
+        raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
+    args = dict(arguments or {})
+    settings = rt.config.settings if rt.config else None
+    if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args):
+        call = ToolCall(
+            server=target.config,
+            tool=tool,
+            arguments=args,
+            role=rt.role,
+            tool_info=info,
+            settings=settings,
+            launch=target.launch,  # the approval is bound to what runs behind the name
+        )
+        await authorize(rt.pm, call, rt.approvals, prepared=rt._votes)
+    session = target.session
+    if session is None:  # stopped while the votes were counted
+        raise ServerNotReady(target.name, target.state.value, None, target.error)
+    params: dict[str, Any] = {"name": tool, "arguments": args}
+    try:
+        result = await _send(target, session, params, timeout, on_progress)
+    except SessionExpired:
+        # not processed by the server: once more, in the session the server is opening now
+        wait = timeout if timeout is not None else target.config.timeouts.requestSeconds
+        renewed = await target.next_session(session, wait)
+        if renewed is None:
+            raise
+        result = await _send(target, renewed, params, timeout, on_progress)
+    return check_result(info, result, target.diag)
+
+
+async def _send(
+    target: Server, session: Session, params: dict[str, Any], timeout: float | None, on_progress: ProgressCallback | None
+) -> dict[str, Any]:
+    if on_progress is None:
+        return await session.request("tools/call", params, timeout=timeout)
+    async with target.progress.route(on_progress) as token:
+        return await session.request("tools/call", {**params, "_meta": {"progressToken": token}}, timeout=timeout)
+
+
+__all__ = ["call_tool"]
