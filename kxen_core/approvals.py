@@ -38,15 +38,32 @@ log = logging.getLogger("kxen.approvals")
 _EARLIER = ApprovalDecision(approved=True, reason="approved earlier in this process", channel="process")
 
 
+#: the shortest fingerprint prefix ``--approve`` takes (48 bits: no accidental match in practice)
+MIN_PREFIX = 12
+
+
 class Approvals:
     def __init__(self, pm: pluggy.PluginManager, approved: Iterable[str] = ()) -> None:
         self.pm = pm
-        #: fingerprints approved for this process (launches, tool calls); never persisted
+        #: fingerprints approved for this process (launches, tool calls), or prefixes of at least
+        #: MIN_PREFIX characters of them; never persisted
         self.approved: set[str] = set(approved)
+        #: a prefix stands for the first fingerprint it matched; a second one it matches is not approved
+        self._bound: dict[str, str] = {}
         self._lock = anyio.Lock()
 
     def is_approved(self, fingerprint: str | None) -> bool:
-        return bool(fingerprint) and fingerprint in self.approved
+        if not fingerprint:
+            return False
+        if fingerprint in self.approved:
+            return True
+        for prefix in self.approved:
+            if len(prefix) >= MIN_PREFIX and len(prefix) < len(fingerprint) and fingerprint.startswith(prefix):
+                bound = self._bound.setdefault(prefix, fingerprint)
+                if bound == fingerprint:
+                    return True
+                log.warning("--approve %s matches more than one fingerprint: give more of it", prefix)
+        return False
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         """A fingerprint approved in this process, else the first channel that answers, else no."""
@@ -157,7 +174,17 @@ async def authorize(
         )
         answer = await approvals.ask(request)
         if not answer.approved:
-            raise ApprovalDenied(f"{label} needs approval: {answer.reason} (fingerprint {fp})")
+            raise ApprovalDenied(f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}")
 
 
-__all__ = ["Approvals", "authorize", "call_fingerprint", "canonical_url", "server_identity"]
+def how_to_allow(call: ToolCall, fp: str) -> str:
+    """The exact ways to allow a call that was not approved: this call once (a fingerprint prefix
+    for ``--approve``), or the tool always (the ``toolPolicies`` line, in the user's config)."""
+    once = f"To allow this exact call for one run: kxen --approve {fp[:16]} (fingerprint {fp})"
+    line = f'"toolPolicies": {{"{call.tool}": "allow"}}'
+    if call.server.scope == "project":
+        return f"{once}; a project file may not allow tools (a repository must not approve its own tools)."
+    return f"{once}; to allow the tool always: {line} in server {call.server.name!r} of {call.server.source or 'the user mcp.json'}."
+
+
+__all__ = ["MIN_PREFIX", "Approvals", "authorize", "how_to_allow", "call_fingerprint", "canonical_url", "server_identity"]

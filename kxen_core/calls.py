@@ -76,6 +76,27 @@ async def call_tool(
     return check_result(info, result, target.diag)
 
 
+async def tool_policy(rt: Runtime, server: str, tool: str) -> tuple[str, list[str]]:
+    """What the policy votes decide for a call of ``tool`` with no arguments (``allow``, ``ask`` or
+    ``deny``) and why: what a person sees in ``kxen mcp tools``. A vote that looks at the arguments
+    may still decide otherwise for a real call."""
+    from .policy import combine
+    from .votes import full_votes
+
+    target = rt._server(server)
+    call = ToolCall(
+        server=target.config,
+        tool=tool,
+        arguments={},
+        role=rt.role,
+        tool_info=target.tools_by_name.get(tool, {}),
+        settings=rt.config.settings if rt.config else None,
+        launch=target.launch,
+    )
+    decision, why = combine(await full_votes(rt.pm, call), target.config.defaultToolPolicy)
+    return decision, [f"{v.plugin}: {v.reason}" for v in why]
+
+
 async def _send(
     target: Server, session: Session, params: dict[str, Any], timeout: float | None, on_progress: ProgressCallback | None
 ) -> dict[str, Any]:
@@ -85,4 +106,4 @@ async def _send(
         return await session.request("tools/call", {**params, "_meta": {"progressToken": token}}, timeout=timeout)
 
 
-__all__ = ["call_tool"]
+__all__ = ["call_tool", "tool_policy"]

@@ -47,6 +47,16 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _fingerprint(text: str) -> str:
+    """``--approve``: a fingerprint (64 hex characters) or a prefix of at least 12."""
+    value = text.strip().lower()
+    if not (12 <= len(value) <= 64) or any(c not in "0123456789abcdef" for c in value):
+        raise argparse.ArgumentTypeError(
+            f"not a fingerprint: {text[:80]!r} (the 64 hex characters kxen printed, or at least the first 12)"
+        )
+    return value
+
+
 def _seconds(text: str) -> float:
     """Seconds: a finite number >= 0 ("nan", "inf" and negatives are usage errors)."""
     try:
@@ -72,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FINGERPRINT",
-        help="approve exactly this project server launch or tool call for this process (repeatable)",
+        type=_fingerprint,
+        help="approve exactly this project server launch or tool call for this process (repeatable; "
+        "the fingerprint kxen printed, or at least its first 12 characters)",
     )
     p.add_argument("--role", help="the acting role (its permissions come from user settings)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -269,7 +281,7 @@ async def _mcp(args: argparse.Namespace) -> int:
         if args.mcp_command == "status":
             return cli_status.status(rt, args)
         if args.mcp_command == "tools":
-            return _tools(rt, args)
+            return await _tools(rt, args)
         if args.mcp_command in ("resources", "templates", "prompts"):
             return getattr(contents, args.mcp_command)(rt, args)
         if args.mcp_command == "read":
@@ -279,16 +291,26 @@ async def _mcp(args: argparse.Namespace) -> int:
         return await contents.call(rt, args, call_args)
 
 
-def _tools(rt: Any, args: argparse.Namespace) -> int:
+async def _tools(rt: Any, args: argparse.Namespace) -> int:
     tools = rt.tools(args.server)
+    for t in tools:  # what a call would meet: allow, ask (an approval) or deny
+        if t["server"] is None:
+            t["policy"] = "allow"  # kxen's read-only tools (toolPolicies can deny them: docs/config.md)
+        else:
+            t["policy"], t["policyReasons"] = await rt.tool_policy(t["server"], t["name"])
     if args.json:
         print_json({"tools": tools})
     else:
         table(
             "tools",
-            ["model-facing name", "server", "tool", "description"],
-            [[t["qualifiedName"], t["server"] or "(kxen)", t["name"], _first_line(t.get("description"))] for t in tools],
+            ["model-facing name", "server", "tool", "policy", "description"],
+            [
+                [t["qualifiedName"], t["server"] or "(kxen)", t["name"], t["policy"], _first_line(t.get("description"))]
+                for t in tools
+            ],
         )
+        if any(t["policy"] == "ask" for t in tools):
+            say("tools whose policy is 'ask' need an approval for each call (a terminal asks; else kxen --approve, or toolPolicies)")
     failed = [s for s in rt.status() if s["state"] == "failed"]
     for s in failed:
         say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)

@@ -366,6 +366,11 @@ class Runtime:
         """
         return await calls.call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
 
+    async def tool_policy(self, server: str, tool: str) -> tuple[str, list[str]]:
+        """``(allow|ask|deny, reasons)`` of the policy votes for ``tool`` of ``server`` called with no
+        arguments (a vote on the arguments may still differ for a real call)."""
+        return await calls.tool_policy(self, server, tool)
+
     async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
         """Call ``callback(uri)`` whenever ``server`` says ``uri`` (or a URI below it) was updated,
         until the subscription is closed (``aclose()``, ``async with``) or the server stops. Raises

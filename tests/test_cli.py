@@ -100,7 +100,8 @@ def test_tools_json(kx, kxen_home, fakes):
     assert set(data) == {"tools"}
     assert {t["qualifiedName"] for t in data["tools"]} == {"a__echo", "b__ping"}
     for t in data["tools"]:
-        assert set(t) == {"server", "name", "qualifiedName", "description", "inputSchema"}
+        assert set(t) == {"server", "name", "qualifiedName", "description", "inputSchema", "policy", "policyReasons"}
+        assert t["policy"] == "ask" and t["policyReasons"] == ["kxen.config-policy: defaultToolPolicy"]
         assert t["qualifiedName"] == f"{t['server']}__{t['name']}"
 
 

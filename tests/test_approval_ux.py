@@ -1,0 +1,100 @@
+"""Approvals people can use: a denial says how to approve (the exact --approve prefix, and the
+toolPolicies line for a user server); a fingerprint prefix of 12 or more characters approves the one
+launch or call it matches, and only one; a shorter or malformed --approve is a usage error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kxen_core import cli
+from kxen_core.approvals import MIN_PREFIX, Approvals
+from kxen_core.config import load_config
+from kxen_core.config.trust import trust
+from kxen_core.errors import ApprovalDenied
+from kxen_core.launch import resolve_launch
+from kxen_core.plugins import make_plugin_manager
+from kxen_core.runtime import Runtime
+from support import demo_entry, settle, state, write_project
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_denied_call_says_how_to_allow_it_and_the_prefix_works(kxen_home, ws):
+    kxen_home.write_servers({"d": demo_entry()})  # defaultToolPolicy ask, no channel
+    async with Runtime(workspace=ws, pm=make_plugin_manager(allow=["stdio"])) as rt:
+        await settle(rt)
+        with pytest.raises(ApprovalDenied) as info:
+            await rt.call_tool("d__echo", {"text": "hi"})
+    message = str(info.value)
+    assert "no approval channel" in message and "None" not in message
+    fp = message.split("(fingerprint ")[1].split(")")[0]
+    assert f"kxen --approve {fp[:16]}" in message
+    assert '"toolPolicies": {"echo": "allow"}' in message and str(kxen_home.path / "mcp.json") in message
+    # the printed prefix approves exactly that call
+    async with Runtime(workspace=ws, pm=make_plugin_manager(allow=["stdio"]), approve=[fp[:16]]) as rt:
+        await settle(rt)
+        result = await rt.call_tool("d__echo", {"text": "hi"})
+        assert result["content"][0]["text"] == "hi"
+        with pytest.raises(ApprovalDenied):  # other arguments: another call, another fingerprint
+            await rt.call_tool("d__echo", {"text": "other"})
+
+
+def test_a_project_server_denial_does_not_suggest_a_project_allow():
+    from kxen_core.approvals import how_to_allow
+    from kxen_core.config import ServerConfig
+    from kxen_core.policy import ToolCall
+
+    call = ToolCall(server=ServerConfig(name="p", scope="project", command="x"), tool="t", arguments={})
+    text = how_to_allow(call, "a" * 64)
+    assert "kxen --approve aaaaaaaaaaaaaaaa" in text and "toolPolicies" not in text and "may not allow" in text
+
+
+async def test_a_prefix_approves_a_project_launch(kxen_home, ws, tmp_path):
+    plog = tmp_path / "p.log"
+    write_project(ws, {"p": demo_entry(plog)})
+    trust(kxen_home.path, ws)
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    async with Runtime(workspace=ws, approve=[fp[:MIN_PREFIX]]) as rt:
+        await settle(rt)
+        assert state(rt, "p")["state"] == "ready"
+
+
+def test_a_prefix_stands_for_one_fingerprint_only():
+    approvals = Approvals(make_plugin_manager(load_entrypoints=False), ["abcdef012345"])
+    first, second = "abcdef012345" + "0" * 52, "abcdef012345" + "1" * 52
+    assert approvals.is_approved(first) and approvals.is_approved(first)
+    assert not approvals.is_approved(second)  # ambiguous: the prefix already stands for the first
+    assert not approvals.is_approved("abcdef01234" + "5" * 53)  # does not start with it
+    short = Approvals(make_plugin_manager(load_entrypoints=False), ["abcdef01"])  # too short to stand for anything
+    assert not short.is_approved("abcdef01" + "0" * 56)
+
+
+@pytest.mark.parametrize("value", ["abc", "abcdef01234", "not-hex-at-all-zz", "a" * 65, ""])
+def test_a_short_or_malformed_approve_is_a_usage_error(value, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--approve", value, "mcp", "status"])
+    assert info.value.code == 2 and "not a fingerprint" in capsys.readouterr().err
+
+
+def test_the_approvals_command_takes_a_prefix(kxen_home, ws, capsys):
+    write_project(ws, {"p": demo_entry()})
+    trust(kxen_home.path, ws)
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    assert cli.main(["--workspace", str(ws), "mcp", "approvals", "--json", "--approve", fp[:20].upper()]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["approvals"]
+    assert row["approved"] is True
+
+
+def test_tools_shows_each_tools_policy(kx, kxen_home, fakes):
+    from kxen_testing import mem, text_result
+
+    fakes.add("f", tools={n: (lambda a: text_result("x")) for n in ("echo", "fail", "other")})
+    kxen_home.write_servers({"m": mem("f", toolPolicies={"echo": "allow", "fail": "deny"})})  # default: ask
+    code, out, err = kx("mcp", "tools", "--json", "--wait", "10")
+    assert code == 0, err
+    policies = {t["name"]: t["policy"] for t in json.loads(out)["tools"] if t["server"] == "m"}
+    assert policies == {"echo": "allow", "fail": "deny", "other": "ask"}
+    code, out, err = kx("mcp", "tools", "--wait", "10")
+    assert "need an approval for each call" in out and "deny" in out
