@@ -15,7 +15,7 @@ channel that fails, the answer is no. Nothing is persisted.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -51,6 +51,9 @@ class Approvals:
         #: a prefix stands for the first fingerprint it matched; a second one it matches is not approved
         self._bound: dict[str, str] = {}
         self._lock = anyio.Lock()
+        #: writes ``toolPolicies: {tool: allow}`` for a request answered "always" (set by the Runtime:
+        #: the user's config, never a project file); returns what it wrote, for the log
+        self.allow_always: Callable[[ApprovalRequest], str] | None = None
 
     def is_approved(self, fingerprint: str | None) -> bool:
         if not fingerprint:
@@ -65,12 +68,19 @@ class Approvals:
                 log.warning("--approve %s matches more than one fingerprint: give more of it", prefix)
         return False
 
+    def _earlier(self, request: ApprovalRequest) -> bool:
+        return self.is_approved(request.fingerprint) or bool(request.tool_key and request.tool_key in self.approved)
+
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
-        """A fingerprint approved in this process, else the first channel that answers, else no."""
-        if self.is_approved(request.fingerprint):
+        """A fingerprint approved in this process, else the first channel that answers, else no.
+
+        A yes is remembered as the channel says (``ApprovalDecision.remember``, among the request's
+        ``remember_choices``): not at all (once), this exact request (call), the tool for the process
+        (tool), or the tool always (the user's ``toolPolicies``, written by :attr:`allow_always`)."""
+        if self._earlier(request):
             return _EARLIER
         async with self._lock:  # one prompt at a time
-            if self.is_approved(request.fingerprint):
+            if self._earlier(request):
                 return _EARLIER  # approved while this request waited for the lock
             try:
                 answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
@@ -79,12 +89,28 @@ class Approvals:
                 return ApprovalDecision(approved=False, reason=f"approval channel failed: {exc}")
         if not isinstance(answer, ApprovalDecision):
             return ApprovalDecision(approved=False, reason="no approval channel is available")
-        if answer.approved and request.fingerprint:
-            self.approved.add(request.fingerprint)
+        if answer.approved:
+            answer = self._remember(request, answer)
         if not answer.approved and not answer.reason:
             answer = attrs.evolve(answer, reason="declined")
         return answer
 
+
+
+    def _remember(self, request: ApprovalRequest, answer: ApprovalDecision) -> ApprovalDecision:
+        how = answer.remember if answer.remember in request.remember_choices else "call"
+        if how == "always" and self.allow_always is not None:
+            try:
+                log.info("%s", self.allow_always(request))
+            except Exception as exc:  # the call is still approved; only the lasting rule failed
+                log.warning("could not write the allow rule: %s", safe_text(exc))
+                answer = attrs.evolve(answer, reason=f"approved; the lasting rule was not written: {exc}")
+            how = "tool"
+        if how == "tool" and request.tool_key:
+            self.approved.add(request.tool_key)
+        elif how != "once" and request.fingerprint:
+            self.approved.add(request.fingerprint)
+        return attrs.evolve(answer, remember=how)
 
 
 def canonical_url(url: str) -> str:
@@ -131,6 +157,11 @@ def call_fingerprint(call: ToolCall) -> str:
     )
 
 
+def tool_key(call: ToolCall) -> str:
+    """What "allow this tool for the process" remembers: the tool, bound to the server's identity."""
+    return "tool:" + fingerprint({"server": call.server.name, "identity": server_identity(call.server, call.launch), "tool": call.tool})
+
+
 def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
     """What an approval request shows about the server: scope, file, kind, URL or launch."""
     shown: dict[str, Any] = {"scope": server.scope, "source": server.source, "transport": server.kind}
@@ -171,6 +202,9 @@ async def authorize(
             + (f" at {where['url']}" if "url" in where else ""),
             details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why], **where},
             fingerprint=fp,
+            tool_key=tool_key(call),
+            # "always" writes the user's toolPolicies: never for a project server (nor a project file)
+            remember_choices=("once", "call", "tool") + (("always",) if call.server.scope == "user" else ()),
         )
         answer = await approvals.ask(request)
         if not answer.approved:

@@ -85,6 +85,16 @@ class ApprovalRequest:
     summary: str
     details: dict[str, Any] = attrs.field(factory=dict)
     fingerprint: str = ""
+    #: a tool call's tool, bound to the server's identity: what "allow this tool" remembers
+    tool_key: str = ""
+    #: which ``ApprovalDecision.remember`` answers this request may take (a launch: only "call")
+    remember_choices: tuple[str, ...] = ("call",)
+
+
+#: how long a yes holds: this one call only; this exact request for the process (a launch, a call
+#: with these arguments); the tool, any arguments, for the process; the tool always (the user's
+#: toolPolicies gets ``allow``: user servers only)
+REMEMBER = ("once", "call", "tool", "always")
 
 
 @attrs.frozen(kw_only=True)
@@ -92,9 +102,10 @@ class ApprovalDecision:
     approved: bool
     reason: str = ""
     channel: str = ""
+    remember: str = attrs.field(default="call", validator=attrs.validators.in_(REMEMBER))
 
 
 
 
 
-__all__ = ["READ_ONLY_METHODS", "ApprovalDecision", "ApprovalRequest", "Decision", "ToolCall", "Vote", "combine", "fingerprint"]
+__all__ = ["REMEMBER", "READ_ONLY_METHODS", "ApprovalDecision", "ApprovalRequest", "Decision", "ToolCall", "Vote", "combine", "fingerprint"]

@@ -58,11 +58,18 @@ class Runtime:
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
         self.approvals = Approvals(self.pm, approve)
+        self.approvals.allow_always = self._allow_always
         self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
         self._converter = shared_converter()
         self._tg: anyio.abc.TaskGroup | None = None
+
+    def _allow_always(self, request: ApprovalRequest) -> str:
+        """A tool answered "always": ``allow`` in the user's toolPolicies (kxen_core.allow_rules)."""
+        from .allow_rules import write_allow
+
+        return write_allow(self.config.home if self.config else default_home(), self.workspace, request)
 
     @property
     def approved(self) -> set[str]:

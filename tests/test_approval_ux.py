@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kxen_core import cli
+from kxen_core import cli, hookimpl
 from kxen_core.approvals import MIN_PREFIX, Approvals
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
@@ -98,3 +98,89 @@ def test_tools_shows_each_tools_policy(kx, kxen_home, fakes):
     assert policies == {"echo": "allow", "fail": "deny", "other": "ask"}
     code, out, err = kx("mcp", "tools", "--wait", "10")
     assert "need an approval for each call" in out and "deny" in out
+
+
+class Answering:
+    """An approval channel that says yes, remembered as ``remember``, and counts the questions."""
+
+    def __init__(self, remember: str) -> None:
+        self.remember = remember
+        self.asked: list[object] = []
+
+    @hookimpl
+    def kxen_approval_prompt(self, request):
+        from kxen_core.policy import ApprovalDecision
+
+        self.asked.append(request)
+        return ApprovalDecision(approved=True, channel="test", remember=self.remember)
+
+
+def _pm(channel):
+    pm = make_plugin_manager(allow=["stdio"])
+    pm.register(channel, name="answering")
+    return pm
+
+
+@pytest.mark.parametrize(
+    "remember, asked", [("once", 3), ("call", 2), ("tool", 1)]  # echo(a), echo(a), echo(b)
+)
+async def test_how_long_a_yes_holds(kxen_home, ws, remember, asked):
+    kxen_home.write_servers({"d": demo_entry()})
+    channel = Answering(remember)
+    async with Runtime(workspace=ws, pm=_pm(channel)) as rt:
+        await settle(rt)
+        for text in ("a", "a", "b"):
+            assert (await rt.call_tool("d__echo", {"text": text}))["content"][0]["text"] == text
+    assert len(channel.asked) == asked
+
+
+async def test_always_writes_the_users_tool_policy_and_the_next_start_does_not_ask(kxen_home, ws):
+    kxen_home.write_servers({"d": demo_entry()})
+    channel = Answering("always")
+    async with Runtime(workspace=ws, pm=_pm(channel)) as rt:
+        await settle(rt)
+        await rt.call_tool("d__echo", {"text": "a"})
+        await rt.call_tool("d__echo", {"text": "b"})  # the tool is allowed for the process at once
+    assert len(channel.asked) == 1
+    entry = json.loads((kxen_home.path / "mcp.json").read_text())["mcpServers"]["d"]
+    assert entry["toolPolicies"] == {"echo": "allow"}
+    assert (kxen_home.path / "mcp.json").stat().st_mode & 0o777 == 0o600
+    async with Runtime(workspace=ws, pm=_pm(channel)) as rt:
+        await settle(rt)
+        await rt.call_tool("d__echo", {"text": "c"})
+    assert len(channel.asked) == 1  # read from the config: not asked again
+
+
+async def test_always_is_not_offered_for_a_project_server_and_nothing_is_written(kxen_home, ws):
+    from kxen_core.launch import resolve_launch as resolve
+
+    pfile = write_project(ws, {"p": demo_entry()})
+    before = pfile.read_text()
+    trust(kxen_home.path, ws)
+    fp = resolve(load_config(None, ws).servers["p"], ws).fingerprint
+    channel = Answering("always")
+    async with Runtime(workspace=ws, pm=_pm(channel), approve=[fp]) as rt:
+        await settle(rt)
+        await rt.call_tool("p__echo", {"text": "a"})
+        await rt.call_tool("p__echo", {"text": "a"})
+        await rt.call_tool("p__echo", {"text": "b"})
+    (first, *_), count = channel.asked, len(channel.asked)
+    assert "always" not in first.remember_choices and count == 2  # held as "this exact call"
+    assert pfile.read_text() == before and not (kxen_home.path / "mcp.json").exists()
+
+
+def test_the_terminal_offers_what_the_request_allows():
+    import io
+
+    from kxen_approval_tty.hooks import ask_blocking, question
+    from kxen_core.policy import ApprovalRequest
+
+    call = ApprovalRequest(kind="tool_call", server="d", summary="s", fingerprint="f" * 64, tool_key="tool:x",
+                           remember_choices=("once", "call", "tool", "always"))  # fmt: skip
+    launch = ApprovalRequest(kind="stdio_launch", server="d", summary="s", fingerprint="f" * 64)
+    assert "[a] always allow this tool" in question(call) and question(launch) == "Approve? [y/N] "
+    for answer, remember in (("o", "once"), ("y", "call"), ("process", "tool"), ("a", "always")):
+        decision = ask_blocking(call, io.StringIO(answer + "\n"), io.StringIO())
+        assert decision.approved and decision.remember == remember
+    assert not ask_blocking(launch, io.StringIO("a\n"), io.StringIO()).approved  # not offered: no
+    assert not ask_blocking(call, io.StringIO("\n"), io.StringIO()).approved

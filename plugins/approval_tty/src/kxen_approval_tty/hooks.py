@@ -54,13 +54,32 @@ def _read_answer(stream_in: TextIO) -> str:
     return line.strip().lower()
 
 
+#: the answers offered for each way a yes can be remembered (kxen_core.policy.REMEMBER)
+CHOICES = {
+    "once": ("o", "once", "allow this call once"),
+    "call": ("y", "yes", "allow this exact request until kxen exits"),
+    "tool": ("p", "process", "allow this tool (any arguments) until kxen exits"),
+    "always": ("a", "always", "always allow this tool (writes allow to its toolPolicies in your mcp.json)"),
+}
+
+
+def question(request: ApprovalRequest) -> str:
+    offered = [c for c in ("once", "call", "tool", "always") if c in request.remember_choices]
+    if offered == ["call"]:
+        return "Approve? [y/N] "
+    lines = [f"  [{CHOICES[c][0]}] {CHOICES[c][2]}" for c in offered] + ["  [N] no"]
+    return "\n".join(lines) + "\nApprove? [" + "/".join(CHOICES[c][0] for c in offered) + "/N] "
+
+
 def ask_blocking(request: ApprovalRequest, stream_in: TextIO, stream_out: TextIO) -> ApprovalDecision:
     with _lock:
-        stream_out.write(render(request) + "\nApprove? [y/N] ")
+        stream_out.write(render(request) + "\n" + question(request))
         stream_out.flush()
         answer = _read_answer(stream_in)
-    approved = answer in ("y", "yes")
-    return ApprovalDecision(approved=approved, reason="" if approved else "declined on the terminal", channel="tty")
+    for remember, (key, word, _) in CHOICES.items():
+        if remember in request.remember_choices and answer in (key, word):
+            return ApprovalDecision(approved=True, channel="tty", remember=remember)
+    return ApprovalDecision(approved=False, reason="declined on the terminal", channel="tty")
 
 
 def _interactive() -> bool:
