@@ -104,13 +104,19 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool")
     call.add_argument("--args", default="{}", help="the tool arguments as a JSON object")
     call.add_argument("--timeout", type=_seconds, help="seconds to wait for the result")
+    doctor = mcp.add_parser("doctor", help="start one server and check each step: gate, transport, auth, initialize, tools, a call")
+    doctor.add_argument("server")
+    doctor.add_argument("--call", metavar="TOOL", help="also call this tool (through policy and approval) and time it")
+    doctor.add_argument("--args", default="{}", help="the arguments of --call as a JSON object")
+    doctor.add_argument("--timeout", type=_seconds, help="seconds to wait for the call's result")
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--wait", type=_seconds, default=DEFAULT_WAIT, help="seconds to wait for servers to settle")
 
-    for sp in (status, tools, call):
+    for sp in (status, tools, call, doctor):
         common(sp)
+    doctor.set_defaults(wait=30.0)
     contents.add_commands(mcp, common)
     manage.add_commands(mcp)
 
@@ -253,7 +259,7 @@ async def _mcp(args: argparse.Namespace) -> int:
     if getattr(args, "server", None):  # a command about one server starts only that one
         only = {args.server}
     call_args: dict[str, Any] = {}
-    if args.mcp_command in ("call", "get-prompt"):
+    if args.mcp_command in ("call", "get-prompt", "doctor"):
         problem = None
         try:
             call_args = json.loads(args.args)
@@ -282,6 +288,10 @@ async def _mcp(args: argparse.Namespace) -> int:
             return cli_status.status(rt, args)
         if args.mcp_command == "tools":
             return await _tools(rt, args)
+        if args.mcp_command == "doctor":
+            from .cli_doctor import doctor
+
+            return await doctor(rt, args, call_args)
         if args.mcp_command in ("resources", "templates", "prompts"):
             return getattr(contents, args.mcp_command)(rt, args)
         if args.mcp_command == "read":

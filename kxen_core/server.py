@@ -8,6 +8,7 @@ process that runs is not a server that is ready: ``ready`` means initialized and
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kxen.server")
 
 MAX_DIAGNOSTICS = 200
+MAX_TIMELINE = 64
 STOP_WAIT_SECONDS = 10
 
 
@@ -93,6 +95,8 @@ class Server(CatalogLists):
     _refreshing: set[str] = attrs.field(factory=set)
     _changed_early: set[str] = attrs.field(factory=set)
     _connected: anyio.Event = attrs.field(factory=anyio.Event)  # set while a session is ready
+    #: (monotonic time, state) of each state it entered, the first MAX_TIMELINE (kxen mcp doctor)
+    timeline: list[tuple[float, State]] = attrs.field(factory=lambda: [(time.monotonic(), State.CONNECTING)])
     progress: ProgressRoutes = attrs.field(init=False)  # notifications/progress -> the call's callback
     server_log: ServerLog = attrs.field(init=False)  # notifications/message, bounded
     subscriptions: Subscriptions = attrs.field(init=False)  # notifications/resources/updated
@@ -112,6 +116,8 @@ class Server(CatalogLists):
 
     def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None:
         self.state, self.phase, self.error = State(state), Phase(phase) if phase else None, error
+        if len(self.timeline) < MAX_TIMELINE:
+            self.timeline.append((time.monotonic(), self.state))
         if self.state in SETTLED:
             self.settled.set()
 
