@@ -147,6 +147,7 @@ class Runtime:
             converter=self._converter,
             fallback=lambda name: user_fallback(config, name),
             trusted=config.trusted,
+            home=config.home,
         )
         for name, entry in config.servers.items():
             if name in skip:

@@ -61,6 +61,8 @@ class ServerEnv:
     fallback: Callable[[str], ServerConfig | None]
     #: whether the user trusts the workspace (a user launch that runs workspace files needs it)
     trusted: bool = False
+    #: the kxen home (transports keep per-server files under it: stderr logs)
+    home: Path | None = None
 
 
 @attrs.define(eq=False)
@@ -245,6 +247,7 @@ class Server(CatalogLists):
                 settings=env.settings,
                 options=env.pm.transports.options_for(server, env.converter),
                 launch=launch,
+                home=env.home,
             )
             transport = kind.opener(server, context)
             self.set(State.CONNECTING)

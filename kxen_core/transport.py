@@ -95,6 +95,9 @@ class TransportContext(Generic[OptionsT]):
     settings: Optional[Settings] = None
     options: Optional[OptionsT] = None
     launch: Optional[Launch] = None
+    #: the host's kxen home: a transport may keep per-server files under it (the stdio transport's
+    #: stderr logs in ``home/logs``); None when there is none (a context built by hand)
+    home: Optional[Path] = None
 
 
 Opener = Callable[["ServerConfig", "TransportContext[Any]"], Transport]

@@ -37,6 +37,7 @@ from .procs import Tree, forget_server, record_server, stat
 from .framing import LineReader
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group
 from .options import StdioOptions
+from .stderr_log import StderrLog
 from .writer import PipeWriter
 
 #: host variables a child may inherit; everything else is cleared
@@ -139,6 +140,7 @@ class StdioTransport:
         self._settled: anyio.Event | None = None
         self.pid: int | None = None
         self._tree: Tree | None = None
+        self._log: StderrLog | None = None  # the full stderr on disk (home/logs), when there is a home
 
     def diag(self, message: str) -> None:
         self.context.diagnostic(message)
@@ -212,6 +214,9 @@ class StdioTransport:
         self._tree = Tree(self.pid, started.start if started is not None else None)
         record_server(self.pid, started.start if started is not None else None, command)  # for after a host crash
         self._writer = PipeWriter(stdin_write)
+        if self.context.home is not None:
+            self._log = StderrLog(self.context.home, self.name, self.diag)
+            self._log.start(self.pid, command)
         self._stderr_done = anyio.Event()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -224,6 +229,8 @@ class StdioTransport:
         tail = self._stderr
         try:
             async for chunk in self._proc.stderr:
+                if self._log is not None:
+                    self._log.write(chunk)
                 if len(chunk) > STDERR_TAIL_BYTES:
                     chunk = chunk[-STDERR_TAIL_BYTES:]
                 tail.append(chunk)
@@ -233,6 +240,8 @@ class StdioTransport:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
+            if self._log is not None:
+                self._log.close()
             self._stderr_done.set()
 
     async def __aexit__(self, *exc: Any) -> bool | None:
