@@ -328,7 +328,12 @@ async def _tools(rt: Any, args: argparse.Namespace) -> int:
 
 
 def _first_line(text: Any) -> str:
-    return (text if isinstance(text, str) else "").strip().split("\n")[0][:100]
+    """The first line of a description, at most 100 characters; a cut says so with an ellipsis."""
+    lines = (text if isinstance(text, str) else "").strip().split("\n")
+    first = lines[0]
+    if len(first) > 100:
+        return first[:99] + "…"
+    return first + (" …" if len(lines) > 1 and any(line.strip() for line in lines[1:]) else "")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -52,3 +52,20 @@ def test_a_not_ready_message_has_no_stray_none():
     assert str(ServerNotReady("p", "awaiting_approval", None, "not approved")) == "server 'p' is awaiting_approval (not approved)"
     assert str(ServerNotReady("p", "failed", "initialize", "boom")) == "server 'p' is failed (initialize: boom)"
     assert str(ServerNotReady("p", "connecting")) == "server 'p' is connecting"
+
+
+def test_a_description_cut_for_the_table_says_so():
+    from kxen_core.cli import _first_line
+
+    assert _first_line("a" * 150) == "a" * 99 + "…"
+    assert _first_line("first line\nmore below") == "first line …"
+    assert _first_line("short") == "short" and _first_line(None) == ""
+
+
+def test_the_status_table_fits_80_columns(kx, kxen_home, monkeypatch):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
+    monkeypatch.setenv("COLUMNS", "80")
+    kxen_home.write_servers({"a-rather-long-server-name-for-x": CRASH, "ok": demo_entry()})
+    code, out, err = kx("mcp", "status", "--wait", "30")
+    table = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(len(line) for line in table) <= 80
