@@ -49,7 +49,7 @@ async def call_tool(
         raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
     args = dict(arguments or {})
     settings = rt.config.settings if rt.config else None
-    if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args):
+    if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args, target.launch):
         call = ToolCall(
             server=target.config,
             tool=tool,

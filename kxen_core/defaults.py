@@ -34,11 +34,34 @@ class ConfigPolicy:
     @hookimpl(trylast=True)
     def kxen_policy_decision(self, call: ToolCall) -> Vote | None:
         decision = call.server.toolPolicies.get(call.tool)
+        if decision is None and call.server.scope == "project":
+            user = project_rule(call)
+            if user is not None:
+                return user
         if decision is None:
             if call.read_only_method and call.tool in READ_ONLY_METHODS and call.server.defaultToolPolicy != "deny":
                 return Vote.allow("read-only (resources and prompts)")
             return Vote(decision=call.server.defaultToolPolicy, reason="defaultToolPolicy")
         return Vote(decision=decision, reason=f"toolPolicies.{call.tool}")
+
+
+def project_rule(call: ToolCall) -> Vote | None:
+    """The user's ``[[project_tools]]`` vote on a project server's tool, when a rule names this
+    server, the workspace its launch runs in, and exactly this launch (its fingerprint)."""
+    from .launchers import inside
+
+    launch, settings = call.launch, call.settings
+    if launch is None or settings is None or not settings.project_tools:
+        return None
+    for i, rule in enumerate(settings.project_tools):
+        if (
+            rule.server == call.server.name
+            and rule.launch == launch.fingerprint
+            and call.tool in rule.tools
+            and inside(launch.cwd, rule.workspace)
+        ):
+            return Vote(decision=rule.tools[call.tool], reason=f"project_tools[{i}].tools.{call.tool} (user settings)")
+    return None
 
 
 class RolePolicy:

@@ -5,12 +5,13 @@ each answer into a :class:`Vote` carrying its plugin's name (an implementation t
 answers something that is not a vote, is a ``deny``).
 
 Two of the core's own votes cannot change between calls of one tool: the config vote
-(:class:`~kxen_core.defaults.ConfigPolicy`: the server's ``toolPolicies`` and ``defaultToolPolicy``)
+(:class:`~kxen_core.defaults.ConfigPolicy`: the server's ``toolPolicies`` and ``defaultToolPolicy``,
+and for a project server the user's ``[[project_tools]]`` rules bound to its launch)
 and the role vote (:class:`~kxen_core.defaults.RolePolicy`: the acting role and the user's roles).
-They read the server's config, the tool's name, the role and the settings, nothing else.
+They read the server's config, the tool's name, the role, the settings and the launch, nothing else.
 :class:`PreparedVotes` counts them once per tool and keeps them, in their place among the other
 votes, with the inputs they were counted from: the server's config object, the role, the settings
-object and the list of implementations. A call whose inputs differ in any way (a reload, a new
+object, the launch object and the list of implementations. A call whose inputs differ in any way (a reload, a new
 catalog entry behind a kept name, another role, a plugin registered or removed) is prepared again.
 Every other implementation -- the safety check on the arguments and every plugin's -- is asked on
 every call, in its place. So the votes, their order and their reasons are exactly those of
@@ -76,10 +77,11 @@ def fixed(impl: Any) -> bool:
 class _Plan:
     """One tool's votes: the fixed ones counted, the others to ask, and the inputs they came from."""
 
-    __slots__ = ("server", "role", "settings", "impls", "slots", "ask", "fixed_votes", "decided", "allows_flat")
+    __slots__ = ("server", "role", "settings", "launch", "impls", "slots", "ask", "fixed_votes", "decided", "allows_flat")
 
     def __init__(self, call: ToolCall, impls: list[Any], slots: list[Any]) -> None:
         self.server, self.role, self.settings, self.impls = call.server, call.role, call.settings, impls
+        self.launch = call.launch  # a project server's user rule is bound to its exact launch
         self.slots = tuple(slots)  # a Vote (fixed, counted) or an implementation to ask per call
         self.ask = tuple(s for s in slots if type(s) is not Vote)
         self.fixed_votes = [s for s in slots if type(s) is Vote]
@@ -94,6 +96,7 @@ class _Plan:
             self.server is call.server
             and self.role == call.role
             and self.settings is call.settings
+            and self.launch is call.launch
             and self.impls == impls
         )
 
@@ -106,7 +109,7 @@ class PreparedVotes:
         self._plans: dict[tuple[str, str], _Plan] = {}
 
     def allowed_outright(
-        self, server: Any, tool: str, role: str | None, settings: Any, arguments: dict[str, Any]
+        self, server: Any, tool: str, role: str | None, settings: Any, arguments: dict[str, Any], launch: Any = None
     ) -> bool:
         """True when a call of ``tool`` with ``arguments`` (a plain dict) is surely allowed, without
         a :class:`ToolCall` or a vote: its tool is prepared for exactly these inputs, every
@@ -120,6 +123,7 @@ class PreparedVotes:
             and plan.server is server
             and plan.role == role
             and plan.settings is settings
+            and plan.launch is launch
             and plan.impls == hookcall.impls(self.pm, HOOK)
             and _flat_and_small(arguments)
         )

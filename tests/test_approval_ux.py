@@ -184,3 +184,65 @@ def test_the_terminal_offers_what_the_request_allows():
         assert decision.approved and decision.remember == remember
     assert not ask_blocking(launch, io.StringIO("a\n"), io.StringIO()).approved  # not offered: no
     assert not ask_blocking(call, io.StringIO("\n"), io.StringIO()).approved
+
+
+def _project_tools_toml(ws, fp, tools='echo = "allow"', workspace=None):
+    return f'trusted_workspaces = ["{ws}"]\n\n[[project_tools]]\nworkspace = "{workspace or ws}"\nserver = "p"\nlaunch = "{fp}"\ntools = {{ {tools} }}\n'
+
+
+async def test_the_user_allows_a_project_servers_tool_bound_to_its_launch(kxen_home, ws):
+    write_project(ws, {"p": demo_entry()})
+    trust(kxen_home.path, ws)
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    kxen_home.write_settings(_project_tools_toml(ws, fp))
+    async with Runtime(workspace=ws, pm=make_plugin_manager(allow=["stdio"]), approve=[fp]) as rt:
+        await settle(rt)
+        assert (await rt.call_tool("p__echo", {"text": "hi"}))["content"][0]["text"] == "hi"  # no channel needed
+        with pytest.raises(ApprovalDenied):
+            await rt.call_tool("p__add", {"a": 1, "b": 2})  # not in the rule: the project default (ask)
+        decision, reasons = await rt.tool_policy("p", "echo")
+        assert decision == "allow" and "project_tools[0].tools.echo (user settings)" in reasons[-1]
+
+
+async def test_the_rule_does_not_follow_a_changed_launch_or_another_workspace(kxen_home, ws, tmp_path):
+    write_project(ws, {"p": demo_entry()})
+    trust(kxen_home.path, ws)
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    kxen_home.write_settings(_project_tools_toml(ws, fp))
+    write_project(ws, {"p": {**demo_entry(), "env": {"MODE": "changed"}}})
+    new_fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    assert new_fp != fp
+    async with Runtime(workspace=ws, pm=make_plugin_manager(allow=["stdio"]), approve=[new_fp]) as rt:
+        await settle(rt)
+        with pytest.raises(ApprovalDenied):
+            await rt.call_tool("p__echo", {"text": "hi"})
+    other = tmp_path / "other-ws"
+    other.mkdir()
+    write_project(ws, {"p": demo_entry()})
+    kxen_home.write_settings(_project_tools_toml(ws, fp, workspace=other))
+    async with Runtime(workspace=ws, pm=make_plugin_manager(allow=["stdio"]), approve=[fp]) as rt:
+        await settle(rt)
+        with pytest.raises(ApprovalDenied):
+            await rt.call_tool("p__echo", {"text": "hi"})
+
+
+async def test_a_projects_own_deny_still_wins(kxen_home, ws):
+    from kxen_core.errors import PolicyDenied
+
+    write_project(ws, {"p": {**demo_entry(), "toolPolicies": {"echo": "deny"}}})
+    trust(kxen_home.path, ws)
+    fp = resolve_launch(load_config(None, ws).servers["p"], ws).fingerprint
+    kxen_home.write_settings(_project_tools_toml(ws, fp))
+    async with Runtime(workspace=ws, pm=make_plugin_manager(allow=["stdio"]), approve=[fp]) as rt:
+        await settle(rt)
+        with pytest.raises(PolicyDenied):
+            await rt.call_tool("p__echo", {"text": "hi"})
+
+
+def test_a_bad_rule_is_a_config_error_with_its_key_path(kxen_home, ws):
+    from kxen_core.errors import ConfigError
+
+    kxen_home.write_settings(_project_tools_toml(ws, "abc"))
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ws)
+    assert any("project_tools[0].launch" in p and "64 hex" in p for p in info.value.problems), info.value.problems

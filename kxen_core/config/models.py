@@ -257,6 +257,28 @@ class Role:
     deny: list[str] = attrs.field(factory=list, validator=_globs)
 
 
+def _workspace(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not os.path.isabs(value):
+        raise ValueError("must be an absolute path (the workspace whose project server this is)")
+
+
+def _launch_fingerprint(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise ValueError("must be the 64 hex characters of the approved launch (kxen mcp approvals)")
+
+
+@attrs.frozen(kw_only=True)
+class ProjectTools:
+    """The user's policy for tools of one project server, bound to the workspace and to the exact
+    launch the user approved: when the launch changes (a command, an argument, a file it runs), the
+    rule no longer applies. A project file cannot hold this (a repository must not allow its own tools)."""
+
+    workspace: str = attrs.field(validator=_workspace)
+    server: str
+    launch: str = attrs.field(validator=_launch_fingerprint)
+    tools: dict[str, Policy] = attrs.field(factory=dict)
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
@@ -264,3 +286,5 @@ class Settings:
     mcp: McpSettings = attrs.field(factory=McpSettings)
     trusted_workspaces: list[str] = attrs.field(factory=list, validator=_absolute_paths)
     roles: dict[str, Role] = attrs.field(factory=dict)
+    #: ``[[project_tools]]``: the user's policy for tools of project servers (see ProjectTools)
+    project_tools: list[ProjectTools] = attrs.field(factory=list)
