@@ -143,10 +143,18 @@ class Server(CatalogLists):
             "prompts": self.count("prompts"),
             "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
+            "auth": self._auth(),
             "transportInfo": self._describe(),
             "diagnostics": [safe_text(d) for d in list(self.diagnostics)[-20:]],
             "log": self.server_log.snapshot(),  # the server's own notifications/message, escaped
         }
+
+    def _auth(self) -> str | None:
+        """How a remote server is authenticated, without any value: the header names the config sets."""
+        if not self.config.is_remote:
+            return None
+        names = sorted(self.config.headers)
+        return f"headers: {', '.join(safe_text(n) for n in names)}" if names else "none"
 
     def _describe(self) -> dict[str, Any] | None:
         if self.stream is None:

@@ -69,3 +69,15 @@ def test_the_status_table_fits_80_columns(kx, kxen_home, monkeypatch):
     code, out, err = kx("mcp", "status", "--wait", "30")
     table = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
     assert table and max(len(line) for line in table) <= 80
+
+
+def test_status_says_how_a_remote_server_authenticates_without_values(kx, kxen_home, monkeypatch):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio,http")
+    kxen_home.write_servers(
+        {"web": {"url": "https://x.example/mcp", "headers": {"Authorization": "Bearer sk-live-statusauth1"}},
+         "bare": {"url": "https://y.example/mcp"}, "ok": demo_entry()}  # fmt: skip
+    )
+    code, out, err = kx("mcp", "status", "--json", "--wait", "10")
+    rows = {r["name"]: r for r in json.loads(out)["servers"]}
+    assert (rows["web"]["auth"], rows["bare"]["auth"], rows["ok"]["auth"]) == ("headers: Authorization", "none", None)
+    assert "sk-live" not in out
