@@ -9,7 +9,7 @@ sees the result, not the expiry.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from . import kxen_tools, tool_names
 from .approvals import authorize
@@ -19,13 +19,23 @@ from .tool_output import check_result
 
 if TYPE_CHECKING:
     from .progress import ProgressCallback
-    from .runtime import Runtime
     from .server import Server
     from .session import Session
+    from .votes import PreparedVotes
+
+
+class CallHost(kxen_tools.AgentHost, Protocol):
+    """What a call needs of the runtime (``kxen_core.Runtime`` is one)."""
+
+    _votes: PreparedVotes
+
+    def _ready(self, name: str) -> Server: ...
+
+    def _server(self, name: str) -> Server: ...
 
 
 async def call_tool(
-    rt: Runtime,
+    rt: CallHost,
     name: str,
     arguments: Mapping[str, Any] | None,
     *,
@@ -76,7 +86,7 @@ async def call_tool(
     return check_result(info, result, target.diag)
 
 
-async def tool_policy(rt: Runtime, server: str, tool: str) -> tuple[str, list[str]]:
+async def tool_policy(rt: CallHost, server: str, tool: str) -> tuple[str, list[str]]:
     """What the policy votes decide for a call of ``tool`` with no arguments (``allow``, ``ask`` or
     ``deny``) and why: what a person sees in ``kxen mcp tools``. A vote that looks at the arguments
     may still decide otherwise for a real call."""

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .config.models import UNREAD
 from .errors import ConnectError
 from .launchers import inside, picked_up
 
@@ -252,7 +251,7 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     workspace, else the workspace; a project's cwd must stay inside the workspace (symlinks
     followed).
     """
-    if server.kind == UNREAD:  # an untrusted workspace's entry: nothing of it was read
+    if server.unread:  # an untrusted workspace's entry: nothing of it was read
         raise ConnectError("the workspace is not trusted: its project file is read once it is (kxen trust)", server=server.name)
     root = Path(workspace).resolve()
     cwd = root

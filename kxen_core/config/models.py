@@ -109,6 +109,11 @@ class ServerConfig:
         return "stdio" if self.command is not None else "http"
 
     @property
+    def unread(self) -> bool:
+        """A project entry of an untrusted workspace: only its name was read (nothing can start it)."""
+        return self.transport == UNREAD
+
+    @property
     def is_remote(self) -> bool:
         """http, sse, or any plugin kind that connects to a ``url``: all behind the remote switch."""
         return self.kind in BUILTIN_REMOTE_KINDS or (self.url is not None and self.kind != "stdio")
