@@ -25,13 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..converter import SURROGATE_RULE, lone_surrogates, make_converter
 from ..errors import ConfigError, printable
-from .files import MAX_CONFIG_BYTES, UnreadableFile, read_limited
+from .files import MAX_CONFIG_BYTES, UnreadableFile, locked, read_limited, write_atomic
 from .loader import load_settings, project_file, servers_from
 from .models import ServerConfig, check_server_key
 from .project import project_problems, shown_key
@@ -124,22 +123,9 @@ def update_servers(
     change it in place (it raises ConfigError to refuse), check the result (:func:`check_document`)
     and write it atomically. Returns what ``mutate`` returned. Nothing is written when ``mutate`` or
     the check raises."""
-    import filelock
-
     home = Path(home)
     path = servers_file(home, workspace, scope)
-    lock_path = _lock_path(home, path, scope)
-    lock = filelock.FileLock(str(lock_path), timeout=lock_timeout)
-    try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except filelock.Timeout:
-        raise ConfigError(
-            [f"{path}: (file): cannot be updated: {lock_path} is held by another process (waited {lock_timeout:g} s)"]
-        ) from None
-    except OSError as exc:
-        raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc.strerror or exc}"]) from None
-    try:
+    with locked(path, _lock_path(home, path, scope), lock_timeout):
         target = _target(path, scope, Path(workspace))
         data = read_document(path, scope)
         result = mutate(data["mcpServers"])
@@ -148,12 +134,11 @@ def update_servers(
             raise ConfigError(problems)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write(target, dump(data), private=scope == "user")
+            # the user's file is private; a project file keeps its mode without group/world write
+            write_atomic(target, dump(data), mode=0o600 if scope == "user" else None, new_mode=0o644)
         except OSError as exc:
             raise ConfigError([f"{path}: (file): cannot be updated: {exc.strerror or exc}"]) from None
         return result
-    finally:
-        lock.release()
 
 
 def add_server(
@@ -216,38 +201,6 @@ def _target(path: Path, scope: str, workspace: Path) -> Path:
                 [f"{path}: (file): cannot be updated: it leads outside the workspace (to {printable(target)})"]
             )
     return Path(target)
-
-
-def _write(target: Path, text: str, *, private: bool) -> None:
-    """Replace the content of ``target`` atomically (temp file next to it, fsync, rename)."""
-    if private:
-        mode = 0o600
-    elif target.exists():
-        mode = target.stat().st_mode & 0o777 & ~0o022
-    else:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    try:  # the rename itself survives a crash once the directory is synced
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 __all__ = [

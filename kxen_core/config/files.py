@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config file larger than this is refused, not read
 
@@ -100,4 +103,58 @@ def _not_regular(mode: int) -> str:
     return f"cannot be read: must be a regular file (it is {what})"
 
 
-__all__ = ["MAX_CONFIG_BYTES", "UnreadableFile", "read_limited", "unsafe_owner"]
+@contextmanager
+def locked(path: Path, lock_path: Path, timeout: float) -> Iterator[None]:
+    """Hold ``lock_path`` (a cross-process lock) for a read-modify-write of ``path``; a lock held
+    elsewhere for longer than ``timeout`` seconds, or one that cannot be made, is a ConfigError."""
+    import filelock  # only the commands that change files need it
+
+    from ..errors import ConfigError
+
+    lock = filelock.FileLock(str(lock_path), timeout=timeout)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except filelock.Timeout:
+        raise ConfigError(
+            [f"{path}: (file): cannot be updated: {lock_path} is held by another process (waited {timeout:g} s)"]
+        ) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc.strerror or exc}"]) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def write_atomic(target: Path, text: str, *, mode: int | None = None, new_mode: int = 0o600) -> None:
+    """Replace the content of ``target`` atomically: a temp file next to it, fsync, rename, and the
+    directory synced so the rename survives a crash. The file gets ``mode``; without one it keeps its
+    mode minus group and world write (``new_mode`` when it is new)."""
+    if mode is None:
+        mode = target.stat().st_mode & 0o777 & ~0o022 if target.exists() else new_mode
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+__all__ = ["MAX_CONFIG_BYTES", "UnreadableFile", "locked", "read_limited", "unsafe_owner", "write_atomic"]

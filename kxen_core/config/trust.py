@@ -15,12 +15,12 @@ world write. Trust is recorded as the workspace's canonical path and compared as
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
-from .loader import UnreadableFile, canonical, read_limited
+from .files import UnreadableFile, locked, read_limited, write_atomic
+from .loader import canonical
 
 
 #: seconds to wait for another process's settings change before giving up with a ConfigError
@@ -33,22 +33,10 @@ def update_settings(home: Path, mutate: Callable[[Any], bool], *, lock_timeout: 
 
     Holds ``config.toml.lock`` from the read to the rename; raises ConfigError if another process
     holds it for longer than ``lock_timeout`` seconds."""
-    import filelock  # only the settings-changing commands need these
-    import tomlkit
+    import tomlkit  # only the settings-changing commands need it
 
     path = home / "config.toml"
-    lock_path = home / "config.toml.lock"
-    lock = filelock.FileLock(str(lock_path), timeout=lock_timeout)
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except filelock.Timeout:
-        raise ConfigError(
-            [f"{path}: (file): cannot be updated: {lock_path} is held by another process (waited {lock_timeout:g} s)"]
-        ) from None
-    except OSError as exc:
-        raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc}"]) from None
-    try:
+    with locked(path, home / "config.toml.lock", lock_timeout):
         try:
             text = read_limited(path, private=True).decode("utf-8")
         except FileNotFoundError:
@@ -68,30 +56,10 @@ def update_settings(home: Path, mutate: Callable[[Any], bool], *, lock_timeout: 
         # a symlinked config.toml (dotfiles kept elsewhere) stays a symlink: the new content replaces
         # its target, atomically, from a temp file next to the target
         try:
-            _write(path, tomlkit.dumps(doc))
+            write_atomic(Path(os.path.realpath(path)), tomlkit.dumps(doc))
         except OSError as exc:
             raise ConfigError([f"{path}: (file): cannot be updated: {exc.strerror or exc}"]) from None
         return True
-    finally:
-        lock.release()
-
-
-def _write(path: Path, text: str) -> None:
-    """Replace the content of ``path`` -- of its target, when it is a symlink -- atomically."""
-    target = Path(os.path.realpath(path))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".config.toml.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o777 & ~0o022)  # never more open than before, never go+w
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _trust_edit(home: Path, workspace: Path, add: bool, lock_timeout: float) -> bool:
