@@ -159,6 +159,27 @@ class KxenPluginManager(pluggy.PluginManager):
         #: entry points that could not be loaded (or were skipped by the allow/block lists)
         self.entry_failures: list[LoadFailure] = []
         self._transports: tuple[tuple[Any, ...], TransportRegistry] | None = None
+        #: bumped by every change of the registered plugins: what was derived from the hook
+        #: implementations (the prepared policy votes' list of them) is then stale
+        self.generation = 0
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        try:
+            return super().register(plugin, name)
+        finally:
+            self.generation += 1
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        try:
+            return super().unregister(plugin, name)
+        finally:
+            self.generation += 1
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        try:
+            super().add_hookspecs(module_or_class)
+        finally:
+            self.generation = getattr(self, "generation", 0) + 1
 
     @property
     def transports(self) -> TransportRegistry:

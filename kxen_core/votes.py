@@ -107,6 +107,19 @@ class PreparedVotes:
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
         self._plans: dict[tuple[str, str], _Plan] = {}
+        self._impls_seen: tuple[int, list[Any]] | None = None  # (the pm's generation, its implementations)
+
+    def _impls(self) -> list[Any]:
+        """The implementations in pluggy's order; listed again only when the plugin manager says
+        its plugins changed (``KxenPluginManager.generation``; any other manager: every time)."""
+        generation = getattr(self.pm, "generation", None)
+        seen = self._impls_seen
+        if generation is not None and seen is not None and seen[0] == generation:
+            return seen[1]
+        impls = hookcall.impls(self.pm, HOOK)
+        if generation is not None:
+            self._impls_seen = (generation, impls)
+        return impls
 
     def allowed_outright(
         self, server: Any, tool: str, role: str | None, settings: Any, arguments: dict[str, Any], launch: Any = None
@@ -124,7 +137,7 @@ class PreparedVotes:
             and plan.role == role
             and plan.settings is settings
             and plan.launch is launch
-            and plan.impls == hookcall.impls(self.pm, HOOK)
+            and plan.impls == self._impls()
             and _flat_and_small(arguments)
         )
 
@@ -147,7 +160,7 @@ class PreparedVotes:
 
     async def _count(self, call: ToolCall) -> tuple[list[Vote], _Plan, bool]:
         """This call's votes in order, its plan, and whether any implementation asked per call voted."""
-        impls = hookcall.impls(self.pm, HOOK)
+        impls = self._impls()
         key = (call.server.name, call.tool)
         plan = self._plans.get(key)
         if plan is None or not plan.fits(call, impls):

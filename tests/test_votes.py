@@ -277,3 +277,26 @@ async def test_prepared_votes_follow_reloads_roles_and_plugins(kxen_home, tmp_pa
     sent = [json.loads(line) for line in log.read_text().splitlines()]
     texts = [m["params"]["arguments"]["text"] for m in sent if m.get("method") == "tools/call"]
     assert texts == ["one", "two", "three", "four", "five"]
+
+
+def test_the_list_of_implementations_is_read_again_only_when_the_plugins_change():
+    from kxen_core import hookimpl
+    from kxen_core.plugins import make_plugin_manager
+    from kxen_core.votes import PreparedVotes
+
+    pm = make_plugin_manager(load_entrypoints=False)
+    prepared = PreparedVotes(pm)
+    first = prepared._impls()
+    assert prepared._impls() is first  # nothing changed: the same list, not a new one
+
+    class Deny:
+        @hookimpl
+        def kxen_policy_decision(self, call):
+            return None
+
+    plugin = Deny()
+    pm.register(plugin, name="late")
+    second = prepared._impls()
+    assert second is not first and len(second) == len(first) + 1
+    pm.unregister(plugin)
+    assert prepared._impls() == first
