@@ -1,15 +1,9 @@
-"""What the model sees: qualified tool names and bounded output."""
+"""What the model sees: qualified tool names (the bounded output: :mod:`kxen_core.agent_output`)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
 
 from .tool_names import SEPARATOR, model_name
-
-#: the most characters of tool output handed to a model
-OUTPUT_CAP_CHARS = 50_000
-
 
 def qualified_name(server: str, tool: str) -> str:
     """The model-facing name of ``tool`` of ``server``: ``<server>__<tool>`` when that is provider-safe,
@@ -29,34 +23,3 @@ def split_qualified(name: str) -> tuple[str, str]:
     if not sep or not server or not tool:
         raise ValueError(f"not a qualified tool name (expected <server>__<tool>): {name[:100]!r}")
     return server, tool
-
-
-def result_text(result: dict[str, Any], cap: int = OUTPUT_CAP_CHARS) -> str:
-    """Flatten a ``tools/call`` result to text for a model, capped at ``cap`` characters."""
-    parts: list[str] = []
-    size = 0
-    for block in result.get("content") or ():
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            text = block["text"]
-        elif kind in ("image", "audio"):
-            text = f"[{kind} {block.get('mimeType', '?')}, {len(str(block.get('data', '')))} base64 chars]"
-        elif kind == "resource_link":
-            text = f"[resource {block.get('uri', '?')}]"
-        elif kind == "resource":
-            res = block.get("resource") or {}
-            text = res.get("text") if isinstance(res.get("text"), str) else f"[resource {res.get('uri', '?')}]"
-        else:
-            text = json.dumps(block)[:1000]
-        parts.append(text)
-        size += len(text)
-        if size > cap:
-            break
-    if not parts and "structuredContent" in result:
-        parts.append(json.dumps(result["structuredContent"]))
-    text = "\n".join(parts)
-    if len(text) > cap:
-        text = text[:cap] + f"\n[output truncated at {cap} characters]"
-    return text
