@@ -1,0 +1,1 @@
+"""The ``oauth`` entry point."""
