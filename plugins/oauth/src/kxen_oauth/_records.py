@@ -42,6 +42,9 @@ class TokenRecord:
     expires_at: float | None = None
     scope: str | None = None
     obtained_at: float = attrs.field(factory=time.time)
+    #: where a refresh goes, and the RFC 8707 resource indicator it sends again
+    token_endpoint: str | None = None
+    resource_indicator: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -64,6 +67,8 @@ class TokenRecord:
             "expiresAt": self.expires_at,
             "scope": self.scope,
             "obtainedAt": self.obtained_at,
+            "tokenEndpoint": self.token_endpoint,
+            "resourceIndicator": self.resource_indicator,
         }
         return {k: v for k, v in d.items() if v is not None}
 
@@ -83,6 +88,8 @@ class TokenRecord:
             expires_at=_f(d, "expiresAt"),
             scope=_s(d, "scope"),
             obtained_at=_f(d, "obtainedAt") or 0.0,
+            token_endpoint=_s(d, "tokenEndpoint", limit=2048),
+            resource_indicator=_s(d, "resourceIndicator", limit=2048),
         )
 
 

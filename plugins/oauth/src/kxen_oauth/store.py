@@ -72,6 +72,7 @@ class TokenStore:
         self.diagnostic = diagnostic
         self._stamp: tuple[int, int, int] | None = None
         self._doc: dict[str, Any] = {}
+        self._index: dict[tuple[str, str, str], TokenRecord] | None = None
         self._mutex = anyio.Lock()
 
     # -- reading -------------------------------------------------------------------------------
@@ -88,7 +89,7 @@ class TokenStore:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            self._stamp, self._doc = None, {}
+            self._stamp, self._doc, self._index = None, {}, None
             return self._doc
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot be read ({exc.strerror})") from None
@@ -108,7 +109,7 @@ class TokenStore:
         version = doc.get("version")
         if version is not None and version != VERSION:
             raise StoreError(f"{self.path}: version {version!r} is not one this kxen knows ({VERSION}): refused")
-        self._stamp, self._doc = stamp, doc
+        self._stamp, self._doc, self._index = stamp, doc, None
         return doc
 
     def tokens(self) -> list[TokenRecord]:
@@ -122,10 +123,16 @@ class TokenStore:
         return out
 
     def token(self, key: tuple[str, str, str]) -> TokenRecord | None:
-        for record in self.tokens():
-            if record.key == key:
-                return record
-        return None
+        """The record bound to exactly ``key`` (cached until the file changes: one stat per call)."""
+        self.document()
+        if self._index is None:
+            self._index = {r.key: r for r in self.tokens()}
+        return self._index.get(key)
+
+    def forget_cache(self) -> None:
+        """Read the file again at the next look (another process may have changed it within the
+        file system's timestamp granularity)."""
+        self._stamp = None
 
     def clients(self) -> list[ClientRecord]:
         doc = self.document()
@@ -227,10 +234,15 @@ class TokenStore:
                                                  and t.get("configScope", config_scope) == config_scope)
             ]
             legacy = doc.get("legacy")
-            dropped_legacy = isinstance(legacy, dict) and server in legacy
-            if dropped_legacy:
+            dropped_legacy = False
+            if isinstance(legacy, dict) and server in legacy:
                 del legacy[server]
-            return len(doc["tokens"]) < before or bool(dropped_legacy)
+                dropped_legacy = True
+            return len(doc["tokens"]) < before or dropped_legacy
+
+    async def drop_tokens_for(self, key: tuple[str, str, str]) -> None:
+        async with self.locked() as doc:
+            doc["tokens"] = [t for t in doc["tokens"] if not _same_key(t, key)]
 
     async def put_client(self, record: ClientRecord) -> None:
         async with self.locked() as doc:
