@@ -117,6 +117,10 @@ async def token_request(
     client: httpx.AsyncClient, token_endpoint: str, creds: ClientCredentials, grant_type: str, **params: Any
 ) -> TokenAnswer:
     """POST one token request and read the answer. Raises :class:`TokenError`."""
+    if creds.auth_method == "client_secret_basic":
+        # the identifier in the body too: servers that look a client up before checking how it
+        # authenticates want it there (it is not a second authentication method)
+        params = {**params, "client_id": creds.client_id}
     body = prepare_token_request(grant_type, body="", **params)
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
     url, headers, body = _client_auth(creds, token_endpoint).prepare("POST", token_endpoint, headers, body)
