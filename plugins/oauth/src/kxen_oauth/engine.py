@@ -45,7 +45,6 @@ class OAuthEngine:
 
     def __init__(self, *, http_transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.http_transport = http_transport
-        self._client: httpx.AsyncClient | None = None
         self._stores: dict[str, TokenStore] = {}
         self._challenged: set[Key] = set()
         self._sent: dict[Key, str] = {}
@@ -61,9 +60,9 @@ class OAuthEngine:
     # -- plumbing ------------------------------------------------------------------------------
 
     def http(self) -> httpx.AsyncClient:
-        if self._client is None or self._client.is_closed:
-            self._client = make_client(self.http_transport)
-        return self._client
+        """A new client for one OAuth exchange (``async with``): a process may run several event
+        loops one after another, and a client belongs to the loop it first ran in."""
+        return make_client(self.http_transport)
 
     def store(self) -> TokenStore:
         directory = str(data_dir())
@@ -118,9 +117,10 @@ class OAuthEngine:
             return found
         meta_url = server.oauth.authorizationServerMetadataUrl if server.oauth else None
         try:
-            found = await discover(
-                self.http(), url, resource_metadata=resource_metadata, metadata_url=meta_url, allow_loopback_http=allow_loopback_http
-            )
+            async with self.http() as client:
+                found = await discover(
+                    client, url, resource_metadata=resource_metadata, metadata_url=meta_url, allow_loopback_http=allow_loopback_http
+                )
         except (DiscoveryError, UrlRefused) as exc:
             raise self._need_login(server, f"OAuth discovery for {server.name!r} failed: {exc}") from None
         if len(self._discovered) > 256:
@@ -266,7 +266,8 @@ class OAuthEngine:
             creds = configured_client(server, d.server)
             if creds is None:
                 raise TokenError("the client_credentials grant needs oauth.clientId")
-            answer = await token_request(self.http(), d.server.token_endpoint, creds, "client_credentials", scope=scope, resource=d.resource)
+            async with self.http() as client:
+                answer = await token_request(client, d.server.token_endpoint, creds, "client_credentials", scope=scope, resource=d.resource)
         except TokenError as exc:
             raise self._need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
         return await self.keep(server, d, creds, answer, requested=scope)
@@ -314,10 +315,11 @@ class OAuthEngine:
                 creds = self._credentials_for(server, current)
                 self._remember(current.refresh_token, creds.client_secret)
                 try:
-                    answer = await token_request(
-                        self.http(), current.token_endpoint, creds, "refresh_token",
-                        refresh_token=current.refresh_token, resource=current.resource_indicator or current.resource,
-                    )
+                    async with self.http() as client:
+                        answer = await token_request(
+                            client, current.token_endpoint, creds, "refresh_token",
+                            refresh_token=current.refresh_token, resource=current.resource_indicator or current.resource,
+                        )
                 except TokenError as exc:
                     if exc.error in ("invalid_grant", "invalid_client", "unauthorized_client"):
                         await store.drop_tokens_for(key)

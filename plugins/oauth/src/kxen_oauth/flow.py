@@ -129,7 +129,8 @@ class OAuthFlow:
         if creds is None:
             if record is None or redirect not in record.redirect_uris:
                 try:
-                    record = await register(self.engine.http(), self.engine.store(), meta, redirect, scope=self._scope)
+                    async with self.engine.http() as client:
+                        record = await register(client, self.engine.store(), meta, redirect, scope=self._scope)
                 except RegistrationError as exc:
                     raise self._fail(str(exc)) from None
                 self._registered = True
@@ -182,16 +183,17 @@ class OAuthFlow:
         if not code or len(code) > 4096:
             raise self._fail("the authorization server answered without a code")
         try:
-            answer = await token_request(
-                self.engine.http(),
-                meta.token_endpoint,
-                creds,
-                "authorization_code",
-                code=code,
-                redirect_uri=self._listener.redirect_uri if self._listener else None,
-                code_verifier=self._verifier,
-                resource=d.resource,
-            )
+            async with self.engine.http() as client:
+                answer = await token_request(
+                    client,
+                    meta.token_endpoint,
+                    creds,
+                    "authorization_code",
+                    code=code,
+                    redirect_uri=self._listener.redirect_uri,
+                    code_verifier=self._verifier,
+                    resource=d.resource,
+                )
         except TokenError as exc:
             if exc.error == "invalid_client" and not self._registered:
                 await self.engine.store().drop_client(meta.issuer, creds.client_id)
