@@ -6,7 +6,7 @@ The names hosts and plugin authors use, importable from here:
   :class:`AgentOutput` and :class:`BinaryRef` (what the agent gets), :class:`ResourceContent`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
-  :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
+  :class:`CredentialRequest`, :class:`AuthChallenge`, :class:`LoginRequest`, :class:`AuthFlow`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
   :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`, :class:`SamplingRequest`,
   :class:`ElicitationRequest`;
 * host callbacks get :class:`Progress` (``Runtime.call_tool(on_progress=...)``) and
@@ -27,12 +27,14 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .asks import ElicitationRequest, SamplingRequest
+    from .auth import AuthFlow, LoginRequest
     from .agent_output import AgentOutput, BinaryRef
     from .catalog import CatalogPage, Verdict
     from .contents import ResourceContent
     from .config import Config, ServerConfig, Settings, load_config
     from .errors import (
         ApprovalDenied,
+        AuthRequired,
         ClosedError,
         ConfigError,
         ConnectError,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from .progress import Progress
     from .runtime import Runtime
     from .transport import (
+        AuthChallenge,
         CredentialRequest,
         Message,
         MessageStream,
@@ -89,6 +92,9 @@ _LAZY = {
     "ApprovalRequest": "policy",
     "ToolCall": "policy",
     "Vote": "policy",
+    "AuthChallenge": "transport",
+    "AuthFlow": "auth",
+    "LoginRequest": "auth",
     "CredentialRequest": "transport",
     "Message": "transport",
     "MessageStream": "transport",
@@ -99,6 +105,7 @@ _LAZY = {
 }
 _ERRORS = (
     "ApprovalDenied",
+    "AuthRequired",
     "ClosedError",
     "ConfigError",
     "ConnectError",

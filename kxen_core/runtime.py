@@ -129,7 +129,7 @@ class Runtime:
             if config.servers.get(n) == s.entry and admit(config, s.entry) == s.admission
             # a held launch depends on workspace trust: started again when trust changed
             and not (s.held and s.env is not None and s.env.trusted != config.trusted)
-            and not (s.state == State.FAILED and s.done.is_set())  # failed for good: a reload retries it
+            and not (s.state in (State.FAILED, State.NEEDS_LOGIN) and s.done.is_set())  # a reload retries it
         }
         for name, server in self.servers.items():
             if name not in keep:
