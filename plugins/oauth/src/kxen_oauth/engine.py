@@ -267,7 +267,9 @@ class OAuthEngine:
             if creds is None:
                 raise TokenError("the client_credentials grant needs oauth.clientId")
             async with self.http() as client:
-                answer = await token_request(client, d.server.token_endpoint, creds, "client_credentials", scope=scope, resource=d.resource)
+                answer = await token_request(
+                    client, d.server.token_endpoint, creds, "client_credentials", issuer=d.server.issuer, scope=scope, resource=d.resource
+                )
         except TokenError as exc:
             raise self._need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
         return await self.keep(server, d, creds, answer, requested=scope)
@@ -317,7 +319,7 @@ class OAuthEngine:
                 try:
                     async with self.http() as client:
                         answer = await token_request(
-                            client, current.token_endpoint, creds, "refresh_token",
+                            client, current.token_endpoint, creds, "refresh_token", issuer=current.issuer,
                             refresh_token=current.refresh_token, resource=current.resource_indicator or current.resource,
                         )
                 except TokenError as exc:
