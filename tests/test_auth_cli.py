@@ -147,3 +147,19 @@ def test_status_names_the_missing_scope(kx, gated_server, extra_plugins, kxen_ho
     (row,) = json.loads(out)["servers"]
     assert (row["state"], row["next"], row["scopes"]) == ("needs_login", "kxen mcp login r --scope admin", ["admin"]), row
     assert_no_token("the output", out + err)
+
+
+@pytest.mark.parametrize("mode", ["stateful", "sse"])
+def test_doctor_names_the_auth_step_and_the_next_step(kx, kxen_home, start_peer, extra_plugins, monkeypatch, mode):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "http,sse,memory")
+    url = gated(start_peer, mode)
+    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_servers({"r": remote(url, "sse" if mode == "sse" else "http")})
+    extra_plugins += [Credentials(first=None), LoginPlugin()]
+    code, out, err = kx("mcp", "doctor", "r", "--json")
+    assert code == 1
+    steps = {s["step"]: s for s in json.loads(out)["steps"]}
+    assert steps["transport"]["ok"] and not steps["auth"]["ok"], steps
+    assert steps["auth"]["detail"].startswith("HTTP 401 Unauthorized from http://127.0.0.1:"), steps
+    assert steps["auth"]["detail"].endswith("-- next: kxen mcp login r"), steps
+    assert "initialize" not in steps
