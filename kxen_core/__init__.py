@@ -9,6 +9,7 @@ The names hosts and plugin authors use, importable from here:
   :class:`CredentialRequest`, :class:`AuthChallenge`, :class:`LoginRequest`, :class:`AuthFlow`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
   :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`, :class:`SamplingRequest`,
   :class:`ElicitationRequest`;
+* host sign-in UIs get :class:`LoginStarted` and :class:`LoginStatus` (``Runtime.login_start``, ``login_poll``);
 * host callbacks get :class:`Progress` (``Runtime.call_tool(on_progress=...)``) and
   ``Runtime.subscribe`` returns a :class:`Subscription`;
 * the error tree (:mod:`kxen_core.errors`): :class:`KxenError` and every subclass.
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     )
     from .host import host_guard
     from .launch import Launch
+    from .logins import LoginStarted, LoginStatus
     from .notices import Subscription
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .progress import Progress
@@ -83,6 +85,8 @@ _LAZY = {
     "CatalogPage": "catalog",
     "Verdict": "catalog",
     "Launch": "launch",
+    "LoginStarted": "logins",
+    "LoginStatus": "logins",
     "ElicitationRequest": "asks",
     "SamplingRequest": "asks",
     "Progress": "progress",

@@ -31,6 +31,7 @@ from .config.loader import default_home
 from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .launch import Launch, resolve_launch
+from .logins import LoginHost
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest
 from .server import Server, ServerEnv, State
@@ -39,8 +40,10 @@ from .progress import ProgressCallback
 from .votes import PreparedVotes
 
 
-class Runtime:
-    """Servers of one workspace. An async context manager; nothing starts before entering it."""
+class Runtime(LoginHost):
+    """Servers of one workspace. An async context manager; nothing starts before entering it.
+    Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
+    (:mod:`.logins`)."""
 
     def __init__(
         self,

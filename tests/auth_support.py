@@ -89,3 +89,58 @@ async def gate_stats(url: str) -> dict[str, int]:
 def assert_no_token(where: str, text: str) -> None:
     for token in FAKE_TOKENS:
         assert token not in text, f"a token leaked into {where}: {text[:2000]}"
+
+
+class FakeFlow:
+    """A sign-in that finishes when the test releases it: then the credential plugin has the good token."""
+
+    def __init__(self, plugin: "SignIn", server: Any, request: Any) -> None:
+        self.plugin, self.server, self.request = plugin, server, request
+        self.release = anyio.Event()
+        self.finished = False
+        self.closed = 0
+
+    async def start(self) -> str:
+        if self.plugin.start_error is not None:
+            raise self.plugin.start_error
+        return self.plugin.url
+
+    async def finish(self) -> None:
+        with anyio.fail_after(30):
+            await self.release.wait()
+        if self.plugin.deny:
+            from kxen_core.errors import AuthRequired
+
+            raise AuthRequired("the person declined the sign-in (access_denied)", next_step=f"kxen mcp login {self.server.name}")
+        self.plugin.creds.first = GOOD  # what a real flow stores: the next request carries it
+        self.finished = True
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+class SignIn:
+    """A sign-in plugin (``kxen_auth_login``, ``kxen_auth_logout``) over a :class:`Credentials`."""
+
+    def __init__(self, creds: Credentials, *, url: str = "https://auth.example/authorize?client_id=kxen&state=abc", deny: bool = False, auto: bool = False) -> None:
+        self.creds, self.url, self.deny, self.auto = creds, url, deny, auto
+        self.start_error: BaseException | None = None  # what start() raises, if anything
+        self.flows: list[FakeFlow] = []
+        self.logouts: list[Any] = []
+
+    @hookimpl
+    def kxen_auth_login(self, server: Any, request: Any) -> FakeFlow | None:
+        if server.url is None:
+            return None
+        flow = FakeFlow(self, server, request)
+        if self.auto:
+            flow.release.set()
+        self.flows.append(flow)
+        return flow
+
+    @hookimpl
+    async def kxen_auth_logout(self, server: Any, request: Any) -> bool:
+        self.logouts.append(request)
+        had = self.creds.first == GOOD
+        self.creds.first = None
+        return had

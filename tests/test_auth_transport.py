@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from auth_support import GOOD, STALE, Credentials, LoginPlugin, Refuses, assert_no_token, gate_stats, gated
+from kxen_core import hookimpl
 from kxen_core.errors import AuthRequired, ServerNotReady
 from kxen_testing import running
 from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of
@@ -177,3 +178,21 @@ async def test_a_credential_plugin_that_raises_auth_required_settles_needs_login
         assert (s["state"], s["phase"]) == ("needs_login", "auth"), s
         assert (s["error"], s["next"]) == ("no token stored for this server; sign in first", "kxen mcp login r"), s
         assert await gate_stats(url) == {}  # nothing was sent without a credential
+
+
+async def test_a_plugin_with_ever_new_bad_tokens_gets_one_resend_only(kxen_home, ws, start_peer):
+    class Rotating:
+        def __init__(self) -> None:
+            self.n = 0
+
+        @hookimpl
+        def kxen_credential_lookup(self, server, request):
+            self.n += 1
+            return {"Authorization": f"Bearer {STALE}-{self.n}"}
+
+    url = gated(start_peer)
+    kxen_home.write_settings(REMOTE_ON)
+    async with running(kxen_home, ws, Rotating(), servers={"r": entry(url, "stateful")}, allow=REMOTE_PLUGINS) as rt:
+        assert status_of(rt, "r")["state"] == "needs_login"
+        stats = await gate_stats(url)
+        assert stats == {f"401 POST initialize {STALE}-1": 1, f"401 POST initialize {STALE}-2": 1}, stats

@@ -76,12 +76,14 @@ def _jwt_key(pem: str, alg: str | None) -> tuple[Any, str]:
     raise TokenError("the private key for private_key_jwt could not be read (EC, RSA or OKP PEM expected)")
 
 
-def _client_auth(creds: ClientCredentials, token_endpoint: str) -> ClientAuth:
+def _client_auth(creds: ClientCredentials, token_endpoint: str, audience: str | None) -> ClientAuth:
     if creds.auth_method == "private_key_jwt":
         if not creds.private_key_pem:
             raise TokenError("private_key_jwt needs a private key (oauth.privateKeyFile)")
         key, alg = _jwt_key(creds.private_key_pem, creds.signing_algorithm)
-        return ClientAuth(creds.client_id, key, PrivateKeyJWT(token_endpoint, alg=alg))
+        # the assertion's audience is the authorization server's issuer (RFC 7523bis; servers
+        # that follow RFC 7523 §3 accept their issuer too), else the token endpoint
+        return ClientAuth(creds.client_id, key, PrivateKeyJWT(audience or token_endpoint, alg=alg))
     if creds.auth_method in ("client_secret_basic", "client_secret_post"):
         return ClientAuth(creds.client_id, creds.client_secret or "", creds.auth_method)
     return ClientAuth(creds.client_id, None, "none")
@@ -114,7 +116,13 @@ def parse_token_answer(doc: dict[str, Any], now: float) -> TokenAnswer:
 
 
 async def token_request(
-    client: httpx.AsyncClient, token_endpoint: str, creds: ClientCredentials, grant_type: str, **params: Any
+    client: httpx.AsyncClient,
+    token_endpoint: str,
+    creds: ClientCredentials,
+    grant_type: str,
+    *,
+    issuer: str | None = None,
+    **params: Any,
 ) -> TokenAnswer:
     """POST one token request and read the answer. Raises :class:`TokenError`."""
     if creds.auth_method == "client_secret_basic":
@@ -123,7 +131,7 @@ async def token_request(
         params = {**params, "client_id": creds.client_id}
     body = prepare_token_request(grant_type, body="", **params)
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
-    url, headers, body = _client_auth(creds, token_endpoint).prepare("POST", token_endpoint, headers, body)
+    url, headers, body = _client_auth(creds, token_endpoint, issuer).prepare("POST", token_endpoint, headers, body)
     now = time.time()
     try:
         status, doc = await request_json(client, "POST", url, content=body.encode("utf-8"), headers=headers)

@@ -22,7 +22,7 @@ from ._challenge import parse_bearer
 from ._fetch import make_client
 from ._records import TokenRecord
 from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
-from ._urls import UrlRefused, canonical_resource, origin, same_origin, shown
+from ._urls import UrlRefused, canonical_resource, origin, same_issuer, same_origin, shown
 from .discovery import Discovery, DiscoveryError, discover
 from .flow import OAuthFlow, record_of
 from .registration import configured_client
@@ -30,6 +30,8 @@ from .store import LOCK_SECONDS, StoreError, TokenStore, acquire, data_dir
 
 #: refresh this long before the stored expiry
 REFRESH_AHEAD = 60.0
+#: how long a discovery is reused by sign-ins (a 401 always discovers again)
+DISCOVERY_SECONDS = 60.0
 #: in-band sign-ins (after a 401, or step-ups after a 403) per server entry before giving up
 MAX_AUTHORIZATIONS = 3
 
@@ -51,7 +53,7 @@ class OAuthEngine:
         self._refreshed: dict[Key, str] = {}
         self._attempts: dict[Key, int] = {}
         self._locks: dict[Key, anyio.Lock] = {}
-        self._discovered: dict[tuple[str, str], Discovery] = {}
+        self._discovered: dict[tuple[str, str], tuple[float, Discovery]] = {}
         self._secrets: set[str] = set()
         self._keys: dict[tuple[str, str, str], Key] = {}
         #: how many refreshes this process made (tests and diagnostics read it)
@@ -109,12 +111,15 @@ class OAuthEngine:
     def _need_login(self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()) -> AuthRequired:
         return AuthRequired(self.scrub(reason), next_step=f"kxen mcp login {server.name}", status=status, scopes=scopes)
 
-    async def discover(self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool) -> Discovery:
+    async def discover(
+        self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool, fresh: bool = False
+    ) -> Discovery:
+        """What discovery finds for ``server`` (kept :data:`DISCOVERY_SECONDS`, unless ``fresh``)."""
         url = server.url or ""
         cache_key = (url, resource_metadata)
-        found = self._discovered.get(cache_key)
-        if found is not None:
-            return found
+        cached = self._discovered.get(cache_key)
+        if cached is not None and not fresh and time.monotonic() - cached[0] < DISCOVERY_SECONDS:
+            return cached[1]
         meta_url = server.oauth.authorizationServerMetadataUrl if server.oauth else None
         try:
             async with self.http() as client:
@@ -125,7 +130,7 @@ class OAuthEngine:
             raise self._need_login(server, f"OAuth discovery for {server.name!r} failed: {exc}") from None
         if len(self._discovered) > 256:
             self._discovered.clear()
-        self._discovered[cache_key] = found
+        self._discovered[cache_key] = (time.monotonic(), found)
         return found
 
     # -- the credential hook ---------------------------------------------------------------------
@@ -186,6 +191,9 @@ class OAuthEngine:
         record = self.store().token(key)
         if record is not None and record.access_token != sent:
             return self._header(key, record)  # another process (or sign-in) stored a newer token
+        if record is not None and await self._moved(server, record, bearer.resource_metadata, loopback):
+            await self.store().drop_tokens_for(key)  # issued by a server that no longer protects this one
+            record = None
         if record is not None and self._refreshed.get(key) != sent:
             self._refreshed[key] = sent or ""
             fresh = await self.refresh(server, key, record.access_token, quiet=True)
@@ -195,6 +203,16 @@ class OAuthEngine:
             d = await self.discover(server, bearer.resource_metadata, allow_loopback_http=loopback)
             return self._header(key, await self.client_credentials(server, d, scope=" ".join(bearer.scope) or None))
         return await self._authorize(server, key, request, bearer.resource_metadata, bearer.scope, status=401, loopback=loopback)
+
+    async def _moved(self, server: ServerConfig, record: TokenRecord, resource_metadata: str, loopback: bool) -> bool:
+        """Whether the server's authorization server is no longer the one that issued ``record``
+        (its protected-resource metadata names another): then its tokens and its refresh are not
+        used, and the sign-in registers with the new one (the store keeps clients per issuer)."""
+        try:
+            d = await self.discover(server, resource_metadata, allow_loopback_http=loopback, fresh=True)
+        except AuthRequired:
+            return False  # discovery failed now: refreshing with what is stored may still work
+        return not same_issuer(d.server.issuer, record.issuer)
 
     async def _authorize(
         self, server: ServerConfig, key: Key, request: Any, resource_metadata: str, scopes: tuple[str, ...], *, status: int, loopback: bool
@@ -267,7 +285,9 @@ class OAuthEngine:
             if creds is None:
                 raise TokenError("the client_credentials grant needs oauth.clientId")
             async with self.http() as client:
-                answer = await token_request(client, d.server.token_endpoint, creds, "client_credentials", scope=scope, resource=d.resource)
+                answer = await token_request(
+                    client, d.server.token_endpoint, creds, "client_credentials", issuer=d.server.issuer, scope=scope, resource=d.resource
+                )
         except TokenError as exc:
             raise self._need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
         return await self.keep(server, d, creds, answer, requested=scope)
@@ -317,7 +337,7 @@ class OAuthEngine:
                 try:
                     async with self.http() as client:
                         answer = await token_request(
-                            client, current.token_endpoint, creds, "refresh_token",
+                            client, current.token_endpoint, creds, "refresh_token", issuer=current.issuer,
                             refresh_token=current.refresh_token, resource=current.resource_indicator or current.resource,
                         )
                 except TokenError as exc:

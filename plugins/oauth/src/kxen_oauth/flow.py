@@ -189,6 +189,7 @@ class OAuthFlow:
                     meta.token_endpoint,
                     creds,
                     "authorization_code",
+                    issuer=meta.issuer,
                     code=code,
                     redirect_uri=self._listener.redirect_uri,
                     code_verifier=self._verifier,
