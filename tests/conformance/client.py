@@ -57,7 +57,9 @@ def write_home(home: Path, url: str, scenario: str, context: dict[str, Any]) -> 
         "url": url,
         "transport": "http",
         "defaultToolPolicy": "allow",
-        "timeouts": {"requestSeconds": 20, "initializeSeconds": 30},
+        # the in-band sign-in happens inside the first request (initialize): give it the time a
+        # user would on a slow machine (a suite runs every client at once)
+        "timeouts": {"requestSeconds": round(CLIENT_SECONDS * 0.5), "initializeSeconds": round(CLIENT_SECONDS * 0.7)},
     }
     oauth = oauth_block(scenario, context, home)
     if oauth:
