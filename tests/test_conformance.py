@@ -23,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
@@ -176,17 +177,56 @@ def solo_passed(proc: subprocess.CompletedProcess[str]) -> bool:
     return proc.returncode == 0 and "OVERALL: PASSED" in out and re.search(r"Passed: \d+/\d+, 0 failed, 0 warnings", out) is not None
 
 
+@attrs.frozen
+class Run:
+    proc: subprocess.CompletedProcess[str]
+    results: Path
+
+
+#: scenarios judged in milliseconds: run alone, after the others
+TIMED = {"sse-retry"}
+#: solo runs at once (each is mostly waiting: a node harness and a Python client, a few seconds)
+SOLO_WORKERS = 3
+
+
+@pytest.fixture(scope="module")
+def solo_runs(request: pytest.FixtureRequest, node22: str, npm_peers: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, str], Run]:
+    """The harness run of every solo row this session selected, ``SOLO_WORKERS`` at a time (the
+    timed scenarios alone, afterwards), keyed by (table index, scenario)."""
+    wanted = [
+        (TABLES.index(item.callspec.params["table"]), item.callspec.params["scenario"])
+        for item in request.session.items
+        if getattr(item, "originalname", "") == "test_conformance_scenario" and hasattr(item, "callspec")
+    ]
+    harnesses = {i: _harness(npm_peers, TABLES[i].harness) for i, _ in wanted}  # skips when one is missing
+    base = tmp_path_factory.mktemp("solo")
+
+    def run(key: tuple[int, str]) -> Run:
+        index, scenario = key
+        results = base / f"{index}-{scenario.replace('/', '_')}" / "results"
+        results.parent.mkdir(parents=True)
+        args = [*TABLES[index].args, "--scenario", scenario]
+        proc = run_harness(node22, harnesses[index], args, results, timeout_ms=SOLO_TIMEOUT_MS, seconds=HARNESS_SECONDS)
+        return Run(proc, results)
+
+    parallel = [key for key in wanted if key[1] not in TIMED]
+    with ThreadPoolExecutor(max_workers=SOLO_WORKERS) as pool:
+        runs = dict(zip(parallel, pool.map(run, parallel)))
+    runs.update((key, run(key)) for key in wanted if key[1] in TIMED)
+    return runs
+
+
 @pytest.mark.parametrize(("table", "scenario"), SOLO, ids=[f"{_label(t)}:{name}" for t, name in SOLO])
-def test_conformance_scenario(table: Table, scenario: str, node22: str, npm_peers: Path, tmp_path: Path) -> None:
-    harness = _harness(npm_peers, table.harness)
-    proc = run_harness(node22, harness, [*table.args, "--scenario", scenario], tmp_path / "results", timeout_ms=SOLO_TIMEOUT_MS, seconds=HARNESS_SECONDS)
-    out = proc.stdout + proc.stderr
+def test_conformance_scenario(table: Table, scenario: str, solo_runs: dict[tuple[int, str], Run]) -> None:
+    run = solo_runs[(TABLES.index(table), scenario)]
+    out = run.proc.stdout + run.proc.stderr
     assert "SKIPPED: scenario" not in out, out[-3000:]
-    assert not leaked(tmp_path / "results", proc.stdout), f"secrets in the client's output: {leaked(tmp_path / 'results', proc.stdout)}"
+    secrets = leaked(run.results, run.proc.stdout)
+    assert not secrets, f"secrets in the client's output: {secrets}"
     if table.rows[scenario]:
-        assert solo_passed(proc), out[-8000:]
+        assert solo_passed(run.proc), out[-8000:]
     else:
-        assert not solo_passed(proc), f"{scenario} passes now: mark it pass in docs/conformance.md\n{out[-3000:]}"
+        assert not solo_passed(run.proc), f"{scenario} passes now: mark it pass in docs/conformance.md\n{out[-3000:]}"
 
 
 @pytest.mark.parametrize("table", SUITES, ids=[_label(t) for t in SUITES])
