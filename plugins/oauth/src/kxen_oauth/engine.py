@@ -16,7 +16,7 @@ import anyio
 import httpx
 
 from kxen_core import ServerConfig, hookcall
-from kxen_core.errors import AuthRequired
+from kxen_core.errors import AuthRequired, PluginHookError
 
 from ._challenge import parse_bearer
 from ._fetch import make_client
@@ -164,9 +164,7 @@ class OAuthEngine:
 
     async def _plain(self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any) -> dict[str, str] | None:
         if record is None:
-            reason = self.store().older_shape(server.name, key[2], origin(key[2]))
-            if reason:
-                raise self._need_login(server, reason)
+            # nothing usable is stored (an older-shape entry never is: the 401 that follows says so)
             if server.oauth is not None and server.oauth.grant == "client_credentials":
                 d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
                 return self._header(key, await self.client_credentials(server, d, scope=None))
@@ -253,7 +251,10 @@ class OAuthEngine:
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(flow.finish)
-                    taken = await hookcall.acall_first(pm, "kxen_authorize_url", server=server, url=url)
+                    try:
+                        taken = await hookcall.acall_first(pm, "kxen_authorize_url", server=server, url=url)
+                    except PluginHookError as exc:  # its text may quote the redirect (and so the code)
+                        raise self._need_login(server, f"the sign-in through plugin {exc.plugin!r} failed") from None
                     if not taken:
                         tg.cancel_scope.cancel()
             except BaseException as exc:  # an exception group of finish's failure: shown as itself
