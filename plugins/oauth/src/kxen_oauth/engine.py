@@ -55,6 +55,7 @@ class OAuthEngine:
         self._discovered: dict[tuple[str, str], tuple[float, Discovery]] = {}
         self._secrets: set[str] = set()
         self._keys: dict[tuple[str, str, str], Key] = {}
+        self._origins: dict[tuple[str, str], bool] = {}
         #: how many refreshes this process made (tests and diagnostics read it)
         self.refreshes = 0
 
@@ -102,6 +103,16 @@ class OAuthEngine:
             self._keys[cache] = key
         return key
 
+    def _same_origin(self, url: str, resource: str) -> bool:
+        """:func:`same_origin`, remembered per URL pair (asked before every request)."""
+        pair = (url, resource)
+        answer = self._origins.get(pair)
+        if answer is None:
+            if len(self._origins) > 1024:
+                self._origins.clear()
+            answer = self._origins[pair] = same_origin(url, resource)
+        return answer
+
     def _header(self, key: Key, record: TokenRecord) -> dict[str, str]:
         self._remember(record.access_token, record.refresh_token)
         self._sent[key] = record.access_token
@@ -139,7 +150,7 @@ class OAuthEngine:
         if not server.is_remote or _has_static_auth(server):
             return None
         key = self.key_of(server)
-        if key is None or not same_origin(request.url, key[2]):
+        if key is None or not self._same_origin(request.url, key[2]):
             return None  # never a token to another origin than the server's own
         challenge = getattr(request, "challenge", None)
         ours = server.oauth is not None or challenge is not None or key in self._challenged

@@ -178,6 +178,9 @@ class OAuthFlow:
         if "error" in params:
             error = params["error"][:100]
             desc = params.get("error_description", "")[:200]
+            if error in ("invalid_client", "unauthorized_client") and not self._registered:
+                # the stored registration is no longer known there: the next sign-in registers again
+                await self.engine.store().drop_client(meta.issuer, creds.client_id)
             raise self._fail(f"the authorization server refused the sign-in: {error}" + (f" ({desc})" if desc else ""))
         code = params.get("code", "")
         if not code or len(code) > 4096:
