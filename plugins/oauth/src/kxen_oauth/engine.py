@@ -31,8 +31,10 @@ from .store import StoreError, TokenStore, data_dir
 
 #: how long a discovery is reused by sign-ins (a 401 always discovers again)
 DISCOVERY_SECONDS = 60.0
-#: in-band sign-ins (after a 401, or step-ups after a 403) per server entry before giving up
+#: in-band sign-ins (after a 401, or step-ups after a 403) per server entry before giving up ...
 MAX_AUTHORIZATIONS = 3
+#: ... within this many seconds (a person's sign-in starts the count again)
+ATTEMPT_WINDOW = 600.0
 
 Key = tuple[str, str, str]
 
@@ -50,7 +52,8 @@ class OAuthEngine:
         self._challenged: set[Key] = set()
         self._sent: dict[Key, str] = {}
         self._refreshed: dict[Key, str] = {}
-        self._attempts: dict[Key, int] = {}
+        #: in-band sign-ins per entry: (how many, when the first of them started)
+        self._attempts: dict[Key, tuple[int, float]] = {}
         self._locks: dict[Key, anyio.Lock] = {}
         self._discovered: dict[tuple[str, str], tuple[float, Discovery]] = {}
         self._secrets: set[str] = set()
@@ -235,14 +238,17 @@ class OAuthEngine:
             what = f"{what}; {older}"
         if pm is None or not hookcall.impls(pm, "kxen_authorize_url"):
             raise self._need_login(server, what, status=status, scopes=scopes if status == 403 else ())
-        attempts = self._attempts.get(key, 0)
+        attempts, since = self._attempts.get(key, (0, time.monotonic()))
+        if time.monotonic() - since > ATTEMPT_WINDOW:
+            attempts, since = 0, time.monotonic()
         if attempts >= MAX_AUTHORIZATIONS:
             raise self._need_login(
                 server, f"{what}; gave up after {MAX_AUTHORIZATIONS} authorization attempts", status=status, scopes=scopes
             )
-        self._attempts[key] = attempts + 1
+        self._attempts[key] = (attempts + 1, since)
         flow = OAuthFlow(
-            self, server, allow_loopback_http=loopback, challenge_scopes=scopes, resource_metadata=resource_metadata, lifetime=120.0
+            self, server, allow_loopback_http=loopback, challenge_scopes=scopes, resource_metadata=resource_metadata,
+            lifetime=120.0, in_band=True,
         )
         await self.run_in_band(server, flow, pm)
         record = self.store().token(key)
@@ -279,13 +285,18 @@ class OAuthEngine:
 
     # -- tokens ------------------------------------------------------------------------------------
 
-    async def keep(self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None) -> TokenRecord:
-        """Store a token a sign-in got (and forget the in-band attempts: a person signed in)."""
+    async def keep(
+        self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None,
+        by_person: bool = True,
+    ) -> TokenRecord:
+        """Store a token a sign-in got; one a person started (``kxen mcp login``) also forgets the
+        in-band attempts, so the limit on those starts again."""
         record = record_of(server, d, creds, answer, requested=requested)
         self._remember(record.access_token, record.refresh_token, creds.client_secret)
         await self.store().put_token(record)
         key = record.key
-        self._attempts.pop(key, None)
+        if by_person:
+            self._attempts.pop(key, None)
         self._refreshed.pop(key, None)
         return record
 
