@@ -196,3 +196,20 @@ async def test_a_plugin_with_ever_new_bad_tokens_gets_one_resend_only(kxen_home,
         assert status_of(rt, "r")["state"] == "needs_login"
         stats = await gate_stats(url)
         assert stats == {f"401 POST initialize {STALE}-1": 1, f"401 POST initialize {STALE}-2": 1}, stats
+
+
+@pytest.mark.parametrize("mode", KINDS)
+async def test_a_broken_credential_plugin_fails_in_phase_auth_with_what_to_do(kxen_home, ws, start_peer, mode):
+    class Broken:
+        @hookimpl
+        def kxen_credential_lookup(self, server, request):
+            raise RuntimeError("the vault is unreachable")
+
+    url = gated(start_peer, mode)
+    kxen_home.write_settings(REMOTE_ON)
+    async with running(kxen_home, ws, Broken(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert (s["state"], s["phase"]) == ("failed", "auth"), s
+        assert "raised in kxen_credential_lookup" in s["error"] and "the vault is unreachable" in s["error"], s
+        assert s["next"].startswith("fix or remove the credential plugin"), s
+        assert rt.servers["r"].done.is_set()  # not reconnected: the plugin must be fixed first
