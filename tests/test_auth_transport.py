@@ -213,3 +213,25 @@ async def test_a_broken_credential_plugin_fails_in_phase_auth_with_what_to_do(kx
         assert "raised in kxen_credential_lookup" in s["error"] and "the vault is unreachable" in s["error"], s
         assert s["next"].startswith("fix or remove the credential plugin"), s
         assert rt.servers["r"].done.is_set()  # not reconnected: the plugin must be fixed first
+
+
+async def test_calls_in_flight_when_the_server_refuses_all_fail_with_auth_required(kxen_home, ws, start_peer):
+    """Whether a call met the 401 itself or found the transport already ended by it, it fails
+    with AuthRequired and the next step."""
+    url = gated(start_peer, "stateful", "--deny", "tools/call")
+    kxen_home.write_settings(REMOTE_ON)
+    errors: list[BaseException] = []
+
+    async def call(rt, text: str) -> None:
+        try:
+            await rt.call_tool("r__echo", {"text": text})
+        except Exception as exc:
+            errors.append(exc)
+
+    async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, "stateful")}, allow=REMOTE_PLUGINS) as rt:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                for i in range(8):
+                    tg.start_soon(call, rt, f"c{i}")
+    assert len(errors) == 8
+    assert all(isinstance(e, AuthRequired) and e.next_step == "kxen mcp login r" for e in errors), errors
