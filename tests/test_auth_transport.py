@@ -43,8 +43,10 @@ async def test_401_at_initialize_without_a_credential_plugin_needs_login(kxen_ho
         assert "invalid_token: no valid token" in s["error"], s
         assert s["next"] == "add credentials (headers) in user config or install kxen-oauth", s
         assert rt.servers["r"].done.is_set()  # settled for good: no reconnection
-        with pytest.raises(ServerNotReady, match="needs_login"):
+        with pytest.raises(ServerNotReady, match="needs_login") as info:
             await rt.call_tool("r__echo", {"text": "x"})
+        assert info.value.state == "needs_login" and info.value.phase == "auth"
+        assert str(info.value).endswith("; next: add credentials (headers) in user config or install kxen-oauth)"), info.value
 
 
 @pytest.mark.parametrize("mode", KINDS)
