@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from . import kxen_tools, tool_names
 from .approvals import authorize
-from .errors import ServerNotReady, SessionExpired, UnknownTool
+from .errors import AuthRequired, ClosedError, ServerNotReady, SessionExpired, UnknownTool
+from .failures import auth_failure
 from .policy import ToolCall
 from .tool_output import check_result
 
@@ -83,6 +84,11 @@ async def call_tool(
         if renewed is None:
             raise
         result = await _send(target, renewed, params, timeout, on_progress)
+    except ClosedError as exc:  # the transport ended on an auth failure (another request met it first)
+        auth = auth_failure(exc)
+        if auth is None:
+            raise
+        raise AuthRequired(auth.reason, next_step=auth.next_step, scopes=auth.scopes, status=auth.status) from None
     return check_result(info, result, target.diag)
 
 

@@ -29,7 +29,7 @@ from .catalog import Catalog
 from .config import Config, ServerConfig, load_config
 from .config.loader import default_home
 from .converter import shared_converter
-from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
+from .errors import ApprovalDenied, ConfigError, ConnectError, UnknownTool
 from .launch import Launch, resolve_launch
 from .logins import LoginHost
 from .plugins import KxenPluginManager, make_plugin_manager
@@ -350,7 +350,7 @@ class Runtime(LoginHost):
     def _ready(self, name: str) -> Server:
         server = self._server(name)
         if server.state != State.READY or server.session is None:
-            raise ServerNotReady(server.name, server.state.value, server.phase.value if server.phase else None, server.error)
+            raise server.not_ready()
         return server
 
     async def call_tool(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .errors import AuthRequired
+from .errors import AuthRequired, ServerNotReady
 from .failures import auth_failure, credential_plugin_failure
 from .safe_text import safe_text
 from .states import Phase, State
@@ -79,6 +79,13 @@ class ServerView:
         if self.state == State.FAILED and self.phase == Phase.AUTH:
             return FIX_CREDENTIAL_PLUGIN
         return None
+
+    def not_ready(self) -> ServerNotReady:
+        """The error of a call to this server while it is not ready; it names the next step of a
+        server that needs a sign-in (``... ; next: kxen mcp login NAME``)."""
+        step = self.next_step()
+        reason = f"{self.error}; next: {step}" if self.error and step else self.error
+        return ServerNotReady(self.name, self.state.value, self.phase.value if self.phase else None, reason)
 
     def settle_auth(self, failure: BaseException | str | None) -> bool:
         """Settle in ``needs_login`` (an ``AuthRequired`` ended the connection) or ``failed`` in

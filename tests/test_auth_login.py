@@ -152,7 +152,6 @@ async def test_a_flow_that_cannot_start_is_closed_and_says_why(kxen_home, ws):
             (AuthRequired("the authorization server does not offer PKCE S256"), AuthRequired),
             (RuntimeError("discovery broke"), PluginHookError),
         ]:
-
             before = len(sign_in.flows)
             sign_in.start_error = raised
             with pytest.raises(expected) as info:

@@ -43,8 +43,10 @@ async def test_401_at_initialize_without_a_credential_plugin_needs_login(kxen_ho
         assert "invalid_token: no valid token" in s["error"], s
         assert s["next"] == "add credentials (headers) in user config or install kxen-oauth", s
         assert rt.servers["r"].done.is_set()  # settled for good: no reconnection
-        with pytest.raises(ServerNotReady, match="needs_login"):
+        with pytest.raises(ServerNotReady, match="needs_login") as info:
             await rt.call_tool("r__echo", {"text": "x"})
+        assert info.value.state == "needs_login" and info.value.phase == "auth"
+        assert str(info.value).endswith("; next: add credentials (headers) in user config or install kxen-oauth)"), info.value
 
 
 @pytest.mark.parametrize("mode", KINDS)
@@ -196,3 +198,42 @@ async def test_a_plugin_with_ever_new_bad_tokens_gets_one_resend_only(kxen_home,
         assert status_of(rt, "r")["state"] == "needs_login"
         stats = await gate_stats(url)
         assert stats == {f"401 POST initialize {STALE}-1": 1, f"401 POST initialize {STALE}-2": 1}, stats
+
+
+@pytest.mark.parametrize("mode", KINDS)
+async def test_a_broken_credential_plugin_fails_in_phase_auth_with_what_to_do(kxen_home, ws, start_peer, mode):
+    class Broken:
+        @hookimpl
+        def kxen_credential_lookup(self, server, request):
+            raise RuntimeError("the vault is unreachable")
+
+    url = gated(start_peer, mode)
+    kxen_home.write_settings(REMOTE_ON)
+    async with running(kxen_home, ws, Broken(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert (s["state"], s["phase"]) == ("failed", "auth"), s
+        assert "raised in kxen_credential_lookup" in s["error"] and "the vault is unreachable" in s["error"], s
+        assert s["next"].startswith("fix or remove the credential plugin"), s
+        assert rt.servers["r"].done.is_set()  # not reconnected: the plugin must be fixed first
+
+
+async def test_calls_in_flight_when_the_server_refuses_all_fail_with_auth_required(kxen_home, ws, start_peer):
+    """Whether a call met the 401 itself or found the transport already ended by it, it fails
+    with AuthRequired and the next step."""
+    url = gated(start_peer, "stateful", "--deny", "tools/call")
+    kxen_home.write_settings(REMOTE_ON)
+    errors: list[BaseException] = []
+
+    async def call(rt, text: str) -> None:
+        try:
+            await rt.call_tool("r__echo", {"text": text})
+        except Exception as exc:
+            errors.append(exc)
+
+    async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, "stateful")}, allow=REMOTE_PLUGINS) as rt:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                for i in range(8):
+                    tg.start_soon(call, rt, f"c{i}")
+    assert len(errors) == 8
+    assert all(isinstance(e, AuthRequired) and e.next_step == "kxen mcp login r" for e in errors), errors

@@ -111,3 +111,46 @@ async def test_a_refused_refresh_needs_login_with_the_reason(kxen_home, ws, star
         assert "refresh" in s["error"] and "invalid_grant" in s["error"], s
         assert "not-a-refresh-token" not in json.dumps(rt.status())
     assert stored()["tokens"] == []  # a refused refresh token is dropped, not tried again
+
+
+async def test_an_older_shape_entry_is_never_used_and_says_why(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer)
+    old = "OLD-SHAPE-TOKEN-5b1e7c"
+    origin = url.rsplit("/", 1)[0]
+    store_file().parent.mkdir(parents=True, exist_ok=True)
+    store_file().write_text(json.dumps({"r": {"access_token": old}, origin: {"access_token": old}}))
+    store_file().chmod(0o600)
+    kxen_home.write_settings(SETTINGS)
+    async with running(kxen_home, ws, servers={"r": remote(url, oauth={})}, allow=OAUTH_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
+        assert "older shape" in s["error"] and old not in json.dumps(rt.status()), s
+    assert token_hash(old) not in peer_stats(url)["bearers"]  # never sent
+    # a sign-in replaces it with an entry bound to the exact URL
+    async with running(kxen_home, ws, Follower(), servers={"r": remote(url, oauth={})}, allow=OAUTH_PLUGINS) as rt:
+        assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
+    (token,) = stored()["tokens"]
+    assert token["resource"] == url and token["accessToken"] != old
+
+
+async def test_the_split_peer_with_a_path_prefixed_issuer_and_a_login_form(kxen_home, ws, start_peer):
+    url, as_port = auth_peer(start_peer, split=True)
+    kxen_home.write_settings(SETTINGS)
+    follower = Follower()
+    async with running(kxen_home, ws, follower, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
+        assert text_of(await rt.call_tool("r__add", {"a": 2, "b": 3})) == "5"
+    assert follower.urls[0].startswith(f"http://127.0.0.1:{as_port}/tenant/authorize?")
+    doc = stored()
+    assert [c["issuer"] for c in doc["clients"]] == [f"http://127.0.0.1:{as_port}/tenant"]
+
+
+async def test_a_wrong_password_at_the_login_form_leaves_the_server_waiting_for_a_login(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer, split=True)
+    kxen_home.write_settings(SETTINGS)
+    follower = Follower(password="wrong")
+    async with running(kxen_home, ws, follower, servers={"r": remote(url)}, allow=OAUTH_PLUGINS, wait=60) as rt:
+        s = status_of(rt, "r")
+        assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
+        assert "the sign-in through plugin" in s["error"], s
+    assert stored().get("tokens", []) == []

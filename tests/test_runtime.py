@@ -31,7 +31,7 @@ WAIT = 10
 
 #: every status entry has these keys; the rest may only be these optional, secret-free extras
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
-OPTIONAL_STATUS_KEYS = {"diagnostics", "note", "fingerprint", "transportInfo", "log", "auth"}
+OPTIONAL_STATUS_KEYS = {"diagnostics", "note", "fingerprint", "transportInfo", "log", "auth", "next", "scopes"}
 
 
 # --- helpers ----------------------------------------------------------------------------------

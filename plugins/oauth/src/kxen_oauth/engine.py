@@ -16,7 +16,7 @@ import anyio
 import httpx
 
 from kxen_core import ServerConfig, hookcall
-from kxen_core.errors import AuthRequired
+from kxen_core.errors import AuthRequired, PluginHookError
 
 from ._challenge import parse_bearer
 from ._fetch import make_client
@@ -25,15 +25,16 @@ from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
 from ._urls import UrlRefused, canonical_resource, origin, same_issuer, same_origin, shown
 from .discovery import Discovery, DiscoveryError, discover
 from .flow import OAuthFlow, record_of
+from .refresh import REFRESH_AHEAD, refresh_entry
 from .registration import configured_client
-from .store import LOCK_SECONDS, StoreError, TokenStore, acquire, data_dir
+from .store import StoreError, TokenStore, data_dir
 
-#: refresh this long before the stored expiry
-REFRESH_AHEAD = 60.0
 #: how long a discovery is reused by sign-ins (a 401 always discovers again)
 DISCOVERY_SECONDS = 60.0
-#: in-band sign-ins (after a 401, or step-ups after a 403) per server entry before giving up
+#: in-band sign-ins (after a 401, or step-ups after a 403) per server entry before giving up ...
 MAX_AUTHORIZATIONS = 3
+#: ... within this many seconds (a person's sign-in starts the count again)
+ATTEMPT_WINDOW = 600.0
 
 Key = tuple[str, str, str]
 
@@ -51,11 +52,13 @@ class OAuthEngine:
         self._challenged: set[Key] = set()
         self._sent: dict[Key, str] = {}
         self._refreshed: dict[Key, str] = {}
-        self._attempts: dict[Key, int] = {}
+        #: in-band sign-ins per entry: (how many, when the first of them started)
+        self._attempts: dict[Key, tuple[int, float]] = {}
         self._locks: dict[Key, anyio.Lock] = {}
         self._discovered: dict[tuple[str, str], tuple[float, Discovery]] = {}
         self._secrets: set[str] = set()
         self._keys: dict[tuple[str, str, str], Key] = {}
+        self._origins: dict[tuple[str, str], bool] = {}
         #: how many refreshes this process made (tests and diagnostics read it)
         self.refreshes = 0
 
@@ -103,6 +106,16 @@ class OAuthEngine:
             self._keys[cache] = key
         return key
 
+    def _same_origin(self, url: str, resource: str) -> bool:
+        """:func:`same_origin`, remembered per URL pair (asked before every request)."""
+        pair = (url, resource)
+        answer = self._origins.get(pair)
+        if answer is None:
+            if len(self._origins) > 1024:
+                self._origins.clear()
+            answer = self._origins[pair] = same_origin(url, resource)
+        return answer
+
     def _header(self, key: Key, record: TokenRecord) -> dict[str, str]:
         self._remember(record.access_token, record.refresh_token)
         self._sent[key] = record.access_token
@@ -140,7 +153,7 @@ class OAuthEngine:
         if not server.is_remote or _has_static_auth(server):
             return None
         key = self.key_of(server)
-        if key is None or not same_origin(request.url, key[2]):
+        if key is None or not self._same_origin(request.url, key[2]):
             return None  # never a token to another origin than the server's own
         challenge = getattr(request, "challenge", None)
         ours = server.oauth is not None or challenge is not None or key in self._challenged
@@ -164,9 +177,7 @@ class OAuthEngine:
 
     async def _plain(self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any) -> dict[str, str] | None:
         if record is None:
-            reason = self.store().older_shape(server.name, key[2], origin(key[2]))
-            if reason:
-                raise self._need_login(server, reason)
+            # nothing usable is stored (an older-shape entry never is: the 401 that follows says so)
             if server.oauth is not None and server.oauth.grant == "client_credentials":
                 d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
                 return self._header(key, await self.client_credentials(server, d, scope=None))
@@ -227,14 +238,17 @@ class OAuthEngine:
             what = f"{what}; {older}"
         if pm is None or not hookcall.impls(pm, "kxen_authorize_url"):
             raise self._need_login(server, what, status=status, scopes=scopes if status == 403 else ())
-        attempts = self._attempts.get(key, 0)
+        attempts, since = self._attempts.get(key, (0, time.monotonic()))
+        if time.monotonic() - since > ATTEMPT_WINDOW:
+            attempts, since = 0, time.monotonic()
         if attempts >= MAX_AUTHORIZATIONS:
             raise self._need_login(
                 server, f"{what}; gave up after {MAX_AUTHORIZATIONS} authorization attempts", status=status, scopes=scopes
             )
-        self._attempts[key] = attempts + 1
+        self._attempts[key] = (attempts + 1, since)
         flow = OAuthFlow(
-            self, server, allow_loopback_http=loopback, challenge_scopes=scopes, resource_metadata=resource_metadata, lifetime=120.0
+            self, server, allow_loopback_http=loopback, challenge_scopes=scopes, resource_metadata=resource_metadata,
+            lifetime=120.0, in_band=True,
         )
         await self.run_in_band(server, flow, pm)
         record = self.store().token(key)
@@ -253,7 +267,10 @@ class OAuthEngine:
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(flow.finish)
-                    taken = await hookcall.acall_first(pm, "kxen_authorize_url", server=server, url=url)
+                    try:
+                        taken = await hookcall.acall_first(pm, "kxen_authorize_url", server=server, url=url)
+                    except PluginHookError as exc:  # its text may quote the redirect (and so the code)
+                        raise self._need_login(server, f"the sign-in through plugin {exc.plugin!r} failed") from None
                     if not taken:
                         tg.cancel_scope.cancel()
             except BaseException as exc:  # an exception group of finish's failure: shown as itself
@@ -268,13 +285,18 @@ class OAuthEngine:
 
     # -- tokens ------------------------------------------------------------------------------------
 
-    async def keep(self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None) -> TokenRecord:
-        """Store a token a sign-in got (and forget the in-band attempts: a person signed in)."""
+    async def keep(
+        self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None,
+        by_person: bool = True,
+    ) -> TokenRecord:
+        """Store a token a sign-in got; one a person started (``kxen mcp login``) also forgets the
+        in-band attempts, so the limit on those starts again."""
         record = record_of(server, d, creds, answer, requested=requested)
         self._remember(record.access_token, record.refresh_token, creds.client_secret)
         await self.store().put_token(record)
         key = record.key
-        self._attempts.pop(key, None)
+        if by_person:
+            self._attempts.pop(key, None)
         self._refreshed.pop(key, None)
         return record
 
@@ -298,69 +320,9 @@ class OAuthEngine:
             lock = self._locks[key] = anyio.Lock()
         return lock
 
-    def _credentials_for(self, server: ServerConfig, record: TokenRecord) -> ClientCredentials:
-        oauth = server.oauth
-        if oauth is not None and oauth.clientId == record.client_id:
-            from .discovery import AuthServer
-
-            creds = configured_client(server, AuthServer(issuer=record.issuer, authorization_endpoint=None, token_endpoint=""))
-            if creds is not None:
-                return creds
-        stored = self.store().client(record.issuer)
-        if stored is not None and stored.client_id == record.client_id:
-            return ClientCredentials(client_id=stored.client_id, client_secret=stored.client_secret, auth_method=stored.auth_method)
-        return ClientCredentials(client_id=record.client_id, auth_method="none")
-
     async def refresh(self, server: ServerConfig, key: Key, failed: str, *, quiet: bool = False) -> TokenRecord | None:
-        """A fresh token for entry ``key`` whose token ``failed`` (expired or refused): the newer
-        one another process stored meanwhile, or one refresh (the rotated refresh token stored
-        before it is used). None when there is nothing to refresh with; with ``quiet`` a refused
-        refresh is None too, else :class:`AuthRequired`."""
-        store = self.store()
-        async with self._lock(key):
-            flock = store.refresh_lock(key)
-            try:
-                await acquire(flock, LOCK_SECONDS, "the token refresh lock")
-            except StoreError as exc:
-                raise self._need_login(server, str(exc)) from None
-            try:
-                store.forget_cache()
-                current = store.token(key)
-                if current is None:
-                    return None
-                if current.access_token != failed and not current.due(time.time(), REFRESH_AHEAD):
-                    return current  # someone else refreshed while we waited: adopt theirs
-                if not current.refresh_token or not current.token_endpoint:
-                    return None
-                creds = self._credentials_for(server, current)
-                self._remember(current.refresh_token, creds.client_secret)
-                try:
-                    async with self.http() as client:
-                        answer = await token_request(
-                            client, current.token_endpoint, creds, "refresh_token", issuer=current.issuer,
-                            refresh_token=current.refresh_token, resource=current.resource_indicator or current.resource,
-                        )
-                except TokenError as exc:
-                    if exc.error in ("invalid_grant", "invalid_client", "unauthorized_client"):
-                        await store.drop_tokens_for(key)
-                        if exc.error == "invalid_client":
-                            await store.drop_client(current.issuer, current.client_id)
-                    if quiet:
-                        return None
-                    raise self._need_login(server, f"refreshing the token of {server.name!r} failed: {exc}") from None
-                self.refreshes += 1
-                fresh = TokenRecord(
-                    config_scope=current.config_scope, server=current.server, resource=current.resource,
-                    issuer=current.issuer, client_id=current.client_id, access_token=answer.access_token,
-                    refresh_token=answer.refresh_token or current.refresh_token, expires_at=answer.expires_at,
-                    scope=answer.scope or current.scope, token_endpoint=current.token_endpoint,
-                    resource_indicator=current.resource_indicator,
-                )
-                self._remember(fresh.access_token, fresh.refresh_token)
-                await store.put_token(fresh)  # the rotated refresh token is on disk before anyone uses it
-                return fresh
-            finally:
-                flock.release()
+        """See :func:`.refresh.refresh_entry`."""
+        return await refresh_entry(self, server, key, failed, quiet=quiet)
 
     async def logout(self, server: ServerConfig, *, forget_client: bool) -> bool:
         store = self.store()

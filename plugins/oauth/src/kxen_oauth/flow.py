@@ -62,6 +62,7 @@ class OAuthFlow:
         challenge_scopes: tuple[str, ...] = (),
         resource_metadata: str = "",
         lifetime: float = DEFAULT_LIFETIME,
+        in_band: bool = False,
     ) -> None:
         self.engine = engine
         self.server = server
@@ -70,6 +71,8 @@ class OAuthFlow:
         self.challenge_scopes = tuple(challenge_scopes)
         self.resource_metadata = resource_metadata
         self.lifetime = lifetime
+        #: started by the credential lookup (a 401/403), not by a person's ``kxen mcp login``
+        self.in_band = in_band
         self._listener: Listener | None = None
         self._deadline = 0.0
         self._state = ""
@@ -178,6 +181,9 @@ class OAuthFlow:
         if "error" in params:
             error = params["error"][:100]
             desc = params.get("error_description", "")[:200]
+            if error in ("invalid_client", "unauthorized_client") and not self._registered:
+                # the stored registration is no longer known there: the next sign-in registers again
+                await self.engine.store().drop_client(meta.issuer, creds.client_id)
             raise self._fail(f"the authorization server refused the sign-in: {error}" + (f" ({desc})" if desc else ""))
         code = params.get("code", "")
         if not code or len(code) > 4096:
@@ -202,7 +208,7 @@ class OAuthFlow:
             raise AuthRequired(
                 self.engine.scrub(str(exc), code, self._verifier), next_step=f"kxen mcp login {self.server.name}"
             ) from None
-        await self.engine.keep(self.server, d, creds, answer, requested=self._scope)
+        await self.engine.keep(self.server, d, creds, answer, requested=self._scope, by_person=not self.in_band)
         self.done = True
 
     def _check_issuer(self, params: dict[str, str], meta: AuthServer) -> None:

@@ -1,0 +1,86 @@
+"""Which requests the engine answers for, without any network: the cheap pass for servers that are
+not its own, the origin rule, a static Authorization header left alone, and a 401 with nobody to
+take the authorization URL. (The same rules end to end: tests/test_oauth_flow.py and
+tests/test_oauth_processes.py against the OAuth peer.)"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kxen_core import ServerConfig
+from kxen_core.config.models import OAuthConfig
+from kxen_core.errors import AuthRequired
+from kxen_core.transport import AuthChallenge, CredentialRequest
+from kxen_oauth._records import TokenRecord
+from kxen_oauth.engine import OAuthEngine
+from kxen_oauth.store import TokenStore
+
+pytestmark = pytest.mark.anyio
+
+URL = "https://mcp.example.com/mcp"
+
+
+def server(**kw) -> ServerConfig:
+    return ServerConfig(**{"name": "r", "url": URL, "transport": "http", **kw})
+
+
+def ask(url: str = URL, challenge: AuthChallenge | None = None) -> CredentialRequest:
+    return CredentialRequest(method="POST", url=url, challenge=challenge)
+
+
+async def store_token(**kw) -> TokenRecord:
+    record = TokenRecord(
+        config_scope="user", server="r", resource=URL, issuer="https://as.example.com", client_id="c",
+        access_token="AT-engine-1", expires_at=time.time() + 3600, **kw,
+    )
+    await TokenStore().put_token(record)
+    return record
+
+
+async def test_a_server_that_is_not_its_own_costs_no_store(_kxen_data_dir):
+    engine = OAuthEngine()
+    assert await engine.lookup(server(), ask()) is None
+    assert await engine.lookup(ServerConfig(name="s", command="x"), ask()) is None
+    assert not any(_kxen_data_dir.iterdir())  # nothing created, nothing locked
+
+
+async def test_a_stored_token_goes_only_to_its_own_origin(_kxen_data_dir):
+    await store_token()
+    engine = OAuthEngine()
+    assert await engine.lookup(server(), ask()) == {"Authorization": "Bearer AT-engine-1"}
+    assert await engine.lookup(server(), ask(f"{URL}?session=1")) == {"Authorization": "Bearer AT-engine-1"}
+    assert await engine.lookup(server(), ask("https://other.example.com/mcp")) is None
+    assert await engine.lookup(server(), ask("http://mcp.example.com/mcp")) is None  # not even another scheme
+    assert await engine.lookup(server(url=URL + "/v2"), ask(URL + "/v2")) is None  # another resource
+    assert await engine.lookup(server(scope="project"), ask()) is None  # another config scope
+
+
+async def test_a_static_authorization_header_is_left_alone(_kxen_data_dir):
+    await store_token()
+    engine = OAuthEngine()
+    static = server(headers={"authorization": "Bearer mine"}, oauth=OAuthConfig())
+    assert await engine.lookup(static, ask()) is None
+    assert await engine.lookup(static, ask(challenge=AuthChallenge(status=401))) is None
+
+
+async def test_a_401_with_nobody_to_take_the_url_needs_login(_kxen_data_dir):
+    engine = OAuthEngine()
+    challenge = AuthChallenge(status=401, www_authenticate='Bearer resource_metadata="https://mcp.example.com/.well-known/x"')
+    with pytest.raises(AuthRequired) as caught:
+        await engine.lookup(server(), ask(challenge=challenge))
+    assert caught.value.next_step == "kxen mcp login r" and caught.value.status == 401
+    assert "sign-in is needed" in str(caught.value)
+    # the server answered a challenge: from now on it is the engine's own (a token would be sent)
+    await store_token()
+    assert await engine.lookup(server(), ask()) == {"Authorization": "Bearer AT-engine-1"}
+
+
+async def test_a_403_names_the_missing_scopes(_kxen_data_dir):
+    await store_token(scope="read")
+    engine = OAuthEngine()
+    challenge = AuthChallenge(status=403, www_authenticate='Bearer error="insufficient_scope", scope="read write"')
+    with pytest.raises(AuthRequired) as caught:
+        await engine.lookup(server(), ask(challenge=challenge))
+    assert caught.value.scopes == ("read", "write") and caught.value.status == 403
