@@ -36,6 +36,7 @@ from scenarios import oauth_block, run_scenario  # noqa: E402
 
 from kxen_core import Runtime  # noqa: E402
 from kxen_core.plugins import make_plugin_manager  # noqa: E402
+from kxen_core.safe_text import safe_text  # noqa: E402
 from kxen_core.session import SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
 
 SERVER = "peer"
@@ -47,7 +48,8 @@ READY_SECONDS = CLIENT_SECONDS * 0.8
 
 
 def say(text: str) -> None:
-    print(f"kxen-conformance: {text}", file=sys.stderr, flush=True)
+    """One line on stderr (the harness keeps it); server text in it is escaped."""
+    print(f"kxen-conformance: {safe_text(text)}", file=sys.stderr, flush=True)
 
 
 def write_home(home: Path, url: str, scenario: str, context: dict[str, Any]) -> None:
