@@ -9,6 +9,7 @@ exactly (config scope, server name, canonical URL) is used; an older-shape recor
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -48,7 +49,7 @@ class OAuthEngine:
 
     def __init__(self, *, http_transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.http_transport = http_transport
-        self._stores: dict[str, TokenStore] = {}
+        self._stores: dict[tuple[str | None, ...], TokenStore] = {}
         self._challenged: set[Key] = set()
         self._sent: dict[Key, str] = {}
         self._refreshed: dict[Key, str] = {}
@@ -70,10 +71,14 @@ class OAuthEngine:
         return make_client(self.http_transport)
 
     def store(self) -> TokenStore:
-        directory = str(data_dir())
-        store = self._stores.get(directory)
+        """The store of the data directory in force (``KXEN_DATA_DIR`` may change between runs)."""
+        env = os.environ
+        where = (env.get("KXEN_DATA_DIR"), env.get("XDG_DATA_HOME"), env.get("HOME"))
+        store = self._stores.get(where)
         if store is None:
-            store = self._stores[directory] = TokenStore(data_dir())
+            if len(self._stores) > 64:
+                self._stores.clear()
+            store = self._stores[where] = TokenStore(data_dir())
         return store
 
     def scrub(self, text: str, *extra: str) -> str:
