@@ -74,6 +74,7 @@ async def test_a_401_with_nobody_to_take_the_url_needs_login(_kxen_data_dir):
     assert "sign-in is needed" in str(caught.value)
     # the server answered a challenge: from now on it is the engine's own (a token would be sent)
     await store_token()
+    engine.store().forget_cache()  # while there was no file it looks again only every 0.2 s
     assert await engine.lookup(server(), ask()) == {"Authorization": "Bearer AT-engine-1"}
 
 

@@ -9,6 +9,7 @@ exactly (config scope, server name, canonical URL) is used; an older-shape recor
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ from kxen_core.errors import AuthRequired, PluginHookError
 
 from ._challenge import parse_bearer
 from ._fetch import make_client
+from ._ports import Key
 from ._records import TokenRecord
 from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
 from ._urls import UrlRefused, canonical_resource, origin, same_issuer, same_origin, shown
@@ -36,7 +38,6 @@ MAX_AUTHORIZATIONS = 3
 #: ... within this many seconds (a person's sign-in starts the count again)
 ATTEMPT_WINDOW = 600.0
 
-Key = tuple[str, str, str]
 
 
 def _has_static_auth(server: ServerConfig) -> bool:
@@ -48,7 +49,7 @@ class OAuthEngine:
 
     def __init__(self, *, http_transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.http_transport = http_transport
-        self._stores: dict[str, TokenStore] = {}
+        self._stores: dict[tuple[str | None, ...], TokenStore] = {}
         self._challenged: set[Key] = set()
         self._sent: dict[Key, str] = {}
         self._refreshed: dict[Key, str] = {}
@@ -70,10 +71,14 @@ class OAuthEngine:
         return make_client(self.http_transport)
 
     def store(self) -> TokenStore:
-        directory = str(data_dir())
-        store = self._stores.get(directory)
+        """The store of the data directory in force (``KXEN_DATA_DIR`` may change between runs)."""
+        env = os.environ
+        where = (env.get("KXEN_DATA_DIR"), env.get("XDG_DATA_HOME"), env.get("HOME"))
+        store = self._stores.get(where)
         if store is None:
-            store = self._stores[directory] = TokenStore(data_dir())
+            if len(self._stores) > 64:
+                self._stores.clear()
+            store = self._stores[where] = TokenStore(data_dir())
         return store
 
     def scrub(self, text: str, *extra: str) -> str:
@@ -83,7 +88,7 @@ class OAuthEngine:
                 text = text.replace(secret, "***")
         return text
 
-    def _remember(self, *values: str | None) -> None:
+    def remember(self, *values: str | None) -> None:
         for v in values:
             if v:
                 self._secrets.add(v)
@@ -117,11 +122,11 @@ class OAuthEngine:
         return answer
 
     def _header(self, key: Key, record: TokenRecord) -> dict[str, str]:
-        self._remember(record.access_token, record.refresh_token)
+        self.remember(record.access_token, record.refresh_token)
         self._sent[key] = record.access_token
         return {"Authorization": f"Bearer {record.access_token}"}
 
-    def _need_login(self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()) -> AuthRequired:
+    def need_login(self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()) -> AuthRequired:
         return AuthRequired(self.scrub(reason), next_step=f"kxen mcp login {server.name}", status=status, scopes=scopes)
 
     async def discover(
@@ -140,7 +145,7 @@ class OAuthEngine:
                     client, url, resource_metadata=resource_metadata, metadata_url=meta_url, allow_loopback_http=allow_loopback_http
                 )
         except (DiscoveryError, UrlRefused) as exc:
-            raise self._need_login(server, f"OAuth discovery for {server.name!r} failed: {exc}") from None
+            raise self.need_login(server, f"OAuth discovery for {server.name!r} failed: {exc}") from None
         if len(self._discovered) > 256:
             self._discovered.clear()
         self._discovered[cache_key] = (time.monotonic(), found)
@@ -162,7 +167,7 @@ class OAuthEngine:
         except StoreError as exc:
             if not ours:
                 return None
-            raise self._need_login(server, f"the OAuth token store cannot be used: {exc}") from None
+            raise self.need_login(server, f"the OAuth token store cannot be used: {exc}") from None
         if challenge is None:
             if record is None and not ours:
                 return None
@@ -194,7 +199,7 @@ class OAuthEngine:
         sent = self._sent.get(key)
         if challenge.status == 403:
             if not bearer.insufficient_scope:
-                raise self._need_login(server, f"HTTP 403 Forbidden from {shown(request.url)}: access refused", status=403)
+                raise self.need_login(server, f"HTTP 403 Forbidden from {shown(request.url)}: access refused", status=403)
             have = tuple((record.scope or "").split()) if record else ()
             wanted = tuple(dict.fromkeys((*have, *bearer.scope)))
             return await self._authorize(server, key, request, bearer.resource_metadata, wanted, status=403, loopback=loopback)
@@ -237,12 +242,12 @@ class OAuthEngine:
         if older:
             what = f"{what}; {older}"
         if pm is None or not hookcall.impls(pm, "kxen_authorize_url"):
-            raise self._need_login(server, what, status=status, scopes=scopes if status == 403 else ())
+            raise self.need_login(server, what, status=status, scopes=scopes if status == 403 else ())
         attempts, since = self._attempts.get(key, (0, time.monotonic()))
         if time.monotonic() - since > ATTEMPT_WINDOW:
             attempts, since = 0, time.monotonic()
         if attempts >= MAX_AUTHORIZATIONS:
-            raise self._need_login(
+            raise self.need_login(
                 server, f"{what}; gave up after {MAX_AUTHORIZATIONS} authorization attempts", status=status, scopes=scopes
             )
         self._attempts[key] = (attempts + 1, since)
@@ -253,7 +258,7 @@ class OAuthEngine:
         await self.run_in_band(server, flow, pm)
         record = self.store().token(key)
         if record is None:
-            raise self._need_login(server, f"{what}; the sign-in stored no token", status=status)
+            raise self.need_login(server, f"{what}; the sign-in stored no token", status=status)
         return self._header(key, record)
 
     async def run_in_band(self, server: ServerConfig, flow: OAuthFlow, pm: Any) -> None:
@@ -270,7 +275,7 @@ class OAuthEngine:
                     try:
                         taken = await hookcall.acall_first(pm, "kxen_authorize_url", server=server, url=url)
                     except PluginHookError as exc:  # its text may quote the redirect (and so the code)
-                        raise self._need_login(server, f"the sign-in through plugin {exc.plugin!r} failed") from None
+                        raise self.need_login(server, f"the sign-in through plugin {exc.plugin!r} failed") from None
                     if not taken:
                         tg.cancel_scope.cancel()
             except BaseException as exc:  # an exception group of finish's failure: shown as itself
@@ -279,7 +284,7 @@ class OAuthEngine:
                     raise auth[0] from None
                 raise
             if not taken:
-                raise self._need_login(server, "no one took the authorization URL: sign in with kxen mcp login")
+                raise self.need_login(server, "no one took the authorization URL: sign in with kxen mcp login")
         finally:
             await flow.aclose()
 
@@ -292,7 +297,7 @@ class OAuthEngine:
         """Store a token a sign-in got; one a person started (``kxen mcp login``) also forgets the
         in-band attempts, so the limit on those starts again."""
         record = record_of(server, d, creds, answer, requested=requested)
-        self._remember(record.access_token, record.refresh_token, creds.client_secret)
+        self.remember(record.access_token, record.refresh_token, creds.client_secret)
         await self.store().put_token(record)
         key = record.key
         if by_person:
@@ -311,10 +316,10 @@ class OAuthEngine:
                     client, d.server.token_endpoint, creds, "client_credentials", issuer=d.server.issuer, scope=scope, resource=d.resource
                 )
         except TokenError as exc:
-            raise self._need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
+            raise self.need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
         return await self.keep(server, d, creds, answer, requested=scope)
 
-    def _lock(self, key: Key) -> anyio.Lock:
+    def lock(self, key: Key) -> anyio.Lock:
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = anyio.Lock()

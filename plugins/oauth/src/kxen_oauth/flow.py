@@ -30,7 +30,7 @@ from .registration import (
 )
 
 if TYPE_CHECKING:
-    from .engine import OAuthEngine
+    from ._ports import Engine
 
 #: how long a sign-in waits for the browser to come back (seconds)
 DEFAULT_LIFETIME = 300.0
@@ -54,7 +54,7 @@ class OAuthFlow:
 
     def __init__(
         self,
-        engine: OAuthEngine,
+        engine: Engine,
         server: ServerConfig,
         *,
         allow_loopback_http: bool,

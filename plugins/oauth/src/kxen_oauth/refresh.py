@@ -15,13 +15,13 @@ from .registration import configured_client
 from .store import LOCK_SECONDS, StoreError, acquire
 
 if TYPE_CHECKING:
-    from .engine import Key, OAuthEngine
+    from ._ports import Engine, Key
 
 #: refresh this long before the stored expiry
 REFRESH_AHEAD = 60.0
 
 
-def credentials_for(engine: OAuthEngine, server: ServerConfig, record: TokenRecord) -> ClientCredentials:
+def credentials_for(engine: Engine, server: ServerConfig, record: TokenRecord) -> ClientCredentials:
     """How the client that got ``record`` authenticates: the user's configured client, the
     registration stored for its issuer, or a public client."""
     oauth = server.oauth
@@ -37,19 +37,19 @@ def credentials_for(engine: OAuthEngine, server: ServerConfig, record: TokenReco
     return ClientCredentials(client_id=record.client_id, auth_method="none")
 
 async def refresh_entry(
-    engine: OAuthEngine, server: ServerConfig, key: Key, failed: str, *, quiet: bool = False
+    engine: Engine, server: ServerConfig, key: Key, failed: str, *, quiet: bool = False
 ) -> TokenRecord | None:
     """A fresh token for entry ``key`` whose token ``failed`` (expired or refused): the newer
     one another process stored meanwhile, or one refresh (the rotated refresh token stored
     before it is used). None when there is nothing to refresh with; with ``quiet`` a refused
     refresh is None too, else :class:`AuthRequired`."""
     store = engine.store()
-    async with engine._lock(key):
+    async with engine.lock(key):
         flock = store.refresh_lock(key)
         try:
             await acquire(flock, LOCK_SECONDS, "the token refresh lock")
         except StoreError as exc:
-            raise engine._need_login(server, str(exc)) from None
+            raise engine.need_login(server, str(exc)) from None
         try:
             store.forget_cache()
             current = store.token(key)
@@ -60,7 +60,7 @@ async def refresh_entry(
             if not current.refresh_token or not current.token_endpoint:
                 return None
             creds = credentials_for(engine, server, current)
-            engine._remember(current.refresh_token, creds.client_secret)
+            engine.remember(current.refresh_token, creds.client_secret)
             try:
                 async with engine.http() as client:
                     answer = await token_request(
@@ -74,7 +74,7 @@ async def refresh_entry(
                         await store.drop_client(current.issuer, current.client_id)
                 if quiet:
                     return None
-                raise engine._need_login(server, f"refreshing the token of {server.name!r} failed: {exc}") from None
+                raise engine.need_login(server, f"refreshing the token of {server.name!r} failed: {exc}") from None
             engine.refreshes += 1
             fresh = TokenRecord(
                 config_scope=current.config_scope, server=current.server, resource=current.resource,
@@ -83,7 +83,7 @@ async def refresh_entry(
                 scope=answer.scope or current.scope, token_endpoint=current.token_endpoint,
                 resource_indicator=current.resource_indicator,
             )
-            engine._remember(fresh.access_token, fresh.refresh_token)
+            engine.remember(fresh.access_token, fresh.refresh_token)
             await store.put_token(fresh)  # the rotated refresh token is on disk before anyone uses it
             return fresh
         finally:

@@ -18,6 +18,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -31,6 +32,8 @@ FILE_NAME = "mcp-oauth.json"
 #: the most bytes of the store read (a larger file is refused, not parsed)
 MAX_FILE_BYTES = 4 * 1024 * 1024
 LOCK_SECONDS = 30.0
+#: while there is no store file, a request looks for one at most this often (seconds)
+LOOK_SECONDS = 0.2
 
 
 class StoreError(Exception):
@@ -73,6 +76,7 @@ class TokenStore:
         self._stamp: tuple[int, int, int] | None = None
         self._doc: dict[str, Any] = {}
         self._index: dict[tuple[str, str, str], TokenRecord] | None = None
+        self._looked = -LOOK_SECONDS
         self._mutex = anyio.Lock()
 
     # -- reading -------------------------------------------------------------------------------
@@ -85,7 +89,16 @@ class TokenStore:
             self.diagnostic(f"{self.path} was readable by others (mode {stat.S_IMODE(st.st_mode):04o}): set to 0600")
 
     def document(self) -> dict[str, Any]:
-        """The parsed file (cached; re-read when it changed). ``{}`` when there is none."""
+        """The parsed file (cached; re-read when it changed). ``{}`` when there is none.
+
+        Each call costs one ``stat``; while there is no file at all (the common case of a host
+        whose servers need no sign-in) at most one every :data:`LOOK_SECONDS`. Whatever must see
+        another process's latest write at once (a refresh, a 401) calls :meth:`forget_cache`.
+        """
+        now = time.monotonic()
+        if self._stamp is None and now - self._looked < LOOK_SECONDS:
+            return self._doc
+        self._looked = now
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -131,8 +144,9 @@ class TokenStore:
 
     def forget_cache(self) -> None:
         """Read the file again at the next look (another process may have changed it within the
-        file system's timestamp granularity)."""
+        file system's timestamp granularity, or since the last look)."""
         self._stamp = None
+        self._looked = -LOOK_SECONDS
 
     def clients(self) -> list[ClientRecord]:
         doc = self.document()
@@ -206,7 +220,7 @@ class TokenStore:
             lock = filelock.FileLock(str(self.path) + ".lock", mode=0o600, thread_local=False)
             await acquire(lock, LOCK_SECONDS, str(self.path))
             try:
-                self._stamp = None  # read what is on disk now
+                self.forget_cache()  # read what is on disk now
                 current = self.document()
                 if current.get("version") == VERSION:
                     doc = json.loads(json.dumps(current))
@@ -218,7 +232,7 @@ class TokenStore:
                 doc.setdefault("clients", [])
                 yield doc
                 self._write(doc)
-                self._stamp = None
+                self.forget_cache()
             finally:
                 lock.release()
 

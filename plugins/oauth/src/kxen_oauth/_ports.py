@@ -1,0 +1,50 @@
+"""What the sign-in flow and the refresh need from the engine, as a Protocol: they take the engine
+by this shape, so neither imports the engine module (which imports them)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import anyio
+    import httpx
+
+    from kxen_core import ServerConfig
+    from kxen_core.errors import AuthRequired
+
+    from ._records import TokenRecord
+    from ._tokens import ClientCredentials, TokenAnswer
+    from .discovery import Discovery
+    from .store import TokenStore
+
+#: what a stored token is bound to: (config scope, server name, canonical URL)
+Key = tuple[str, str, str]
+
+
+class Engine(Protocol):
+    refreshes: int
+
+    def http(self) -> httpx.AsyncClient: ...
+
+    def store(self) -> TokenStore: ...
+
+    def scrub(self, text: str, *extra: str) -> str: ...
+
+    def remember(self, *values: str | None) -> None: ...
+
+    def lock(self, key: Key) -> anyio.Lock: ...
+
+    def need_login(
+        self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()
+    ) -> AuthRequired: ...
+
+    async def discover(
+        self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool, fresh: bool = False
+    ) -> Discovery: ...
+
+    async def keep(
+        self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None,
+        by_person: bool = True,
+    ) -> TokenRecord: ...
+
+    async def client_credentials(self, server: ServerConfig, d: Discovery, *, scope: str | None) -> TokenRecord: ...
