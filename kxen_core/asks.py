@@ -68,8 +68,8 @@ def _fits(prop: Mapping[str, Any], value: Any) -> bool:
     kind = prop.get("type")
     if kind == "string":
         ok = type(value) is str
-    elif kind == "integer":
-        ok = type(value) is int
+    elif kind == "integer":  # JSON Schema counts 30.0 as an integer
+        ok = type(value) is int or (type(value) is float and value.is_integer())
     elif kind == "number":
         ok = type(value) in (int, float) and math.isfinite(value)
     elif kind == "boolean":

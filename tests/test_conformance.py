@@ -189,15 +189,18 @@ TIMED = {"sse-retry"}
 SOLO_WORKERS = 3
 
 
+def _solo_key(item: pytest.Item) -> tuple[int, str] | None:
+    """(table index, scenario) of one of this module's solo tests, else None."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    table = params.get("table")
+    return (TABLES.index(table), params["scenario"]) if isinstance(table, Table) else None
+
+
 @pytest.fixture(scope="module")
 def solo_runs(request: pytest.FixtureRequest, node22: str, npm_peers: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, str], Run]:
     """The harness run of every solo row this session selected, ``SOLO_WORKERS`` at a time (the
     timed scenarios alone, afterwards), keyed by (table index, scenario)."""
-    wanted = [
-        (TABLES.index(item.callspec.params["table"]), item.callspec.params["scenario"])
-        for item in request.session.items
-        if getattr(item, "originalname", "") == "test_conformance_scenario" and hasattr(item, "callspec")
-    ]
+    wanted = [key for key in map(_solo_key, request.session.items) if key is not None]
     harnesses = {i: _harness(npm_peers, TABLES[i].harness) for i, _ in wanted}  # skips when one is missing
     base = tmp_path_factory.mktemp("solo")
 

@@ -57,6 +57,8 @@ def test_what_the_person_gave_wins_and_nothing_is_changed_in_place() -> None:
     [
         ({"type": "integer", "default": True}, False),  # a boolean is not an integer
         ({"type": "integer", "default": 2.5}, False),
+        ({"type": "integer", "default": 30.0}, True),
+        ({"type": "integer", "default": float("inf")}, False),
         ({"type": "number", "default": "3"}, False),
         ({"type": "number", "default": 3}, True),
         ({"type": "boolean", "default": 1}, False),
