@@ -234,10 +234,11 @@ def test_conformance_scenario(table: Table, scenario: str, solo_runs: dict[tuple
 
 @pytest.mark.parametrize("table", SUITES, ids=[_label(t) for t in SUITES])
 def test_conformance_suite(table: Table, node22: str, npm_peers: Path, tmp_path: Path) -> None:
-    """One run of the whole leg (scenarios in parallel), scored against the documented table. A
-    scenario documented to pass that fails in the crowd is run once more alone (as the official
-    SDKs' CI does: the suite shares two cores among every client, and timing checks such as
-    sse-retry's are judged in milliseconds); it must then pass, and the crowd failure is shown."""
+    """One run of the whole leg (scenarios in parallel), scored against the documented table: every
+    scenario documented to pass must pass in the crowd, with no second chance. The one exception is
+    a scenario judged in milliseconds (``TIMED``: sse-retry waits a server-given 500 ms and fails
+    outside 450-1000 ms), which two cores shared by every client of the leg cannot time fairly; its
+    result in the crowd is shown, and it is judged by its solo row, run alone after the others."""
     harness = _harness(npm_peers, table.harness)
     proc = run_harness(node22, harness, list(table.args), tmp_path / "suite", timeout_ms=SUITE_TIMEOUT_MS, seconds=SUITE_SECONDS)
     out = proc.stdout + proc.stderr
@@ -246,14 +247,10 @@ def test_conformance_suite(table: Table, node22: str, npm_peers: Path, tmp_path:
     for scenario, documented in table.rows.items():
         if not documented:
             assert not results[scenario], f"{scenario} passes now: mark it pass in docs/conformance.md"
-    crowd = [s for s, ok in table.rows.items() if ok and not results[s]]
-    for scenario in crowd:
-        print(f"{scenario} failed in the suite run; running it alone")
-        again = run_harness(
-            node22, harness, [*table.args[: table.args.index("--suite")], *table.args[table.args.index("--suite") + 2 :], "--scenario", scenario],
-            tmp_path / f"again-{scenario.replace('/', '_')}", timeout_ms=SOLO_TIMEOUT_MS, seconds=HARNESS_SECONDS,
-        )
-        assert solo_passed(again), f"{scenario}: failed in the suite and alone\n{out[-4000:]}\n{(again.stdout + again.stderr)[-4000:]}"
+    for scenario in TIMED & set(table.rows):
+        print(f"{scenario} in the suite run (judged by its solo row): {'passed' if results[scenario] else 'failed'}")
+    failed = [s for s, ok in table.rows.items() if ok and not results[s] and s not in TIMED]
+    assert not failed, f"documented to pass, failed in the suite run: {failed}\n{out[-6000:]}"
 
 
 def test_the_leak_check_finds_a_secret_the_client_printed(tmp_path: Path) -> None:
