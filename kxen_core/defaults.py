@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import re
 from fnmatch import fnmatchcase
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .catalog import CatalogPage, Verdict
-from .config.models import RemoteCatalogLimits, ServerConfig
 from .hookspecs import hookimpl
 from .policy import READ_ONLY_METHODS, ToolCall, Vote
+
+if TYPE_CHECKING:  # the config models (and cattrs behind them) load with the first config, not here
+    from .config.models import RemoteCatalogLimits, ServerConfig
 
 #: tool arguments larger than this (as compact JSON) are refused
 MAX_ARGUMENT_BYTES = 1024 * 1024
@@ -160,7 +162,12 @@ class ToolCatalog:
     def kxen_catalog_page(self, server: ServerConfig, kind: str, page: CatalogPage) -> list[Verdict] | None:
         if kind != "tools":
             return None
-        limits = page.settings.mcp.remote_catalog if page.settings is not None else RemoteCatalogLimits()
+        if page.settings is not None:
+            limits = page.settings.mcp.remote_catalog
+        else:
+            from .config.models import RemoteCatalogLimits
+
+            limits = RemoteCatalogLimits()
         verdicts = []
         for i, item in enumerate(page.items):
             problem = tool_problem(item, limits)

@@ -14,20 +14,15 @@ class by the host's one converter, so a typo or a bad value is a problem with it
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import attrs
-import cattrs
-from cattrs.errors import ClassValidationError, IterableValidationError
-from cattrs.v import transform_error
 
 from .errors import ConfigError
 
-from .converter import format_exception
-
 if TYPE_CHECKING:
+    import cattrs
     import pluggy
 
     from .config.models import ServerConfig
@@ -83,6 +78,8 @@ class TransportRegistry:
             return f"transport kind {shown!r} is claimed by more than one plugin ({plugins}); none serves it"
         rule = f"unknown transport kind {shown!r}"
         alias = ALIASES.get(re.sub(r"[-_]", "", name.lower()))
+        import difflib  # only for a name that is not served: not on every import
+
         near = [alias] if alias else difflib.get_close_matches(name, self.names() or list(EXTRAS), n=1, cutoff=0.5)
         hints = []
         if name in EXTRAS:
@@ -134,6 +131,12 @@ def structure_options(cls: type[O], server: ServerConfig, conv: cattrs.Converter
 
 
 def _structure(conv: cattrs.Converter, data: Any, cls: type, problems: list[tuple[str, str]]) -> Any:
+    # cattrs is imported here, with the first options structured: the plugin manager needs none of it
+    from cattrs.errors import ClassValidationError, IterableValidationError
+    from cattrs.v import transform_error
+
+    from .converter import format_exception
+
     if not isinstance(data, dict):
         problems.append(("options", "must be an object"))
         return None
