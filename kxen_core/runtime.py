@@ -15,7 +15,7 @@ and routes the agent's calls through the policy votes. States: see :class:`.serv
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import anyio
 import anyio.abc
@@ -26,9 +26,6 @@ from .admission import admit, user_fallback, why_replaced
 from .approvals import Approvals
 from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, render_read
 from .catalog import Catalog
-from .config import Config, ServerConfig, load_config
-from .config.loader import default_home
-from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
@@ -37,6 +34,10 @@ from .server import Server, ServerEnv, State
 from .notices import Subscription, UpdateCallback
 from .progress import ProgressCallback
 from .votes import PreparedVotes
+
+if TYPE_CHECKING:
+    # the config loader and the converter (cattrs) load when a Runtime is made, not with this module
+    from .config import Config, ServerConfig
 
 
 class Runtime:
@@ -62,12 +63,15 @@ class Runtime:
         self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
+        from .converter import shared_converter
+
         self._converter = shared_converter()
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _allow_always(self, request: ApprovalRequest) -> str:
         """A tool answered "always": ``allow`` in the user's toolPolicies (kxen_core.allow_rules)."""
         from .allow_rules import write_allow
+        from .config.loader import default_home
 
         return write_allow(self.config.home if self.config else default_home(), self.workspace, request)
 
@@ -97,6 +101,8 @@ class Runtime:
     def load(self) -> Config:
         """Read and check the config files (kinds and options against the installed plugins), and
         keep the result as ``self.config`` when nothing is running yet. Raises ``ConfigError``."""
+        from .config import load_config
+
         config = load_config(self.home, self.workspace, pm=self.pm)
         if self.config is None:
             self.config = config
@@ -184,6 +190,8 @@ class Runtime:
             )
             if not decision.approved:
                 raise ApprovalDenied(f"remote MCP stays off: {decision.reason}")
+        from .config.loader import default_home
+
         home = self.home if self.home is not None else default_home()
         # the write holds a cross-process lock (bounded): wait for it in a worker thread, not on the loop
         await anyio.to_thread.run_sync(set_remote_enabled, home, enabled)
