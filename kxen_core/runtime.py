@@ -289,12 +289,12 @@ class Runtime:
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
             model_names = s.tool_names  # the server's name map (provider-safe, see tool_names)
-            for tool in s.tools_by_name.values():
-                tool_name = tool["name"]
-                entry = {**tool, "server": name, "name": tool_name, "qualifiedName": model_names[tool_name]}
-                if notes and tool_name in notes:
-                    entry["notes"] = notes[tool_name]  # what catalog plugins annotated
-                out.append(entry)
+            # a new dict per tool (the host may change it); "name" is the key it is listed under
+            out += [{**t, "server": name, "qualifiedName": model_names[t["name"]]} for t in s.tools_by_name.values()]
+            if notes:
+                for entry in out[len(out) - len(s.tools_by_name) :]:
+                    if entry["name"] in notes:
+                        entry["notes"] = notes[entry["name"]]  # what catalog plugins annotated
         return out if server is not None else out + kxen_tools.available(self)
 
     @property

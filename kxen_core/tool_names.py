@@ -67,12 +67,20 @@ def assign(server: str, tools: Iterable[str]) -> tuple[dict[str, str], dict[str,
     """The model-facing names of one server's tools: ``(tool -> model name, model name -> tool,
     reasons for the tools dropped)``. When two would share a name (a 32-bit hash collision), the
     one whose own name sorts first keeps it, whatever order the server listed them in."""
+    # the common case, no two names meet, at C speed: each name once (first listed first), then
+    # the reverse map; a shorter reverse map means a clash, decided by the loop below
+    by_tool = {tool: model_name(server, tool) for tool in dict.fromkeys(tools)}
+    by_model = {name: tool for tool, name in by_tool.items()}
+    if len(by_model) == len(by_tool):
+        return by_tool, by_model, []
+    return _assign_clashing(server, list(by_tool))
+
+
+def _assign_clashing(server: str, tools: list[str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
     by_tool: dict[str, str] = {}
     by_model: dict[str, str] = {}
     clashes: dict[str, set[str]] = {}
     for tool in tools:
-        if tool in by_tool:
-            continue
         name = model_name(server, tool)
         other = by_model.get(name)
         if other is None:
