@@ -120,10 +120,12 @@ def structure_options(cls: type[O], server: ServerConfig, conv: cattrs.Converter
     """``server.options`` structured into ``cls`` exactly as config loading does it; raises
     ``ConfigError`` naming the file and key path of every problem. For a transport used without a
     Runtime (tests, embedding), whose context carries no options."""
-    from .converter import make_converter
+    if conv is None:
+        from .converter import make_converter
 
+        conv = make_converter()
     problems: list[tuple[str, str]] = []
-    value = _structure(conv or make_converter(), server.options, cls, problems)
+    value = _structure(conv, server.options, cls, problems)
     if problems:
         where = f"{server.source or '(config)'}: mcpServers.{server.name}"
         raise ConfigError([f"{where}.{path}: {rule}" for path, rule in problems])
@@ -131,23 +133,27 @@ def structure_options(cls: type[O], server: ServerConfig, conv: cattrs.Converter
 
 
 def _structure(conv: cattrs.Converter, data: Any, cls: type, problems: list[tuple[str, str]]) -> Any:
-    # cattrs is imported here, with the first options structured: the plugin manager needs none of it
-    from cattrs.errors import ClassValidationError, IterableValidationError
-    from cattrs.v import transform_error
-
-    from .converter import format_exception
-
     if not isinstance(data, dict):
         problems.append(("options", "must be an object"))
         return None
     try:
         return conv.structure(data, cls)
-    except (ClassValidationError, IterableValidationError) as exc:
-        for raw in transform_error(exc, path="$", format_exception=format_exception):
-            msg, _, path = raw.rpartition(" @ ")
-            problems.append(("options" + path.removeprefix("$"), msg))
-    except (ValueError, TypeError) as exc:
-        problems.append(("options", format_exception(exc, cls)))
+    except Exception as exc:
+        # cattrs' error types are imported only for an error: the plugin manager needs none of cattrs,
+        # and an import statement on the path every server start takes costs microseconds
+        from cattrs.errors import ClassValidationError, IterableValidationError
+        from cattrs.v import transform_error
+
+        from .converter import format_exception
+
+        if isinstance(exc, (ClassValidationError, IterableValidationError)):
+            for raw in transform_error(exc, path="$", format_exception=format_exception):
+                msg, _, path = raw.rpartition(" @ ")
+                problems.append(("options" + path.removeprefix("$"), msg))
+        elif isinstance(exc, (ValueError, TypeError)):
+            problems.append(("options", format_exception(exc, cls)))
+        else:
+            raise
     return None
 
 
