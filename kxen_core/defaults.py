@@ -26,7 +26,15 @@ MAX_ARGUMENT_BYTES = 1024 * 1024
 MAX_ARGUMENT_DEPTH = 32
 
 
-class ConfigPolicy:
+class _Hooks:
+    """A default plugin names only its hook implementations: pluggy looks up every name ``dir()``
+    gives when it registers a plugin, and an object's ``dir()`` holds some thirty inherited names."""
+
+    def __dir__(self) -> list[str]:
+        return [name for name in type(self).__dict__ if name.startswith("kxen_")]
+
+
+class ConfigPolicy(_Hooks):
     """The config's policy always votes: the tool's ``toolPolicies`` entry, else the server's
     ``defaultToolPolicy``. So a server's own ``deny`` (or ``ask``) default is a veto no role or
     plugin ``allow`` can override. kxen's read-only methods (:data:`READ_ONLY_METHODS`, the
@@ -66,7 +74,7 @@ def project_rule(call: ToolCall) -> Vote | None:
     return None
 
 
-class RolePolicy:
+class RolePolicy(_Hooks):
     """Role permissions from user settings; abstains when the host names no acting role."""
 
     @hookimpl(trylast=True)
@@ -85,7 +93,7 @@ class RolePolicy:
         return Vote.deny(f"role {call.role!r} has no permission for {name}")
 
 
-class SafetyCheck:
+class SafetyCheck(_Hooks):
     """General safety: bounded, well-formed arguments."""
 
     @hookimpl(trylast=True)
@@ -153,7 +161,7 @@ def _depth(value: Any, level: int) -> int:
     return level
 
 
-class ToolCatalog:
+class ToolCatalog(_Hooks):
     """Each item of every server's ``tools/list`` (local and remote alike) is validated on its own:
     bad items are rejected with the rule they break, the rest of the page is kept. Bounds come from
     ``[mcp.remote_catalog]`` (the name predates local servers being checked too)."""
