@@ -188,6 +188,8 @@ class ToolCatalog(_Hooks):
 #: is also provider-safe: see kxen_core.tool_names, which shortens the others with a stable hash
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 TOOL_NAME_RULE = "tool names must match ^[A-Za-z0-9._-]{1,128}$"
+#: the fields of most tools, none of them in _FIELD_TYPES
+_USUAL_KEYS = frozenset({"name", "description", "inputSchema"})
 #: optional fields that must have this JSON type when present
 _FIELD_TYPES: dict[str, tuple[type, str]] = {
     "title": (str, "a string"),
@@ -206,13 +208,14 @@ def tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | Non
     desc = item.get("description")
     if isinstance(desc, str) and len(desc) > limits.max_description_chars:
         return f"description is longer than {limits.max_description_chars} characters"
-    for field, value in item.items():  # a tool has few fields: one lookup each
-        rule = _FIELD_TYPES.get(field)
-        if rule is not None and not isinstance(value, rule[0]):
-            return f"{field} must be {rule[1]}"
-    title = item.get("title")
-    if isinstance(title, str) and len(title) > limits.max_description_chars:
-        return f"title is longer than {limits.max_description_chars} characters"
+    if not _USUAL_KEYS.issuperset(item):  # most tools have no other field: nothing more to look at
+        for field, value in item.items():
+            rule = _FIELD_TYPES.get(field)
+            if rule is not None and not isinstance(value, rule[0]):
+                return f"{field} must be {rule[1]}"
+        title = item.get("title")
+        if isinstance(title, str) and len(title) > limits.max_description_chars:
+            return f"title is longer than {limits.max_description_chars} characters"
     schema = item.get("inputSchema")
     if not isinstance(schema, dict):
         return "inputSchema must be an object"
