@@ -21,7 +21,6 @@ Why no two tools get one name:
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from typing import Iterable
 
@@ -38,6 +37,8 @@ _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 
 def name_hash(server: str, tool: str) -> str:
     """The stable suffix of a shortened name: 8 hex digits of sha256 over ``server NUL tool``."""
+    import hashlib  # on first use: importing kxen need not load OpenSSL's digests
+
     data = server.encode("utf-8", "surrogatepass") + b"\0" + tool.encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()[:HASH_HEX]
 
