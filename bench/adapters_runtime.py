@@ -20,6 +20,16 @@ from typing import Any
 
 from adapters import BenchError, HttpPeer, ServerSpec, cold_start, plugin_manager
 
+
+def _render(result: dict[str, Any], *, server: str, tool: str) -> Any:
+    """``kxen_core.agent_output.render_tool_result``, imported once (a host imports it at its top;
+    this module imports kxen only when a kxen side runs)."""
+    global _render
+    from kxen_core.agent_output import render_tool_result
+
+    _render = render_tool_result
+    return render_tool_result(result, server=server, tool=tool)
+
 #: what the bench's config allows; every other tool is the server's default (ask: no channel, so no)
 ALLOWED = {"echo": "allow"}
 
@@ -92,11 +102,9 @@ class KxenRuntimeClient(_RuntimeBase):
         await self._enter()
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        from kxen_core.agent_output import render_tool_result
-
         result = await self.runtime.call_tool(self.prefix + tool, arguments)
         # what a host hands the agent: the bounded view (kxen_core.agent_output), timed with the call
-        view = render_tool_result(result, server=self.spec.name, tool=tool)
+        view = _render(result, server=self.spec.name, tool=tool)
         if view.truncated or view.text != result["content"][0]["text"]:
             raise BenchError(f"kxen: the agent's view differs from the result: {view.text[:200]!r}")
         return result

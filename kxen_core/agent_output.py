@@ -130,7 +130,8 @@ def render_tool_result(result: Any, *, server: str, tool: str, limit: int = DEFA
     if type(content) is list and len(content) == 1:  # the common case, one short text: as it is
         block = content[0]
         text = block.get("text") if type(block) is dict and block.get("type") == "text" else None
-        if type(text) is str and len(text) <= limit and not _SURROGATE.search(text):
+        # an ASCII text holds no lone surrogate: str.isascii() is one flag read, the search a scan
+        if type(text) is str and len(text) <= limit and (text.isascii() or not _SURROGATE.search(text)):
             return AgentOutput(text=text, is_error=result.get("isError") is True, original_chars=len(text), raw=result)
     budget = Budget(limit)
     refs: list[BinaryRef] = []

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import re
 from fnmatch import fnmatchcase
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .catalog import CatalogPage, Verdict
-from .config.models import RemoteCatalogLimits, ServerConfig
 from .hookspecs import hookimpl
 from .policy import READ_ONLY_METHODS, ToolCall, Vote
+
+if TYPE_CHECKING:  # the config models (and cattrs behind them) load with the first config, not here
+    from .config.models import RemoteCatalogLimits, ServerConfig
 
 #: tool arguments larger than this (as compact JSON) are refused
 MAX_ARGUMENT_BYTES = 1024 * 1024
@@ -24,7 +26,15 @@ MAX_ARGUMENT_BYTES = 1024 * 1024
 MAX_ARGUMENT_DEPTH = 32
 
 
-class ConfigPolicy:
+class _Hooks:
+    """A default plugin names only its hook implementations: pluggy looks up every name ``dir()``
+    gives when it registers a plugin, and an object's ``dir()`` holds some thirty inherited names."""
+
+    def __dir__(self) -> list[str]:
+        return [name for name in type(self).__dict__ if name.startswith("kxen_")]
+
+
+class ConfigPolicy(_Hooks):
     """The config's policy always votes: the tool's ``toolPolicies`` entry, else the server's
     ``defaultToolPolicy``. So a server's own ``deny`` (or ``ask``) default is a veto no role or
     plugin ``allow`` can override. kxen's read-only methods (:data:`READ_ONLY_METHODS`, the
@@ -64,7 +74,7 @@ def project_rule(call: ToolCall) -> Vote | None:
     return None
 
 
-class RolePolicy:
+class RolePolicy(_Hooks):
     """Role permissions from user settings; abstains when the host names no acting role."""
 
     @hookimpl(trylast=True)
@@ -83,7 +93,7 @@ class RolePolicy:
         return Vote.deny(f"role {call.role!r} has no permission for {name}")
 
 
-class SafetyCheck:
+class SafetyCheck(_Hooks):
     """General safety: bounded, well-formed arguments."""
 
     @hookimpl(trylast=True)
@@ -151,7 +161,7 @@ def _depth(value: Any, level: int) -> int:
     return level
 
 
-class ToolCatalog:
+class ToolCatalog(_Hooks):
     """Each item of every server's ``tools/list`` (local and remote alike) is validated on its own:
     bad items are rejected with the rule they break, the rest of the page is kept. Bounds come from
     ``[mcp.remote_catalog]`` (the name predates local servers being checked too)."""
@@ -160,7 +170,12 @@ class ToolCatalog:
     def kxen_catalog_page(self, server: ServerConfig, kind: str, page: CatalogPage) -> list[Verdict] | None:
         if kind != "tools":
             return None
-        limits = page.settings.mcp.remote_catalog if page.settings is not None else RemoteCatalogLimits()
+        if page.settings is not None:
+            limits = page.settings.mcp.remote_catalog
+        else:
+            from .config.models import RemoteCatalogLimits
+
+            limits = RemoteCatalogLimits()
         verdicts = []
         for i, item in enumerate(page.items):
             problem = tool_problem(item, limits)
@@ -173,6 +188,8 @@ class ToolCatalog:
 #: is also provider-safe: see kxen_core.tool_names, which shortens the others with a stable hash
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 TOOL_NAME_RULE = "tool names must match ^[A-Za-z0-9._-]{1,128}$"
+#: the fields of most tools, none of them in _FIELD_TYPES
+_USUAL_KEYS = frozenset({"name", "description", "inputSchema"})
 #: optional fields that must have this JSON type when present
 _FIELD_TYPES: dict[str, tuple[type, str]] = {
     "title": (str, "a string"),
@@ -191,13 +208,14 @@ def tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | Non
     desc = item.get("description")
     if isinstance(desc, str) and len(desc) > limits.max_description_chars:
         return f"description is longer than {limits.max_description_chars} characters"
-    for field, value in item.items():  # a tool has few fields: one lookup each
-        rule = _FIELD_TYPES.get(field)
-        if rule is not None and not isinstance(value, rule[0]):
-            return f"{field} must be {rule[1]}"
-    title = item.get("title")
-    if isinstance(title, str) and len(title) > limits.max_description_chars:
-        return f"title is longer than {limits.max_description_chars} characters"
+    if not _USUAL_KEYS.issuperset(item):  # most tools have no other field: nothing more to look at
+        for field, value in item.items():
+            rule = _FIELD_TYPES.get(field)
+            if rule is not None and not isinstance(value, rule[0]):
+                return f"{field} must be {rule[1]}"
+        title = item.get("title")
+        if isinstance(title, str) and len(title) > limits.max_description_chars:
+            return f"title is longer than {limits.max_description_chars} characters"
     schema = item.get("inputSchema")
     if not isinstance(schema, dict):
         return "inputSchema must be an object"

@@ -14,20 +14,15 @@ class by the host's one converter, so a typo or a bad value is a problem with it
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import attrs
-import cattrs
-from cattrs.errors import ClassValidationError, IterableValidationError
-from cattrs.v import transform_error
 
 from .errors import ConfigError
 
-from .converter import format_exception
-
 if TYPE_CHECKING:
+    import cattrs
     import pluggy
 
     from .config.models import ServerConfig
@@ -83,6 +78,8 @@ class TransportRegistry:
             return f"transport kind {shown!r} is claimed by more than one plugin ({plugins}); none serves it"
         rule = f"unknown transport kind {shown!r}"
         alias = ALIASES.get(re.sub(r"[-_]", "", name.lower()))
+        import difflib  # only for a name that is not served: not on every import
+
         near = [alias] if alias else difflib.get_close_matches(name, self.names() or list(EXTRAS), n=1, cutoff=0.5)
         hints = []
         if name in EXTRAS:
@@ -123,10 +120,12 @@ def structure_options(cls: type[O], server: ServerConfig, conv: cattrs.Converter
     """``server.options`` structured into ``cls`` exactly as config loading does it; raises
     ``ConfigError`` naming the file and key path of every problem. For a transport used without a
     Runtime (tests, embedding), whose context carries no options."""
-    from .converter import make_converter
+    if conv is None:
+        from .converter import make_converter
 
+        conv = make_converter()
     problems: list[tuple[str, str]] = []
-    value = _structure(conv or make_converter(), server.options, cls, problems)
+    value = _structure(conv, server.options, cls, problems)
     if problems:
         where = f"{server.source or '(config)'}: mcpServers.{server.name}"
         raise ConfigError([f"{where}.{path}: {rule}" for path, rule in problems])
@@ -139,12 +138,22 @@ def _structure(conv: cattrs.Converter, data: Any, cls: type, problems: list[tupl
         return None
     try:
         return conv.structure(data, cls)
-    except (ClassValidationError, IterableValidationError) as exc:
-        for raw in transform_error(exc, path="$", format_exception=format_exception):
-            msg, _, path = raw.rpartition(" @ ")
-            problems.append(("options" + path.removeprefix("$"), msg))
-    except (ValueError, TypeError) as exc:
-        problems.append(("options", format_exception(exc, cls)))
+    except Exception as exc:
+        # cattrs' error types are imported only for an error: the plugin manager needs none of cattrs,
+        # and an import statement on the path every server start takes costs microseconds
+        from cattrs.errors import ClassValidationError, IterableValidationError
+        from cattrs.v import transform_error
+
+        from .converter import format_exception
+
+        if isinstance(exc, (ClassValidationError, IterableValidationError)):
+            for raw in transform_error(exc, path="$", format_exception=format_exception):
+                msg, _, path = raw.rpartition(" @ ")
+                problems.append(("options" + path.removeprefix("$"), msg))
+        elif isinstance(exc, (ValueError, TypeError)):
+            problems.append(("options", format_exception(exc, cls)))
+        else:
+            raise
     return None
 
 

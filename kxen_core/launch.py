@@ -20,7 +20,6 @@ fingerprint, and the reason names the file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -37,6 +36,8 @@ from .launchers import inside, picked_up
 
 def fingerprint(payload: Any) -> str:
     """A stable SHA-256 over canonical JSON (a lone surrogate is hashed as itself, never a crash)."""
+    import hashlib  # on first use: importing kxen need not load OpenSSL's digests
+
     data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()
 
@@ -65,6 +66,8 @@ def sensitive_value(value: str) -> bool:
 
 
 def digest(value: str) -> str:
+    import hashlib
+
     return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
 
 
@@ -103,6 +106,8 @@ def file_digest(path: str, *, hash_content: bool = True) -> str:
             return "special"
         if st.st_size > MAX_DIGEST_BYTES or not hash_content:
             return _stat_digest(st)
+        import hashlib
+
         h = hashlib.sha256()
         total = 0
         while total <= MAX_DIGEST_BYTES:

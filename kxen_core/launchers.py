@@ -29,11 +29,9 @@ MAX_SCRIPT_ARGS = 32
 #: how many arguments are looked at as workspace paths
 MAX_PATH_ARGS = 256
 
-_PYTHON = re.compile(r"python(\d+(\.\d+)?)?[a-z]?(\.exe)?|pypy\d*(\.\d+)?")
-_SCRIPT_RUNNERS = re.compile(
-    r"node(js)?|tsx|ts-node|bun|deno|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|lua|Rscript|osascript|java|"
-    + _PYTHON.pattern
-)
+# patterns as text: each is compiled (and cached by ``re``) when a launch is first checked, not on import
+_PYTHON = r"python(\d+(\.\d+)?)?[a-z]?(\.exe)?|pypy\d*(\.\d+)?"
+_SCRIPT_RUNNERS = r"node(js)?|tsx|ts-node|bun|deno|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|lua|Rscript|osascript|java|" + _PYTHON
 
 
 @attrs.frozen
@@ -96,7 +94,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "python -m",
-        _PYTHON.pattern,
+        _PYTHON,
         ("{module}", "{module}.py"),
         module_option="-m",
         how="python -m imports from the cwd when its safe-path mode cannot apply",
@@ -119,7 +117,7 @@ RULES: tuple[Rule, ...] = (
          "Rakefile", "Gemfile", "build.gradle", "build.gradle.kts", "pom.xml", "{script}"),
         how="a project runner runs what the workspace's project file says",
     ),  # fmt: skip
-    Rule("script", _SCRIPT_RUNNERS.pattern, ("{script}",), how="the interpreter runs the workspace's script"),
+    Rule("script", _SCRIPT_RUNNERS, ("{script}",), how="the interpreter runs the workspace's script"),
 )
 
 

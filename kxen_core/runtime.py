@@ -15,7 +15,7 @@ and routes the agent's calls through the policy votes. States: see :class:`.serv
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import anyio
 import anyio.abc
@@ -26,9 +26,6 @@ from .admission import admit, user_fallback, why_replaced
 from .approvals import Approvals
 from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, render_read
 from .catalog import Catalog
-from .config import Config, ServerConfig, load_config
-from .config.loader import default_home
-from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, UnknownTool
 from .launch import Launch, resolve_launch
 from .logins import LoginHost
@@ -38,6 +35,10 @@ from .server import Server, ServerEnv, State
 from .notices import Subscription, UpdateCallback
 from .progress import ProgressCallback
 from .votes import PreparedVotes
+
+if TYPE_CHECKING:
+    # the config loader and the converter (cattrs) load when a Runtime is made, not with this module
+    from .config import Config, ServerConfig
 
 
 class Runtime(LoginHost):
@@ -65,12 +66,15 @@ class Runtime(LoginHost):
         self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
+        from .converter import shared_converter
+
         self._converter = shared_converter()
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _allow_always(self, request: ApprovalRequest) -> str:
         """A tool answered "always": ``allow`` in the user's toolPolicies (kxen_core.allow_rules)."""
         from .allow_rules import write_allow
+        from .config.loader import default_home
 
         return write_allow(self.config.home if self.config else default_home(), self.workspace, request)
 
@@ -100,6 +104,8 @@ class Runtime(LoginHost):
     def load(self) -> Config:
         """Read and check the config files (kinds and options against the installed plugins), and
         keep the result as ``self.config`` when nothing is running yet. Raises ``ConfigError``."""
+        from .config import load_config
+
         config = load_config(self.home, self.workspace, pm=self.pm)
         if self.config is None:
             self.config = config
@@ -187,6 +193,8 @@ class Runtime(LoginHost):
             )
             if not decision.approved:
                 raise ApprovalDenied(f"remote MCP stays off: {decision.reason}")
+        from .config.loader import default_home
+
         home = self.home if self.home is not None else default_home()
         # the write holds a cross-process lock (bounded): wait for it in a worker thread, not on the loop
         await anyio.to_thread.run_sync(set_remote_enabled, home, enabled)
@@ -284,12 +292,12 @@ class Runtime(LoginHost):
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
             model_names = s.tool_names  # the server's name map (provider-safe, see tool_names)
-            for tool in s.tools_by_name.values():
-                tool_name = tool["name"]
-                entry = {**tool, "server": name, "name": tool_name, "qualifiedName": model_names[tool_name]}
-                if notes and tool_name in notes:
-                    entry["notes"] = notes[tool_name]  # what catalog plugins annotated
-                out.append(entry)
+            # a new dict per tool (the host may change it); "name" is the key it is listed under
+            out += [{**t, "server": name, "qualifiedName": model_names[t["name"]]} for t in s.tools_by_name.values()]
+            if notes:
+                for entry in out[len(out) - len(s.tools_by_name) :]:
+                    if entry["name"] in notes:
+                        entry["notes"] = notes[entry["name"]]  # what catalog plugins annotated
         return out if server is not None else out + kxen_tools.available(self)
 
     @property

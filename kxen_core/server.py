@@ -89,15 +89,16 @@ class Server(CatalogLists, ServerView):
     tool_names: dict[str, str] = attrs.field(factory=dict)  # tool -> its model-facing name
     model_tools: dict[str, str] = attrs.field(factory=dict)  # model-facing name -> tool
     diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
-    settled: anyio.Event = attrs.field(factory=anyio.Event)
-    done: anyio.Event = attrs.field(factory=anyio.Event)
+    # lambdas: ``anyio.Event`` named here would load anyio's synchronization modules on import
+    settled: anyio.Event = attrs.field(factory=lambda: anyio.Event())
+    done: anyio.Event = attrs.field(factory=lambda: anyio.Event())
     stopping: bool = False
     close_reason: str | None = None  # why kxen stopped it ("stop requested", "reload"...)
     _scope: anyio.CancelScope | None = None
     _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
     _refreshing: set[str] = attrs.field(factory=set)
     _changed_early: set[str] = attrs.field(factory=set)
-    _connected: anyio.Event = attrs.field(factory=anyio.Event)  # set while a session is ready
+    _connected: anyio.Event = attrs.field(factory=lambda: anyio.Event())  # set while a session is ready
     #: (monotonic time, state) of each state it entered, the first MAX_TIMELINE (kxen mcp doctor)
     timeline: list[tuple[float, State]] = attrs.field(factory=lambda: [(time.monotonic(), State.CONNECTING)])
     progress: ProgressRoutes = attrs.field(init=False)  # notifications/progress -> the call's callback

@@ -90,16 +90,18 @@ class CatalogLists:
             self.diag(f"{method} failed: {exc}")
             return
         if kind == "tools":
-            by_tool, by_model, dropped = assign(self.name, (t["name"] for t in catalog.items))
+            names = [t["name"] for t in catalog.items]  # distinct: the catalog is deduplicated
+            by_tool, by_model, dropped = assign(self.name, names)
             for reason in dropped:
                 catalog.diag(reason)
             if dropped:
                 catalog.items = [t for t in catalog.items if t["name"] in by_tool]
+                names = [t["name"] for t in catalog.items]
         for message in catalog.diagnostics:
             self.diag(f"{kind}: {message}")
         self.catalogs[kind] = catalog
         if kind == "tools":
-            self.tools_by_name = {t["name"]: t for t in catalog.items}
+            self.tools_by_name = dict(zip(names, catalog.items))
             self.tool_names, self.model_tools = by_tool, by_model
 
     def _list_changed(self, kind: str) -> None:

@@ -21,7 +21,6 @@ Why no two tools get one name:
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from typing import Iterable
 
@@ -38,6 +37,8 @@ _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 
 def name_hash(server: str, tool: str) -> str:
     """The stable suffix of a shortened name: 8 hex digits of sha256 over ``server NUL tool``."""
+    import hashlib  # on first use: importing kxen need not load OpenSSL's digests
+
     data = server.encode("utf-8", "surrogatepass") + b"\0" + tool.encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()[:HASH_HEX]
 
@@ -67,12 +68,20 @@ def assign(server: str, tools: Iterable[str]) -> tuple[dict[str, str], dict[str,
     """The model-facing names of one server's tools: ``(tool -> model name, model name -> tool,
     reasons for the tools dropped)``. When two would share a name (a 32-bit hash collision), the
     one whose own name sorts first keeps it, whatever order the server listed them in."""
+    # the common case, no two names meet, at C speed: each name once (first listed first), then
+    # the reverse map; a shorter reverse map means a clash, decided by the loop below
+    by_tool = {tool: model_name(server, tool) for tool in dict.fromkeys(tools)}
+    by_model = {name: tool for tool, name in by_tool.items()}
+    if len(by_model) == len(by_tool):
+        return by_tool, by_model, []
+    return _assign_clashing(server, list(by_tool))
+
+
+def _assign_clashing(server: str, tools: list[str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
     by_tool: dict[str, str] = {}
     by_model: dict[str, str] = {}
     clashes: dict[str, set[str]] = {}
     for tool in tools:
-        if tool in by_tool:
-            continue
         name = model_name(server, tool)
         other = by_model.get(name)
         if other is None:
