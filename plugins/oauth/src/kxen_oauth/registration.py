@@ -2,8 +2,10 @@
 
 1. the user's pre-registered ``oauth.clientId`` (its secret or private key from user config only);
 2. a Client ID Metadata Document when the server advertises
-   ``client_id_metadata_document_supported``: the client id is the https URL of kxen's client
-   metadata (:data:`CLIENT_METADATA_URL`, or the user's ``oauth.clientMetadataUrl``);
+   ``client_id_metadata_document_supported`` AND the user names one with ``oauth.clientMetadataUrl``
+   (an https URL of a document the user controls). kxen has no default document: a client id URL
+   whose document someone else could change would let them name the redirect URIs a sign-in
+   sends codes to;
 3. RFC 7591 dynamic registration at ``registration_endpoint``. The registered client is stored
    per authorization-server issuer and reused until that server rejects it (``invalid_client``),
    then registered once more.
@@ -25,9 +27,6 @@ from ._urls import shown
 from .discovery import AuthServer
 from .store import TokenStore
 
-#: kxen's Client ID Metadata Document: the client id kxen uses where the authorization server
-#: supports CIMD (documented in docs/oauth.md; a user may name another with oauth.clientMetadataUrl)
-CLIENT_METADATA_URL = "https://kxen.dev/oauth/client-metadata.json"
 CLIENT_NAME = "kxen"
 
 
@@ -69,9 +68,9 @@ def configured_client(server: ServerConfig, meta: AuthServer) -> ClientCredentia
 
 
 def metadata_document_client(server: ServerConfig, meta: AuthServer) -> ClientCredentials | None:
-    if not meta.cimd_supported:
+    url = server.oauth.clientMetadataUrl if server.oauth else None
+    if not meta.cimd_supported or not url:
         return None
-    url = server.oauth.clientMetadataUrl if server.oauth and server.oauth.clientMetadataUrl else CLIENT_METADATA_URL
     return ClientCredentials(client_id=url, auth_method="none")
 
 
