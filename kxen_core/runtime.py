@@ -30,6 +30,7 @@ from .config import Config, ServerConfig, load_config
 from .config.loader import default_home
 from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
+from .era import EraMemory
 from .launch import Launch, resolve_launch
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest
@@ -63,6 +64,7 @@ class Runtime:
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
         self._converter = shared_converter()
+        self._eras = EraMemory()  # each remote endpoint's protocol era, found once for the runtime's life
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _allow_always(self, request: ApprovalRequest) -> str:
@@ -148,6 +150,7 @@ class Runtime:
             fallback=lambda name: user_fallback(config, name),
             trusted=config.trusted,
             home=config.home,
+            eras=self._eras,
         )
         for name, entry in config.servers.items():
             if name in skip:
