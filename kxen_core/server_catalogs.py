@@ -15,7 +15,7 @@ import anyio
 import attrs
 
 from .catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
-from .era import ttl_seconds
+from .era import era_of, ttl_seconds
 from .errors import ClosedError, RequestError
 from .failures import failure_text
 from .hookcall import acall_all
@@ -94,7 +94,7 @@ class CatalogLists:
             return result
 
         async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
-            page = attrs.evolve(page, settings=settings)
+            page = attrs.evolve(page, settings=settings, era=era_of(session))
             answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
             return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
 
