@@ -149,7 +149,7 @@ async def _discover(session: Session, modern: Modern, timeout: float, *, probing
             result = await session.request_once("server/discover", modern.stamp(None), timeout)
         except RemoteError as err:
             if err.code == UNSUPPORTED_VERSION and attempt == 0:
-                version = mutual_version(err.data, besides=modern.version)
+                version = mutual_version(err.data)
                 if version is not None:
                     modern.version = version
                     continue

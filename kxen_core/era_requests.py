@@ -63,14 +63,14 @@ def _brief(value: Any) -> str:
     return repr(text)
 
 
-def mutual_version(data: Any, *, besides: str | None = None) -> str | None:
-    """The newest modern version kxen speaks among ``data.supported`` of a ``-32022`` error (other
-    than ``besides``, the one just refused), or None."""
+def mutual_version(data: Any) -> str | None:
+    """The newest modern version kxen speaks among ``data.supported`` of a ``-32022`` error, or None.
+    (It may be the one just refused: the retry is sent once all the same, as the error asks.)"""
     supported = data.get("supported") if isinstance(data, dict) else None
     if not isinstance(supported, list):
         return None
     for version in MODERN_VERSIONS:
-        if version in supported and version != besides:
+        if version in supported:
             return version
     return None
 
@@ -173,7 +173,7 @@ class Modern:
         if err.code in retried:
             return False
         if err.code == UNSUPPORTED_VERSION:
-            version = mutual_version(err.data, besides=self.version)
+            version = mutual_version(err.data)
             if version is None:
                 return False
             self.version = version

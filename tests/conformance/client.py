@@ -17,6 +17,8 @@ import anyio
 
 from kxen_core import Runtime
 
+import modern  # the 2026-07-28 scenarios' calls (beside this script, which runs as a script)
+
 #: what each scenario asks the client to call, beyond initialize and listing
 CALLS = {
     "tools_call": [("add_numbers", {"a": 5, "b": 3})],
@@ -36,11 +38,17 @@ async def run(url: str, scenario: str) -> int:
             if st.state != "ready":
                 # the initialize scenario's mock only speaks initialize; listing may fail after it
                 return 0 if scenario == "initialize" and st.phase == "catalog" else 1
-            for tool, args in CALLS.get(scenario, []):
+            calls = CALLS.get(scenario, []) + modern.calls_for(rt, "peer", scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT"))
+            for tool, args in calls:
                 result = await rt.call_tool(tool, args, server="peer")
                 print(f"kxen: {tool} -> {json.dumps(result)[:500]}", file=sys.stderr)
                 if result.get("isError"):
                     return 1
+            failed = await modern.extras(rt, "peer", scenario)
+            for line in failed:
+                print(f"kxen: {line}", file=sys.stderr)
+            if failed:
+                return 1
     return 0
 
 
