@@ -40,6 +40,11 @@ def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | 
     return None
 
 
+def era_cell(row: dict[str, Any]) -> str:
+    """The protocol era column: ``modern 2026-07-28``, ``legacy 2025-11-25``, or ``-`` while unknown."""
+    return f"{row['era']} {row['protocolVersion']}" if row.get("era") else "-"
+
+
 def status(rt: Any, args: argparse.Namespace) -> int:
     servers = rt.status()
     sources = {name: s.config.source for name, s in rt.servers.items()}
@@ -51,9 +56,9 @@ def status(rt: Any, args: argparse.Namespace) -> int:
         print_problems(rt.problems)
         table(
             "MCP servers",
-            ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
+            ["name", "scope", "transport", "era", "state", "tools", "resources", "prompts"],
             [
-                [s["name"], s["scope"], s["transport"], s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
+                [s["name"], s["scope"], s["transport"], era_cell(s), s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
                  s["tools"], s["resources"], s["prompts"]]
                 for s in servers
             ],
@@ -75,4 +80,4 @@ def status(rt: Any, args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(s["state"] == "failed" for s in servers) else EXIT_OK
 
 
-__all__ = ["next_step", "status"]
+__all__ = ["era_cell", "next_step", "status"]
