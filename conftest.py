@@ -31,6 +31,15 @@ PEER_START_SECONDS = 30.0
 PEER_STOP_SECONDS = 5.0
 
 
+@pytest.fixture(autouse=True)
+def _kxen_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own ``KXEN_DATA_DIR`` (the OAuth token store lives there): no test ever
+    reads or writes the machine's real application data, and no two tests share tokens."""
+    path = tmp_path_factory.mktemp("kxen-data")
+    monkeypatch.setenv("KXEN_DATA_DIR", str(path))
+    return path
+
+
 def _peers_installed() -> bool:
     return (PEERS / "node_modules" / ".package-lock.json").exists()
 

@@ -6,9 +6,10 @@ The names hosts and plugin authors use, importable from here:
   :class:`AgentOutput` and :class:`BinaryRef` (what the agent gets), :class:`ResourceContent`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
-  :class:`CredentialRequest`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
+  :class:`CredentialRequest`, :class:`AuthChallenge`, :class:`LoginRequest`, :class:`AuthFlow`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
   :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`, :class:`SamplingRequest`,
   :class:`ElicitationRequest`;
+* host sign-in UIs get :class:`LoginStarted` and :class:`LoginStatus` (``Runtime.login_start``, ``login_poll``);
 * host callbacks get :class:`Progress` (``Runtime.call_tool(on_progress=...)``) and
   ``Runtime.subscribe`` returns a :class:`Subscription`;
 * the error tree (:mod:`kxen_core.errors`): :class:`KxenError` and every subclass.
@@ -27,12 +28,14 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .asks import ElicitationRequest, SamplingRequest
+    from .auth import AuthFlow, LoginRequest
     from .agent_output import AgentOutput, BinaryRef
     from .catalog import CatalogPage, Verdict
     from .contents import ResourceContent
     from .config import Config, ServerConfig, Settings, load_config
     from .errors import (
         ApprovalDenied,
+        AuthRequired,
         ClosedError,
         ConfigError,
         ConnectError,
@@ -54,11 +57,13 @@ if TYPE_CHECKING:
     )
     from .host import host_guard
     from .launch import Launch
+    from .logins import LoginStarted, LoginStatus
     from .notices import Subscription
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .progress import Progress
     from .runtime import Runtime
     from .transport import (
+        AuthChallenge,
         CredentialRequest,
         Message,
         MessageStream,
@@ -80,6 +85,8 @@ _LAZY = {
     "CatalogPage": "catalog",
     "Verdict": "catalog",
     "Launch": "launch",
+    "LoginStarted": "logins",
+    "LoginStatus": "logins",
     "ElicitationRequest": "asks",
     "SamplingRequest": "asks",
     "Progress": "progress",
@@ -89,6 +96,9 @@ _LAZY = {
     "ApprovalRequest": "policy",
     "ToolCall": "policy",
     "Vote": "policy",
+    "AuthChallenge": "transport",
+    "AuthFlow": "auth",
+    "LoginRequest": "auth",
     "CredentialRequest": "transport",
     "Message": "transport",
     "MessageStream": "transport",
@@ -99,6 +109,7 @@ _LAZY = {
 }
 _ERRORS = (
     "ApprovalDenied",
+    "AuthRequired",
     "ClosedError",
     "ConfigError",
     "ConnectError",

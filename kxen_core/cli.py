@@ -25,6 +25,7 @@ import anyio
 from .errors import ConfigError
 from . import cli_commands as commands
 from . import cli_contents as contents
+from . import cli_login as login
 from . import cli_manage as manage
 from . import cli_output as output
 from . import cli_setup as setup
@@ -119,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     doctor.set_defaults(wait=30.0)
     contents.add_commands(mcp, common)
     manage.add_commands(mcp)
+    login.add_commands(mcp, _seconds)
 
     for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
         tp = sub.add_parser(verb, help=text)
@@ -283,6 +285,8 @@ async def _mcp(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         assert rt.config is not None
         use_config(rt.config)
+        if args.mcp_command in login.COMMANDS:  # no waiting first: the server may well need the sign-in
+            return await login.run(rt, args)
         await wait_visibly(rt, args.wait)
         if args.mcp_command == "status":
             return cli_status.status(rt, args)

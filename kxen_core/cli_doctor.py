@@ -45,13 +45,16 @@ def diagnose(rt: Any, name: str, waited: float) -> list[dict[str, Any]]:
         step("gate", False, None, f"{state}: {error or row['note'] or ''} -- next: {next_step(row, rt.workspace, server.config.source)}")
         return steps
     step("gate", True, None, f"{row['scope']} server, {row['transport']}" + (f"; {row['note']}" if row["note"] else ""))
-    if not step("transport", init is not None, _ms(t0, init), None if init is not None else error or state):
+    # a server that wants a sign-in was reached (SSE's refused stream never got to initialize)
+    reached = init is not None or state == "needs_login"
+    if not step("transport", reached, _ms(t0, init), None if reached else error or state):
         return steps
     remote = server.config.is_remote
-    auth_failed = bool(error) and any(f"HTTP {code}" in error for code in (401, 403))
+    auth_failed = state == "needs_login" or phase == "auth" or (bool(error) and any(f"HTTP {code}" in error for code in (401, 403)))
     headers = sorted(server.config.headers)
     auth = ("headers set: " + ", ".join(headers)) if headers else ("none configured" if remote else "not used (local)")
-    if not step("auth", not auth_failed, None, error if auth_failed else auth):
+    failed_auth = f"{error} -- next: {row['next']}" if auth_failed and row.get("next") else error
+    if not step("auth", not auth_failed, None, failed_auth if auth_failed else auth):
         return steps
     if listing is None:
         if state == "initializing":

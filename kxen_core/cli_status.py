@@ -35,6 +35,8 @@ def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | 
         if row.get("phase") == "transport" and "not found" in error:
             return "install the command, or fix 'command' in its config (kxen mcp plan shows what would run)"
         return "see the reason and diagnostics above; kxen -v mcp status logs every step"
+    if state == "needs_login":
+        return f"kxen mcp login {row['name']}"
     if state in ("connecting", "initializing", "listing"):
         return "still starting: wait longer with --wait S, or look at it with kxen -v mcp status"
     return None
@@ -49,7 +51,8 @@ def status(rt: Any, args: argparse.Namespace) -> int:
     servers = rt.status()
     sources = {name: s.config.source for name, s in rt.servers.items()}
     for row in servers:
-        row["next"] = next_step(row, rt.workspace, sources.get(row["name"]))
+        # the server's own next step (an auth failure's: kxen mcp login NAME) comes first
+        row["next"] = row.get("next") or next_step(row, rt.workspace, sources.get(row["name"]))
     if args.json:
         print_json({"servers": servers, "problems": rt.problems})
     else:
@@ -77,7 +80,7 @@ def status(rt: Any, args: argparse.Namespace) -> int:
                 say(safe_text(f"{s['name']}:"))
                 for line in lines:
                     say("  " + safe_text(line))
-    return EXIT_FAILED if any(s["state"] == "failed" for s in servers) else EXIT_OK
+    return EXIT_FAILED if any(s["state"] in ("failed", "needs_login") for s in servers) else EXIT_OK
 
 
 __all__ = ["era_cell", "next_step", "status"]

@@ -16,6 +16,8 @@
     ├── RequestError                a JSON-RPC request did not produce a result
     │   ├── RequestTimeout          no reply in time; it was cancelled on the wire
     │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
+    ├── AuthRequired                a remote server wants a sign-in (or more scope) that needs a person:
+    │                               ``reason``, ``next_step``, ``scopes``, ``status``
     ├── ServerNotReady              the server is not in the ``ready`` state (``state``, ``phase``, ``reason``)
     ├── UnknownTool                 no such qualified tool name
     ├── Unsupported                 the server did not declare what was asked (e.g. ``resources.subscribe``)
@@ -127,6 +129,33 @@ class RemoteError(RequestError):
         self.method = method
         prefix = f"{method}: " if method else ""
         super().__init__(f"{prefix}server error {code}: {message}")
+
+
+class AuthRequired(KxenError):
+    """A remote server refused kxen for want of credentials, and none can be had without a person.
+
+    ``reason`` is safe to show (never a secret; its ``str()``), ``next_step`` what a person does
+    about it (``kxen mcp login NAME``), ``scopes`` the scopes a 403 ``insufficient_scope`` asked
+    for, ``status`` the HTTP status (401 or 403) when it came from an HTTP answer. A credential
+    plugin raises it from ``kxen_credential_lookup``; the transports let it through unwrapped.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        next_step: str | None = None,
+        scopes: Sequence[str] = (),
+        status: int | None = None,
+    ):
+        self.reason = _printable(reason)
+        self.next_step = _printable(next_step) if next_step is not None else None
+        self.scopes = tuple(_printable(s) for s in scopes)
+        self.status = status
+        super().__init__(self.reason)
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class ServerNotReady(KxenError):

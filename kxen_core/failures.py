@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .errors import KxenError
+from .errors import AuthRequired, KxenError, PluginHookError
 
 if sys.version_info < (3, 11):  # pragma: no cover - anyio depends on the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -39,4 +39,33 @@ def failure_text(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {cause}"
 
 
-__all__ = ["failure_text", "real_cause"]
+def auth_failure(exc: BaseException | str | None) -> AuthRequired | None:
+    """The :class:`AuthRequired` that ended a connection, if one did: the error itself, or the cause
+    of the ``ClosedError`` a transport raises once it failed with one (looked for a few links deep)."""
+    if not isinstance(exc, BaseException):
+        return None
+    cause: BaseException | None = real_cause(exc)
+    for _ in range(4):  # a short chain: ClosedError <- AuthRequired
+        if cause is None:
+            return None
+        if isinstance(cause, AuthRequired):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+def credential_plugin_failure(exc: BaseException | str | None) -> PluginHookError | None:
+    """The ``PluginHookError`` of a broken ``kxen_credential_lookup`` that ended a connection, if one did."""
+    if not isinstance(exc, BaseException):
+        return None
+    cause: BaseException | None = real_cause(exc)
+    for _ in range(4):
+        if cause is None:
+            return None
+        if isinstance(cause, PluginHookError) and cause.hook == "kxen_credential_lookup":
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+__all__ = ["auth_failure", "credential_plugin_failure", "failure_text", "real_cause"]

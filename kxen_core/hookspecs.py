@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from .catalog import CatalogPage, Verdict
     from .asks import ElicitationRequest, SamplingRequest
+    from .auth import AuthFlow, LoginRequest
     from .config.models import ServerConfig
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .transport import CredentialRequest, RegisterTransport
@@ -43,6 +44,8 @@ ASYNC_HOOKS = frozenset(
         "kxen_approval_prompt",
         "kxen_sampling_request",
         "kxen_elicitation_request",
+        "kxen_auth_logout",
+        "kxen_authorize_url",
     }
 )
 
@@ -163,9 +166,64 @@ def kxen_credential_lookup(server: ServerConfig, request: CredentialRequest) -> 
     """Return headers to add to a remote request for ``server``, or ``None`` to pass.
 
     First non-None wins, async-capable (called via ``acall_first``). The returned header values are
-    secrets: kxen never logs or prints them.
+    secrets: kxen never logs or prints them. ``request`` is a
+    :class:`kxen_core.transport.CredentialRequest`: ``method``, ``url``, the asking transport's
+    ``context``, and ``challenge`` when the transport asks again after a 401 or 403 answer (then
+    answering headers different from those sent makes the transport resend the request once).
+    Raise :class:`kxen_core.errors.AuthRequired` when no usable credential can be had without a
+    person: the transports let it through unwrapped and the server goes to ``needs_login``.
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec(firstresult=True)
+def kxen_auth_login(server: ServerConfig, request: LoginRequest) -> AuthFlow | None:
+    """Return a sign-in flow for ``server``, or ``None`` when this plugin has nothing to sign in to.
+
+    First non-None wins; not async-capable (it must not block: it hands over an
+    :class:`kxen_core.auth.AuthFlow`, whose methods are async). The core calls ``start()`` (the
+    authorization URL, or ``""`` when no person is needed), shows the URL, awaits ``finish()`` and
+    always ``aclose()``. ``request`` is a :class:`kxen_core.auth.LoginRequest` (``settings``,
+    ``home``, ``pm``, ``open_browser``, ``scopes`` for a step-up).
+
+    :param server: the server to sign in to.
+    :param request: what the sign-in is asked with.
+
+    .. versionadded:: 0.4
+    """
+
+
+@_spec
+def kxen_auth_logout(server: ServerConfig, request: LoginRequest) -> bool | None:
+    """Forget the stored tokens of ``server`` (and its client registration when
+    ``request.forget_client``).
+
+    Collecting, async-capable (called via ``acall_all``). Return True when something was removed,
+    False or ``None`` otherwise.
+
+    :param server: the server to sign out of.
+    :param request: what the sign-out is asked with.
+
+    .. versionadded:: 0.4
+    """
+
+
+@_spec
+def kxen_authorize_url(server: ServerConfig, url: str) -> bool | None:
+    """Show or open an authorization URL to a person, or follow it headlessly; True means taken.
+
+    First non-None wins, async-capable (called via ``acall_first``). A credential plugin that
+    meets a 401 needing a sign-in (or a 403 needing a step-up) runs a sign-in in-band only when
+    some implementation takes the URL; otherwise it raises
+    :class:`kxen_core.errors.AuthRequired`. kxen installs none by default. ``url`` is a secret-free
+    authorization URL; it ends, after the person (or the implementation) signs in, at a loopback
+    redirect the flow listens on.
+
+    :param server: the server the sign-in is for.
+    :param url: the authorization URL.
+
+    .. versionadded:: 0.4
     """
 
 

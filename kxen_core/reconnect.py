@@ -8,15 +8,17 @@ server is ``failed`` for good with the last reason. A connection that became rea
 count over. An expired session is re-initialized at once (the first attempt does not wait).
 
 What is not retried: a server that answered (a JSON-RPC error to ``initialize``, a protocol
-version it does not speak, an HTTP 4xx such as 401), a catalog that failed, a plugin bug. Trying
-again would get the same answer. A local (stdio) server is never restarted by itself: its exit
+version it does not speak, an HTTP 4xx), a catalog that failed, a plugin bug. Trying again would
+get the same answer. A server that refused kxen's credentials (``AuthRequired``, even inside the
+``ClosedError`` of the transport it ended) is not retried either: it waits in ``needs_login`` for
+a sign-in or a restart. A local (stdio) server is never restarted by itself: its exit
 code and stderr say why it ended, and ``Runtime.restart`` starts it again.
 """
 
 from __future__ import annotations
 
 from .errors import ClosedError, ConnectError, HTTPStatusError, SessionExpired
-from .failures import real_cause
+from .failures import auth_failure, credential_plugin_failure, real_cause
 
 #: attempts after a failure before the server is failed for good
 ATTEMPTS = 5
@@ -33,6 +35,8 @@ def passing(failure: BaseException | str | None) -> bool:
         return False
     if isinstance(failure, str):  # the session ended without an error object: the connection closed
         return True
+    if auth_failure(failure) is not None or credential_plugin_failure(failure) is not None:
+        return False  # a sign-in (or a fixed plugin) is needed, not another connection
     cause = real_cause(failure)
     if isinstance(cause, HTTPStatusError):
         return cause.status in PASSING_STATUSES

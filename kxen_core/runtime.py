@@ -32,6 +32,7 @@ from .converter import shared_converter
 from .errors import ApprovalDenied, ConfigError, ConnectError, ServerNotReady, UnknownTool
 from .era import EraMemory
 from .launch import Launch, resolve_launch
+from .logins import LoginHost
 from .plugins import KxenPluginManager, make_plugin_manager
 from .policy import ApprovalDecision, ApprovalRequest
 from .server import Server, ServerEnv, State
@@ -40,8 +41,10 @@ from .progress import ProgressCallback
 from .votes import PreparedVotes
 
 
-class Runtime:
-    """Servers of one workspace. An async context manager; nothing starts before entering it."""
+class Runtime(LoginHost):
+    """Servers of one workspace. An async context manager; nothing starts before entering it.
+    Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
+    (:mod:`.logins`)."""
 
     def __init__(
         self,
@@ -131,7 +134,7 @@ class Runtime:
             if config.servers.get(n) == s.entry and admit(config, s.entry) == s.admission
             # a held launch depends on workspace trust: started again when trust changed
             and not (s.held and s.env is not None and s.env.trusted != config.trusted)
-            and not (s.state == State.FAILED and s.done.is_set())  # failed for good: a reload retries it
+            and not (s.state in (State.FAILED, State.NEEDS_LOGIN) and s.done.is_set())  # a reload retries it
         }
         for name, server in self.servers.items():
             if name not in keep:

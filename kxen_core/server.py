@@ -20,15 +20,15 @@ import attrs
 from .admission import approve_launch
 from .catalog import CAPABILITY, KINDS, Catalog, kinds_of
 from .client_requests import client_capabilities, request_handlers
-from .era import EraMemory, era_fields, handshake_only, open_session
-from .errors import KxenError, Unsupported
+from .era import EraMemory, handshake_only, open_session
+from .errors import AuthRequired, KxenError, Unsupported
 from .failures import failure_text, real_cause
 from .launch import Launch, resolve_launch
 from .reconnect import Backoff
 from .notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from .progress import ProgressRoutes
-from .safe_text import safe_text
 from .server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
+from .server_view import ServerView
 from .session import Session
 from .states import SETTLED, Phase, State
 from .transport import MessageStream, TransportContext
@@ -68,9 +68,9 @@ class ServerEnv:
 
 
 @attrs.define(eq=False)
-class Server(CatalogLists):
+class Server(CatalogLists, ServerView):
     """One configured server and, while it runs, its transport and session (its catalogs: see
-    :class:`kxen_core.server_catalogs.CatalogLists`)."""
+    :class:`kxen_core.server_catalogs.CatalogLists`; its status: :class:`kxen_core.server_view.ServerView`)."""
 
     entry: ServerConfig  # the merged config entry this server was made from
     admission: Admission  # the decision to start it (or why not)
@@ -80,6 +80,7 @@ class Server(CatalogLists):
     phase: Phase | None = None
     error: str | None = None
     note: str | None = None  # e.g. why a user entry stands in for a project entry
+    auth: AuthRequired | None = None  # what the server wants, while it is needs_login
     fingerprint: str | None = None  # of a project launch awaiting approval
     launch: Launch | None = None  # what runs, for a local server (tool-call approvals are bound to it)
     held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
@@ -130,52 +131,13 @@ class Server(CatalogLists):
     def diag(self, message: str) -> None:
         self.diagnostics.append(message)
 
-    def count(self, kind: str) -> int:
-        cat = self.catalogs.get(kind)
-        return len(cat.items) if cat else 0
-
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "scope": self.config.scope,
-            "transport": self.config.kind,
-            "state": self.state.value,
-            "phase": self.phase.value if self.phase else None,
-            "error": safe_text(self.error) if self.error else None,  # may quote a server: one safe line
-            "tools": self.count("tools"),
-            "resources": self.count("resources"),
-            "prompts": self.count("prompts"),
-            "note": safe_text(self.note) if self.note else None,
-            "fingerprint": self.fingerprint,
-            **era_fields(self.session),  # era, protocolVersion: what the session speaks
-            "auth": self._auth(),
-            "transportInfo": self._describe(),
-            "diagnostics": [safe_text(d) for d in list(self.diagnostics)[-20:]],
-            "log": self.server_log.snapshot(),  # the server's own notifications/message, escaped
-        }
-
-    def _auth(self) -> str | None:
-        """How a remote server is authenticated, without any value: the header names the config sets."""
-        if not self.config.is_remote:
-            return None
-        names = sorted(self.config.headers)
-        return f"headers: {', '.join(safe_text(n) for n in names)}" if names else "none"
-
-    def _describe(self) -> dict[str, Any] | None:
-        if self.stream is None:
-            return None
-        try:
-            info = self.stream.describe()
-        except Exception as exc:  # describe() is best effort
-            return {"error": f"{type(exc).__name__}"}
-        return info if isinstance(info, dict) else None
-
     # --- life -----------------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Gate, open, initialize and list; then serve until stopped or the connection ends. A
         remote server whose connection fails or ends, or whose session expires, connects again by
-        itself (:mod:`kxen_core.reconnect`); a local one stays failed until it is restarted."""
+        itself (:mod:`kxen_core.reconnect`); a local one stays failed until it is restarted. A
+        remote server that refused kxen's credentials waits in ``needs_login`` (phase ``auth``)."""
         env = self.env
         assert env is not None
         server = self.config
@@ -190,8 +152,8 @@ class Server(CatalogLists):
                 backoff = Backoff()
                 while True:
                     phase, failure, was_ready = await self._connect_once(server, launch, kind, env)
-                    if self.stopping:
-                        return
+                    if self.stopping or self.settle_auth(failure):
+                        return  # an auth failure waits for a sign-in or a restart: not retried
                     reason = failure_text(failure) if isinstance(failure, BaseException) else failure
                     delay = backoff.next(failure, was_ready) if server.is_remote else None
                     if delay is None:
@@ -201,7 +163,7 @@ class Server(CatalogLists):
                     self.diag(f"reconnecting ({backoff.describe(delay)}) after: {reason}")
                     await anyio.sleep(delay)
         except Exception as exc:  # a kxen error, or a plugin bug: it must not take the runtime down
-            if not self.stopping:
+            if not self.stopping and not self.settle_auth(exc):
                 self.set(State.FAILED, phase, failure_text(exc))
             if not isinstance(real_cause(exc), KxenError):
                 log.debug("server %s failed", server.name, exc_info=True)

@@ -4,7 +4,8 @@
 
     connecting -> initializing -> listing -> ready          (settled)
     awaiting_approval -> (approved) connecting ...           a project local server
-    failed(phase, reason) · stopped · disabled · awaiting_trust · awaiting_approval   (settled)
+    ... -> needs_login (phase auth)                          a remote server refused kxen's credentials
+    failed(phase, reason) · needs_login · stopped · disabled · awaiting_trust · awaiting_approval   (settled)
 
 Members compare equal to their values (``State.READY == "ready"``), and format as them.
 """
@@ -34,6 +35,8 @@ class State(_Word):
     INITIALIZING = "initializing"
     LISTING = "listing"
     READY = "ready"
+    #: a remote server wants a sign-in (or more scope) that needs a person: ``kxen mcp login``
+    NEEDS_LOGIN = "needs_login"
     FAILED = "failed"
     STOPPED = "stopped"
 
@@ -49,7 +52,17 @@ class Phase(_Word):
 
 
 #: states a server stays in until something changes it (``wait_ready`` waits for one of these)
-SETTLED = frozenset({State.DISABLED, State.AWAITING_TRUST, State.AWAITING_APPROVAL, State.READY, State.FAILED, State.STOPPED})
+SETTLED = frozenset(
+    {
+        State.DISABLED,
+        State.AWAITING_TRUST,
+        State.AWAITING_APPROVAL,
+        State.READY,
+        State.NEEDS_LOGIN,
+        State.FAILED,
+        State.STOPPED,
+    }
+)
 
 
 __all__ = ["Phase", "SETTLED", "State"]

@@ -109,15 +109,44 @@ class RegisterTransport(Protocol):
     def __call__(self, name: str, opener: Opener, *, options: Union[type, None] = None) -> None: ...
 
 
+#: the most of a ``WWW-Authenticate`` value an :class:`AuthChallenge` keeps (characters)
+CHALLENGE_MAX_CHARS = 8 * 1024
+
+
+def _bounded_challenge(value: str) -> str:
+    return value[:CHALLENGE_MAX_CHARS]
+
+
+@attrs.frozen(kw_only=True)
+class AuthChallenge:
+    """An HTTP answer that refused a request for want of credentials (401) or of scope (403).
+
+    ``www_authenticate`` is the answer's ``WWW-Authenticate`` value(s) as received, joined by
+    ``", "`` and cut to :data:`CHALLENGE_MAX_CHARS`: the server's text, untrusted.
+    """
+
+    status: int
+    www_authenticate: str = attrs.field(default="", converter=_bounded_challenge)
+
+
 @attrs.frozen(kw_only=True)
 class CredentialRequest:
-    """A remote request that wants credentials (method and URL; never a body)."""
+    """A remote request that wants credentials (method and URL; never a body).
+
+    ``challenge`` is set when the transport asks again because the server answered 401 or 403;
+    ``context`` is the asking transport's context (``pm``, ``settings``, ``home``, ``diagnostic``),
+    left out of equality and repr.
+    """
 
     method: str
     url: str
+    challenge: Optional[AuthChallenge] = None
+    context: Optional[TransportContext[Any]] = attrs.field(default=None, eq=False, repr=False)
 
 
 __all__ = [
+    "AuthChallenge",
+    "CHALLENGE_MAX_CHARS",
     "CredentialRequest",
     "Message",
     "MessageStream",

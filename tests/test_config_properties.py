@@ -106,7 +106,13 @@ _remote_entries = st.fixed_dictionaries(
             max_size=3,
         ),
         "oauth": st.fixed_dictionaries(
-            {}, optional={"clientId": _text, "scopes": st.lists(_text, max_size=3), "clientSecret": _text}
+            # a client id is printable text; a scope is one RFC 6749 scope-token (no space, '"' or '\\')
+            {},
+            optional={
+                "clientId": st.text(st.characters(categories=["L", "N", "P", "S"]), min_size=1, max_size=20),
+                "scopes": st.lists(st.from_regex(r"[\x21\x23-\x5b\x5d-\x7e]{1,20}", fullmatch=True), max_size=3),
+                "clientSecret": _text,
+            },
         ),
         **_common,
     },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 from typing import Any
 
@@ -9,7 +10,7 @@ import pluggy
 import pytest
 
 import kxen_core.plugins as plugins_mod
-from kxen_core import hookimpl
+from kxen_core import hookimpl, hookspecs
 from kxen_core.errors import PluginHookError
 from kxen_core.hookcall import acall_all, acall_first
 from kxen_core.hookspecs import ASYNC_HOOKS, HOOK_NAMES
@@ -311,17 +312,9 @@ def test_misspelled_hook_in_a_registered_plugin_is_an_error():
 
 def _wrapper_plugin(name: str, hook: str, style: str) -> types.ModuleType:
     # pluggy needs the spec's exact argument names
-    argsets = {
-        "kxen_policy_decision": "call",
-        "kxen_approval_prompt": "request",
-        "kxen_credential_lookup": "server, request",
-        "kxen_catalog_page": "server, kind, page",
-        "kxen_transport_closed": "server, reason",
-        "kxen_sampling_request": "server, request",
-        "kxen_elicitation_request": "server, request",
-    }
+    args = ", ".join(inspect.signature(getattr(hookspecs, hook)).parameters)
     ns: dict[str, Any] = {}
-    exec(f"def {hook}({argsets[hook]}):\n    return (yield)\n", ns)
+    exec(f"def {hook}({args}):\n    return (yield)\n", ns)
     marker = hookimpl(wrapper=True) if style == "wrapper" else hookimpl(hookwrapper=True)
     return module(name, **{hook: marker(ns[hook])})
 

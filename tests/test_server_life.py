@@ -26,13 +26,15 @@ def echo(args: dict[str, Any]) -> dict[str, Any]:
 def test_states_and_phases_are_a_closed_set_equal_to_their_names():
     assert [s.value for s in State] == [
         "disabled", "awaiting_trust", "awaiting_approval", "connecting", "initializing", "listing", "ready",
-        "failed", "stopped",
+        "needs_login", "failed", "stopped",
     ]
     assert [p.value for p in Phase] == ["transport", "auth", "initialize", "catalog", "call"]
     assert State.READY == "ready" and f"{State.READY}" == "ready" and json.dumps(State.FAILED) == '"failed"'
-    assert SETTLED == {State.DISABLED, State.AWAITING_TRUST, State.AWAITING_APPROVAL, State.READY, State.FAILED, State.STOPPED}
+    assert SETTLED == {
+        State.DISABLED, State.AWAITING_TRUST, State.AWAITING_APPROVAL, State.READY, State.NEEDS_LOGIN, State.FAILED, State.STOPPED
+    }
     with pytest.raises(ValueError):
-        State("needs_login")  # not a state until something sets it
+        State("authenticating")  # not a state: a sign-in runs outside the server's life (Runtime.login_start)
 
 
 async def test_a_server_moves_through_its_states_in_order(kxen_home, ws, fakes):

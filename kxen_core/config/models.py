@@ -52,12 +52,68 @@ class Timeouts:
     initializeSeconds: float = attrs.field(default=60.0, validator=_positive)
 
 
+OAuthGrant = Literal["authorization_code", "client_credentials"]
+TokenEndpointAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
+SigningAlgorithm = Literal["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "EdDSA"]
+_SCOPE_TOKEN_RE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,200}")  # RFC 6749 §3.3 scope-token
+
+
+def _scope_tokens(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    for i, scope in enumerate(value):
+        if not _SCOPE_TOKEN_RE.fullmatch(scope):
+            raise ValueError(
+                f"{attribute.name}[{i}] must be one scope token: 1-200 visible ASCII characters without space, '\"' or '\\'"
+            )
+
+
 @attrs.frozen(kw_only=True)
 class OAuthConfig:
+    """``oauth`` of a remote server entry (the kxen-oauth plugin reads it; docs/oauth.md).
+
+    ``clientSecret`` and ``privateKeyFile`` are secrets: user config only (see project.py).
+    """
+
     clientId: str | None = None
-    scopes: list[str] = attrs.field(factory=list)
+    scopes: list[str] = attrs.field(factory=list, validator=_scope_tokens)
     authorizationServerMetadataUrl: str | None = None
     clientSecret: str | None = attrs.field(default=None, repr=False)
+    #: ``client_credentials``: a headless grant with the client's own credentials (no person, no browser)
+    grant: OAuthGrant = "authorization_code"
+    #: how the client authenticates at the token endpoint; by default what the server and the config allow
+    tokenEndpointAuthMethod: TokenEndpointAuthMethod | None = None
+    #: a PEM private key for ``private_key_jwt`` (an absolute path; user config only)
+    privateKeyFile: str | None = None
+    signingAlgorithm: SigningAlgorithm | None = None
+    #: the https URL of a Client ID Metadata Document to use instead of kxen's own
+    clientMetadataUrl: str | None = None
+
+
+def check_oauth_shape(oauth: OAuthConfig) -> list[tuple[str, str]]:
+    """Cross-field rules of an ``oauth`` block; ``(key path suffix, rule)`` pairs."""
+    problems: list[tuple[str, str]] = []
+    if oauth.clientId is not None and not (0 < len(oauth.clientId) <= 1000 and oauth.clientId.isprintable()):
+        problems.append(("oauth.clientId", "must be 1-1000 printable characters"))
+    if oauth.privateKeyFile is not None and not os.path.isabs(oauth.privateKeyFile):
+        problems.append(("oauth.privateKeyFile", "must be an absolute path"))
+    method = oauth.tokenEndpointAuthMethod
+    if method == "private_key_jwt" and oauth.privateKeyFile is None:
+        problems.append(("oauth.tokenEndpointAuthMethod", "private_key_jwt needs oauth.privateKeyFile"))
+    if method in ("client_secret_basic", "client_secret_post") and oauth.clientSecret is None:
+        problems.append(("oauth.tokenEndpointAuthMethod", f"{method} needs oauth.clientSecret (user config)"))
+    if oauth.privateKeyFile is not None and oauth.clientId is None:
+        problems.append(("oauth.privateKeyFile", "a private key needs oauth.clientId"))
+    if oauth.signingAlgorithm is not None and oauth.privateKeyFile is None:
+        problems.append(("oauth.signingAlgorithm", "only used with oauth.privateKeyFile"))
+    if oauth.grant == "client_credentials":
+        if oauth.clientId is None:
+            problems.append(("oauth.grant", "client_credentials needs oauth.clientId"))
+        elif oauth.clientSecret is None and oauth.privateKeyFile is None:
+            problems.append(("oauth.grant", "client_credentials needs oauth.clientSecret or oauth.privateKeyFile"))
+    if oauth.clientMetadataUrl is not None:
+        parts = urlsplit(oauth.clientMetadataUrl)
+        if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment:
+            problems.append(("oauth.clientMetadataUrl", "must be an https:// URL with a path and no fragment"))
+    return problems
 
 
 @attrs.frozen(kw_only=True)
@@ -162,6 +218,10 @@ def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
     for key in server.env:
         if not key or "=" in key or "\0" in key:
             problems.append((f"env.{key}", "env names must be non-empty and contain no '=' or NUL"))
+    if server.oauth is not None:
+        if not server.is_remote:
+            problems.append(("oauth", "only a remote (url) server signs in with OAuth"))
+        problems.extend(check_oauth_shape(server.oauth))
     for name, value in server.headers.items():
         if not _HEADER_NAME_RE.fullmatch(name):
             problems.append((f"headers.{name}", "header names are HTTP tokens (letters, digits, !#$%&'*+-.^_`|~)"))

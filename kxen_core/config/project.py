@@ -183,6 +183,8 @@ def project_problems(server: ServerConfig) -> list[tuple[str, str]]:
             )
     if server.oauth is not None and server.oauth.clientSecret is not None:
         problems.append(("oauth.clientSecret", "project config must not hold an OAuth client secret"))
+    if server.oauth is not None and server.oauth.privateKeyFile is not None:
+        problems.append(("oauth.privateKeyFile", "project config must not name an OAuth private key; put it in user config"))
     # a repository may tighten policy, never loosen it: allowing tools is the user's decision
     if server.defaultToolPolicy == "allow":
         problems.append(("defaultToolPolicy", "project config may only ask or deny; 'allow' belongs in user config"))

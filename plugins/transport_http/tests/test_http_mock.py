@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import ClosedError, ConfigError, ConnectError, HTTPStatusError, ProtocolError, RemoteError
+from kxen_core.errors import AuthRequired, ClosedError, ConfigError, ConnectError, HTTPStatusError, ProtocolError, RemoteError
 from kxen_core import hookimpl
 from kxen_core.plugins import KxenPluginManager
 from kxen_transport_http.options import HttpOptions
@@ -445,7 +445,7 @@ async def test_header_values_never_leak() -> None:
             seen.append(request)
             echoed = f"{request.headers['authorization']} {request.headers['x-api-key']}"
             if params["name"] == "json":
-                return httpx.Response(401, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
+                return httpx.Response(500, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
             if params["name"] == "text":
                 return httpx.Response(403, text=f"forbidden for {echoed}")
             raise httpx.ConnectError(f"cannot reach with {echoed}", request=request)
@@ -472,6 +472,56 @@ async def test_header_values_never_leak() -> None:
     assert "***" in everything
     for secret in (SECRET, "s3cr3t-config-token", CRED, "q-secret-99"):
         assert secret not in everything
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["plugin-has-nothing-better", "refused-again"])
+async def test_an_auth_challenge_that_echoes_secrets_never_leaks(again: bool) -> None:
+    """A 401 whose challenge and body echo the credential and the URL's query value: the request
+    and the transport fail with AuthRequired, whose text names the challenge's error, redacted."""
+
+    class Credentials:
+        def __init__(self) -> None:
+            self.challenges: list[Any] = []
+
+        @hookimpl
+        async def kxen_credential_lookup(self, server, request):
+            if request.challenge is not None:
+                self.challenges.append(request.challenge)
+                return {"X-Api-Key": CRED + "-renewed"} if again else None
+            return {"X-Api-Key": CRED}
+
+    creds = Credentials()
+    pm = KxenPluginManager()
+    pm.register(creds)
+
+    class Echoing(App):
+        async def call(self, rid, method, params, request):
+            echoed = f"{request.headers['authorization']} {request.headers['x-api-key']} {request.url.params['token']}"
+            challenge = f'Bearer error="invalid_token", error_description="bad {echoed}"'
+            return httpx.Response(401, headers={"WWW-Authenticate": challenge}, text=f"denied {echoed}")
+
+    diagnostics: list[str] = []
+    srv = ServerConfig(
+        name="t", url="http://mock.test/mcp?token=q-secret-99", transport="http", headers={"Authorization": SECRET}
+    )
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Echoing())) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                with pytest.raises(AuthRequired) as err:
+                    await session.request("tools/call", {"name": "x"})
+                with pytest.raises(ClosedError) as closed:  # the transport failed with it
+                    await session.request("tools/list")
+                facts = json.dumps(stream.describe())
+                ended = session.close_error
+    assert isinstance(ended, ClosedError) and isinstance(ended.__cause__, AuthRequired), repr(ended)
+    assert len(creds.challenges) == 1 and creds.challenges[0].status == 401
+    assert CRED in creds.challenges[0].www_authenticate  # the plugin gets the challenge as sent
+    text = f"{err.value!s} {err.value!r} {err.value.next_step} {closed.value}"
+    assert text.startswith("HTTP 401 Unauthorized from http://mock.test/mcp: invalid_token: bad ***"), text
+    everything = "\n".join([text, facts, *diagnostics])
+    for secret in (SECRET, "s3cr3t-config-token", CRED, "q-secret-99"):
+        assert secret not in everything, everything
 
 
 async def test_a_credential_plugin_is_asked_even_when_it_came_late() -> None:
@@ -570,7 +620,7 @@ async def test_query_values_of_the_url_never_leak(query: str) -> None:
         async def call(self, rid, method, params, request):
             echoed = f"{request.url} key={request.url.params['api_key']}"
             if params["name"] == "json":
-                return httpx.Response(401, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
+                return httpx.Response(500, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
             if params["name"] == "text":
                 return httpx.Response(403, text=f"forbidden for {echoed}")
             raise httpx.ConnectError(f"cannot reach {echoed}", request=request)

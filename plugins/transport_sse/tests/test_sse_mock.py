@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.errors import ClosedError, ConfigError, ConnectError, HTTPStatusError
+from kxen_core.errors import AuthRequired, ClosedError, ConfigError, ConnectError, HTTPStatusError
 from kxen_core import hookimpl
 from kxen_core.plugins import KxenPluginManager
 from kxen_transport_http.options import SseOptions
@@ -264,7 +264,10 @@ async def test_header_values_never_leak() -> None:
                 body = json.loads(request.content)
                 if body.get("method") == "tools/call":
                     if body["params"]["name"] == "text":
-                        return httpx.Response(401, text=f"denied {echoed}")
+                        return httpx.Response(500, text=f"denied {echoed}")
+                    if body["params"]["name"] == "auth":
+                        challenge = f'Bearer error="invalid_token", error_description="bad {echoed}"'
+                        return httpx.Response(401, headers={"WWW-Authenticate": challenge}, text=f"denied {echoed}")
                     raise httpx.ConnectError(f"refused {echoed}", request=request)
             return await super().__call__(request)
 
@@ -282,6 +285,13 @@ async def test_header_values_never_leak() -> None:
                     await session.request("tools/call", {"name": "connect"})
                 texts.append(f"{closed.value} {closed.value.__cause__}")
                 texts.append(json.dumps(stream.describe()))
+        async with open_legacy_sse(srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Leaky())) as stream:
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                with pytest.raises(AuthRequired) as auth:  # the plugin has nothing better on the challenge
+                    await session.request("tools/call", {"name": "auth"})
+                assert str(auth.value).startswith("HTTP 401 Unauthorized from http://mock.test:8080/messages: invalid_token: bad ***")
+                texts.append(f"{auth.value} {auth.value!r} {auth.value.next_step}")
 
     def refused(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError(f"no route for {request.headers['authorization']}", request=request)

@@ -3,6 +3,9 @@ an answer stream that dropped before the response (``GET`` + ``Last-Event-ID``, 
 
 A request that cannot get its answer fails alone (``RequestFailed``: the session raises it for that
 request id, the connection stays); a broken connection or an expired session fails the transport.
+A request refused for want of credentials even after the credential plugin was asked again (see
+``HttpMessageStream.send_request``) fails with ``AuthRequired``, and so does the transport: the
+server needs a sign-in before anything else will work.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import httpx
 from httpx_sse import ServerSentEvent
 
-from kxen_core.errors import TransportError
+from kxen_core import RequestFailed
+from kxen_core.errors import AuthRequired, PluginHookError, TransportError
 
 from ._mcp_session import answers
 from .plumbing import (
@@ -46,15 +50,17 @@ async def run_request(stream: StreamParts, rid: Any, body: bytes, headers: httpx
         await stream.deliver_error(rid, f"answer cannot be decoded: {exc}")
     except TransportError as error:  # the connection broke, or the session expired
         stream.fail(error)
+    except AuthRequired as error:  # refused for good: this request fails with it, and the transport
+        await stream.deliver(RequestFailed(rid, error))
+        stream.fail(error)
+    except PluginHookError as error:  # the credential plugin broke while answering a challenge
+        await stream.deliver(RequestFailed(rid, error))
 
 
 async def _post(stream: StreamParts, rid: Any, body: bytes, headers: httpx.Headers) -> tuple[SseCursor, str] | None:
     """POST request ``rid`` and feed its answer; when its SSE stream dropped before the response,
     return where it got to and why, for :func:`_resume`."""
-    client = stream.client
-    # what client.stream() does, without its context-manager generator
-    request = client.build_request("POST", stream.post_url, content=body, headers=headers)
-    response = await client.send(request, stream=True)
+    response = await stream.send_request("POST", stream.post_url, headers, content=body)
     try:
         status = response.status_code
         stream.mcp.check(response)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 import anyio
 import httpx
 
-from kxen_core.errors import TransportError
+from kxen_core.errors import AuthRequired, PluginHookError, TransportError
 
 from ._exchange import answer_reader
 from ._mcp_session import SessionExpired
@@ -56,10 +56,10 @@ class GetStream:
         try:
             with map_errors("GET stream", stream.redact, stream.name):
                 end = await stream.follower.follow(self._connect, SseCursor(), answer_reader(stream, None), label="GET stream")
-        except TransportError as error:
+        except (TransportError, AuthRequired, PluginHookError) as error:
             self.state = "closed"
-            if isinstance(error, SessionExpired):
-                stream.fail(error)
+            if isinstance(error, (SessionExpired, AuthRequired)):
+                stream.fail(error)  # the session is gone, or the server wants a sign-in
             elif stream.failure is None:
                 stream.diag(f"GET stream closed: {error}")
             return

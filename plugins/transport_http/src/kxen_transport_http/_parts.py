@@ -13,7 +13,7 @@ import anyio.abc
 import httpx
 
 from kxen_core import Message, RequestFailed
-from kxen_core.errors import ClosedError, TransportError
+from kxen_core.errors import ClosedError, KxenError
 
 from ._mcp_session import McpSession
 from .options import HttpOptions
@@ -26,7 +26,7 @@ class StreamParts(Protocol):
     tg: anyio.abc.TaskGroup
     options: HttpOptions
     redact: Redactor
-    failure: TransportError | None
+    failure: KxenError | None
     post_url: httpx.URL | str
     post_errors: map_errors
     mcp: McpSession
@@ -39,7 +39,11 @@ class StreamParts(Protocol):
 
     async def deliver_error(self, rid: Any, message: str) -> None: ...
 
-    def fail(self, error: TransportError) -> None: ...
+    def fail(self, error: KxenError) -> None: ...
+
+    async def send_request(
+        self, method: str, url: httpx.URL | str, headers: httpx.Headers, *, content: bytes | None = None, timeout: Any = ...
+    ) -> httpx.Response: ...
 
     def closed_error(self) -> ClosedError: ...
 

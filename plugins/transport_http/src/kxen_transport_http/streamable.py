@@ -28,6 +28,10 @@ of it without a checkpoint unless it is full or empty.
   ``ClosedError("session expired ...")`` so the runtime reconnects (new transport, new initialize,
   no session id). Re-initializing underneath the session is not attempted: it would hide the loss of
   server-side state (subscriptions, log level) from the runtime.
+* ``401`` (or ``403`` with a ``WWW-Authenticate`` challenge) on any request, the GET stream
+  included, asks ``kxen_credential_lookup`` again with the challenge and sends the request once
+  more when that changes the headers; otherwise the request, and the transport, fail with
+  ``AuthRequired`` (so does an ``AuthRequired`` the credential plugin raises).
 * After ``notifications/initialized`` a GET stream carries server-initiated messages; ``400``/``405``
   mean the server offers none, and it is not retried.
 * Leaving the context cancels every task, sends a best-effort ``DELETE`` for the session (2 s) and
@@ -44,7 +48,7 @@ import anyio.abc
 import httpx
 
 from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
-from kxen_core.errors import ProtocolError, TransportError
+from kxen_core.errors import AuthRequired, KxenError, PluginHookError, ProtocolError, TransportError
 
 from ._exchange import run_request
 from ._get_stream import GetStream
@@ -122,7 +126,11 @@ class StreamableHTTPStream(HttpMessageStream):
         method = message.get("method")
         rid = message.get("id")
         body = encode(message)
-        headers = self.modern.headers_for(message, await self.mcp.post_headers())
+        try:
+            headers = self.modern.headers_for(message, await self.mcp.post_headers())
+        except AuthRequired as error:  # the credential plugin cannot get a token without a person
+            self.fail(error)
+            raise
         if isinstance(method, str) and rid is not None:
             self._start_request(method, rid, body, headers)
             return
@@ -164,7 +172,7 @@ class StreamableHTTPStream(HttpMessageStream):
         self.diag(message)
         await self.deliver(RequestFailed(rid, ProtocolError(message, server=self.name)))
 
-    def fail(self, error: TransportError) -> None:
+    def fail(self, error: KxenError) -> None:
         if isinstance(error, SessionExpired):
             self.mcp.expired = True  # the server already forgot the session: no DELETE
         super().fail(error)
@@ -176,10 +184,13 @@ class StreamableHTTPStream(HttpMessageStream):
         headers["Accept"] = "text/event-stream"
         if cursor.last_id is not None:
             headers["Last-Event-ID"] = cursor.last_id
-        async with self.client.stream("GET", self.url, headers=headers) as response:
+        response = await self.send_request("GET", self.url, headers)
+        try:
             self.mcp.check(response)
             check_event_stream(response)
             yield response
+        finally:
+            await response.aclose()
 
     # --- requests, notifications and responses ----------------------------------------------
 
@@ -193,9 +204,8 @@ class StreamableHTTPStream(HttpMessageStream):
     async def _post_inline(self, label: str, body: bytes, headers: httpx.Headers) -> None:
         try:
             with self.post_errors:
-                async with self.client.stream(
-                    "POST", self.post_url, content=body, headers=headers, timeout=self.post_timeout
-                ) as response:
+                response = await self.send_request("POST", self.post_url, headers, content=body, timeout=self.post_timeout)
+                try:
                     self.mcp.check(response)
                     status = response.status_code
                     if 200 <= status < 300:
@@ -203,9 +213,14 @@ class StreamableHTTPStream(HttpMessageStream):
                             self.diag(f"{label}: server answered HTTP {status} with a body; ignored")
                         return
                     error = await rejected(response, None, self.redact)
+                finally:
+                    await response.aclose()
         except TransportError as exc:
             self.fail(exc)
             raise self.closed_error()
+        except AuthRequired as exc:  # refused for good: so is every later message
+            self.fail(exc)
+            raise
         text = str(error.error) if isinstance(error, RequestFailed) else error["error"]["message"]
         self.diag(f"{label}: server rejected it: {text}")
 
@@ -229,8 +244,8 @@ class StreamableHTTPStream(HttpMessageStream):
                         status = response.status_code
                 if status not in (200, 202, 204, 404, 405):
                     self.context.diagnostic(f"{self.name}: session DELETE answered HTTP {status}")
-            except TransportError as exc:
-                self.context.diagnostic(self.redact(str(exc)))
+            except (TransportError, AuthRequired, PluginHookError) as exc:  # best effort
+                self.context.diagnostic(self.redact(f"{self.name}: session DELETE failed: {exc}"))
 
 
 class StreamableHTTPTransport(HttpTransport[StreamableHTTPStream]):

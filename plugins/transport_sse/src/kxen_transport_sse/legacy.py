@@ -9,6 +9,9 @@ transport is closed and ``receive`` raises ``ClosedError``: this protocol has no
 
 An HTTP error on the POST of a request becomes a JSON-RPC error for that request id (the session
 raises ``RemoteError``) or ``HTTPStatusError``; on a notification or response it is a diagnostic.
+A ``401`` (or a ``403`` with a ``WWW-Authenticate`` challenge), on the GET or a POST, asks
+``kxen_credential_lookup`` again with the challenge and sends once more when that changes the
+headers; otherwise it fails with ``AuthRequired``: the opener, the request, and the transport.
 
 Everything HTTP is :mod:`kxen_transport_http.plumbing`, the public API of the ``kxen-transport-http``
 distribution: the client, headers and redaction, bounded reads, error mapping, the SSE follower
@@ -26,8 +29,8 @@ import anyio.abc
 import httpx
 from httpx_sse import ServerSentEvent
 
-from kxen_core import Message, ServerConfig, TransportContext
-from kxen_core.errors import ClosedError, ConnectError, TransportError
+from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
+from kxen_core.errors import AuthRequired, ClosedError, ConnectError, KxenError, PluginHookError, TransportError
 from kxen_transport_http.options import SseOptions
 from kxen_transport_http.plumbing import (
     BodyError,
@@ -102,20 +105,32 @@ class LegacySSEStream(HttpMessageStream):
         method = message.get("method")
         rid = message.get("id")
         body = encode(message)
-        headers = await request_headers(self.server, self.context, "POST", self._endpoint, self.redact)
+        try:
+            headers = await request_headers(self.server, self.context, "POST", self._endpoint, self.redact)
+        except AuthRequired as exc:  # the credential plugin cannot get a token without a person
+            self.fail(exc)
+            raise
         headers["Content-Type"] = "application/json"
         self.posts += 1
         try:
             with self._post_errors:
-                async with self.client.stream(
-                    "POST", self._endpoint, content=body, headers=headers, timeout=self.post_timeout
-                ) as response:
+                response = await self.send_request("POST", self._endpoint, headers, content=body, timeout=self.post_timeout)
+                try:
                     if 200 <= response.status_code < 300:
                         return
                     error = await rejected(response, rid, self.redact)
+                finally:
+                    await response.aclose()
         except TransportError as exc:
             self.fail(exc)
             raise self.closed_error()
+        except AuthRequired as exc:  # refused for good: the request fails with it, and so does the transport
+            if isinstance(method, str) and rid is not None:
+                await self.deliver(RequestFailed(rid, exc))
+                self.fail(exc)
+                return
+            self.fail(exc)
+            raise
         if isinstance(method, str) and rid is not None:
             await self.deliver(error)
         else:
@@ -145,13 +160,14 @@ class LegacySSEStream(HttpMessageStream):
         """Follow the stream: report started at the endpoint event, then feed messages until it ends."""
         self._started = task_status
         follower = SseFollower(limit=self.options.maxMessageBytes, redact=self.redact, diag=self.diag)  # no reconnecting
+        error: KxenError
         try:
             with map_errors(f"GET {self.safe_url}", self.redact, self.name):
                 error = self._ended(await follower.follow(self._connect, SseCursor(), self._on_event, label="SSE stream"))
-        except TransportError as exc:
+        except (TransportError, AuthRequired, PluginHookError) as exc:
             error = exc
         if not self._endpoint:  # not started: tg.start() hands this to the opener
-            if not isinstance(error, ConnectError):
+            if not isinstance(error, (ConnectError, AuthRequired, PluginHookError)):
                 error = ConnectError(str(error), server=self.name)
             raise error
         self.fail(error)
@@ -172,9 +188,12 @@ class LegacySSEStream(HttpMessageStream):
         headers = await request_headers(self.server, self.context, "GET", self.url, self.redact)
         headers["Accept"] = "text/event-stream"
         headers["Cache-Control"] = "no-store"
-        async with self.client.stream("GET", self.url, headers=headers) as response:
+        response = await self.send_request("GET", self.url, headers)
+        try:
             check_event_stream(response)
             yield response
+        finally:
+            await response.aclose()
 
     async def _on_event(self, event: ServerSentEvent) -> bool:
         if not self._endpoint:

@@ -15,6 +15,11 @@ here. It has one owner: nothing below is written twice in either transport.
 * **Headers** -- :func:`request_headers` is ``server.headers`` plus what ``kxen_credential_lookup``
   answers; :func:`config_headers` and :func:`has_credential_hook` serve a transport that builds
   its headers once when no plugin implements that hook.
+* **Auth** -- a 401 (or a 403 with a challenge) is :func:`refused_for_auth`; :func:`challenge_of`
+  reads its bounded :class:`~kxen_core.AuthChallenge`; :func:`answer_challenge` asks
+  ``kxen_credential_lookup`` again and gives the headers to send it once more with, or raises
+  :class:`~kxen_core.errors.AuthRequired` (:func:`auth_required` builds it: the reason, the next
+  step, the missing scopes); :func:`challenge_params` reads a challenge's auth-params.
 * **Bodies** -- :func:`read_limited` reads a body up to a limit of *decoded* bytes
   (:class:`MessageTooLarge`); a compressed body is inflated from the raw stream by an
   :class:`Inflater` (:func:`inflater_for`) in pieces of at most :data:`DECODE_CHUNK` bytes, only in
@@ -36,6 +41,7 @@ here. It has one owner: nothing below is written twice in either transport.
   :data:`CLOSE_STEP_SECONDS`.
 """
 
+from ._auth import answer_challenge, auth_required, challenge_of, challenge_params, login_hint, refused_for_auth
 from ._bodies import (
     ACCEPT_ENCODING,
     DECODE_CHUNK,
@@ -84,6 +90,10 @@ __all__ = [
     "SseParser",
     "StreamRefused",
     "TransportFactory",
+    "answer_challenge",
+    "auth_required",
+    "challenge_of",
+    "challenge_params",
     "check_event_stream",
     "config_headers",
     "content_type",
@@ -93,12 +103,14 @@ __all__ = [
     "has_credential_hook",
     "inflater_for",
     "jsonrpc_error",
+    "login_hint",
     "map_errors",
     "messages_in",
     "open_client",
     "parse_messages",
     "read_events",
     "read_limited",
+    "refused_for_auth",
     "rejected",
     "request_headers",
     "safe_url",

@@ -10,9 +10,10 @@ import anyio.abc
 import httpx
 
 from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
-from kxen_core.errors import ClosedError, ConnectError, TransportError
+from kxen_core.errors import ClosedError, ConnectError, KxenError
 from kxen_core.kinds import structure_options
 
+from ._auth import answer_challenge, auth_required, challenge_of, refused_for_auth
 from ._bodies import ACCEPT_ENCODING
 from ._secrets import Redactor, safe_url
 
@@ -88,7 +89,9 @@ class HttpMessageStream:
             connect=options.connectTimeoutSeconds, read=server.timeouts.requestSeconds, write=30.0, pool=30.0
         )
         self._feed, self._inbox = anyio.create_memory_object_stream[Message | RequestFailed](options.queueSize)
-        self.failure: TransportError | None = None
+        #: the first failure: a TransportError, or an AuthRequired when the server refused kxen's
+        #: credentials for good, or the PluginHookError of a credential plugin that broke
+        self.failure: KxenError | None = None
         self.closing = False
         self.posts = self.received = 0
 
@@ -117,13 +120,45 @@ class HttpMessageStream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # closed: nobody reads any more
 
+    async def send_request(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        headers: httpx.Headers,
+        *,
+        content: bytes | None = None,
+        timeout: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        """Send one request and return its response, streamed (the caller closes it).
+
+        An answer that asks for credentials (:func:`refused_for_auth`) is closed and the request is
+        sent once more with the headers :func:`answer_challenge` gives; when there are none, or the
+        second answer asks again, it raises :class:`~kxen_core.errors.AuthRequired`.
+        """
+        client = self.client
+        response = await client.send(client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True)
+        if not refused_for_auth(response):
+            return response
+        where = safe_url(str(url))
+        challenge = challenge_of(response)
+        await response.aclose()
+        headers = await answer_challenge(self.server, self.context, method, str(url), headers, challenge, where, self.redact)
+        response = await client.send(client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True)
+        if not refused_for_auth(response):
+            return response
+        challenge = challenge_of(response)
+        await response.aclose()
+        raise auth_required(self.server, self.context, challenge, where, self.redact)
+
     def diag(self, text: str) -> None:
         """A redacted diagnostic, unless the transport is closing."""
         if not self.closing:
             self.context.diagnostic(self.redact(f"{self.name}: {text}", 500))
 
-    def fail(self, error: TransportError) -> None:
-        """Close the queue with ``error``, the first failure only (a diagnostic says it)."""
+    def fail(self, error: KxenError) -> None:
+        """Close the queue with ``error``, the first failure only (a diagnostic says it). After an
+        error that is no ``ClosedError`` (an ``AuthRequired``: the runtime reads the cause, the
+        server needs a login, not a reconnection) every call raises a ``ClosedError`` caused by it."""
         if self.failure is None:
             self.failure = error
             self.diag(str(error))

@@ -9,7 +9,15 @@ from typing import Any, Literal
 import httpx
 
 from kxen_core import Message, RequestFailed
-from kxen_core.errors import ClosedError, ConnectError, HTTPStatusError, ProtocolError, TransportError
+from kxen_core.errors import (
+    AuthRequired,
+    ClosedError,
+    ConnectError,
+    HTTPStatusError,
+    PluginHookError,
+    ProtocolError,
+    TransportError,
+)
 
 from ._bodies import BodyError, read_limited
 from ._secrets import Redactor
@@ -17,6 +25,7 @@ from ._secrets import Redactor
 #: how much of an HTTP error body is read to look for a JSON-RPC error in it
 ERROR_BODY_LIMIT = 64 * 1024
 
+_PASSING = (TransportError, AuthRequired, PluginHookError)
 _CONNECT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL)
 _CLOSED = (httpx.ReadError, httpx.WriteError, httpx.CloseError, httpx.TimeoutException)
 
@@ -32,7 +41,9 @@ class map_errors:
 
     Put it at each boundary where a transport's own code meets the network and the credential
     seam: an exception that is already a :class:`~kxen_core.errors.TransportError` (ours, its text
-    already safe) passes unchanged, and so does cancellation; any other ``Exception`` leaves as
+    already safe), an :class:`~kxen_core.errors.AuthRequired` or the
+    :class:`~kxen_core.errors.PluginHookError` of a credential plugin passes unchanged, and so does
+    cancellation; any other ``Exception`` leaves as
 
     * :class:`~kxen_core.errors.ConnectError` -- the server could not be reached (connect failed
       or timed out, bad URL or scheme);
@@ -55,7 +66,7 @@ class map_errors:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Literal[False]:
-        if exc is None or isinstance(exc, TransportError) or not isinstance(exc, Exception):
+        if exc is None or isinstance(exc, _PASSING) or not isinstance(exc, Exception):
             return False
         raise self.error_for(exc) from None
 

@@ -5,12 +5,12 @@ Every value is remembered by the transport's :class:`Redactor` before anything i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import httpx
 
-from kxen_core import CredentialRequest, ServerConfig, TransportContext, hookcall
-from kxen_core.errors import ProtocolError
+from kxen_core import AuthChallenge, CredentialRequest, ServerConfig, TransportContext, hookcall
+from kxen_core.errors import AuthRequired, PluginHookError, ProtocolError
 
 from ._secrets import Redactor
 
@@ -39,17 +39,29 @@ def config_headers(server: ServerConfig, redact: Redactor) -> httpx.Headers:
 
 
 async def request_headers(
-    server: ServerConfig, context: TransportContext, method: str, url: str, redact: Redactor
+    server: ServerConfig,
+    context: TransportContext,
+    method: str,
+    url: str,
+    redact: Redactor,
+    *,
+    challenge: Optional[AuthChallenge] = None,
 ) -> httpx.Headers:
     """``server.headers`` plus what ``kxen_credential_lookup`` answers for this request.
 
-    The hook is not called at all when no plugin implements it. A plugin that raises fails this
-    request (``PluginHookError``); an answer that is not a dict of strings is a diagnostic.
+    The hook is not called at all when no plugin implements it; ``challenge`` is the 401/403 answer
+    when asking again. A plugin that raises fails this request (``PluginHookError``), except an
+    ``AuthRequired``, which passes unwrapped; an answer that is not a dict of strings is a diagnostic.
     """
     extra: Any = None
     if context.pm is not None and has_credential_hook(context):
-        request = CredentialRequest(method=method, url=url)
-        extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
+        request = CredentialRequest(method=method, url=url, challenge=challenge, context=context)
+        try:
+            extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
+        except PluginHookError as exc:
+            if isinstance(exc.__cause__, AuthRequired):
+                raise exc.__cause__ from None
+            raise
     headers = config_headers(server, redact)
     try:
         if isinstance(extra, dict):

@@ -1,0 +1,380 @@
+"""The OAuth engine behind the hooks: which servers it answers for, the token for a request,
+refresh (ahead of expiry and once on a 401, one at a time per entry across processes), and what a
+401 or 403 challenge leads to: a refresh, a sign-in through a ``kxen_authorize_url`` taker, or
+:class:`~kxen_core.errors.AuthRequired` with the next step.
+
+Fail-closed rules: a token is sent only to its own server's origin, and only the record bound to
+exactly (config scope, server name, canonical URL) is used; an older-shape record is never used.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import httpx
+
+from kxen_core import ServerConfig, hookcall
+from kxen_core.errors import AuthRequired
+
+from ._challenge import parse_bearer
+from ._fetch import make_client
+from ._records import TokenRecord
+from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
+from ._urls import UrlRefused, canonical_resource, origin, same_issuer, same_origin, shown
+from .discovery import Discovery, DiscoveryError, discover
+from .flow import OAuthFlow, record_of
+from .registration import configured_client
+from .store import LOCK_SECONDS, StoreError, TokenStore, acquire, data_dir
+
+#: refresh this long before the stored expiry
+REFRESH_AHEAD = 60.0
+#: how long a discovery is reused by sign-ins (a 401 always discovers again)
+DISCOVERY_SECONDS = 60.0
+#: in-band sign-ins (after a 401, or step-ups after a 403) per server entry before giving up
+MAX_AUTHORIZATIONS = 3
+
+Key = tuple[str, str, str]
+
+
+def _has_static_auth(server: ServerConfig) -> bool:
+    return any(name.lower() == "authorization" for name in server.headers)
+
+
+class OAuthEngine:
+    """Per-process state; ``http_transport`` replaces the network (tests)."""
+
+    def __init__(self, *, http_transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.http_transport = http_transport
+        self._stores: dict[str, TokenStore] = {}
+        self._challenged: set[Key] = set()
+        self._sent: dict[Key, str] = {}
+        self._refreshed: dict[Key, str] = {}
+        self._attempts: dict[Key, int] = {}
+        self._locks: dict[Key, anyio.Lock] = {}
+        self._discovered: dict[tuple[str, str], tuple[float, Discovery]] = {}
+        self._secrets: set[str] = set()
+        self._keys: dict[tuple[str, str, str], Key] = {}
+        #: how many refreshes this process made (tests and diagnostics read it)
+        self.refreshes = 0
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def http(self) -> httpx.AsyncClient:
+        """A new client for one OAuth exchange (``async with``): a process may run several event
+        loops one after another, and a client belongs to the loop it first ran in."""
+        return make_client(self.http_transport)
+
+    def store(self) -> TokenStore:
+        directory = str(data_dir())
+        store = self._stores.get(directory)
+        if store is None:
+            store = self._stores[directory] = TokenStore(data_dir())
+        return store
+
+    def scrub(self, text: str, *extra: str) -> str:
+        """``text`` with every secret this process handled replaced by ``***``."""
+        for secret in (*self._secrets, *extra):
+            if secret and len(secret) >= 4 and secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+    def _remember(self, *values: str | None) -> None:
+        for v in values:
+            if v:
+                self._secrets.add(v)
+        if len(self._secrets) > 1000:  # bounded: the oldest are gone from every store by now
+            self._secrets = set(list(self._secrets)[-500:])
+
+    def key_of(self, server: ServerConfig) -> Key | None:
+        """(config scope, server name, canonical URL): what a stored token is bound to."""
+        if not server.url:
+            return None
+        cache = (server.scope, server.name, server.url)
+        key = self._keys.get(cache)
+        if key is None:
+            try:
+                key = (server.scope, server.name, canonical_resource(server.url))
+            except UrlRefused:
+                return None
+            if len(self._keys) > 1024:
+                self._keys.clear()
+            self._keys[cache] = key
+        return key
+
+    def _header(self, key: Key, record: TokenRecord) -> dict[str, str]:
+        self._remember(record.access_token, record.refresh_token)
+        self._sent[key] = record.access_token
+        return {"Authorization": f"Bearer {record.access_token}"}
+
+    def _need_login(self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()) -> AuthRequired:
+        return AuthRequired(self.scrub(reason), next_step=f"kxen mcp login {server.name}", status=status, scopes=scopes)
+
+    async def discover(
+        self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool, fresh: bool = False
+    ) -> Discovery:
+        """What discovery finds for ``server`` (kept :data:`DISCOVERY_SECONDS`, unless ``fresh``)."""
+        url = server.url or ""
+        cache_key = (url, resource_metadata)
+        cached = self._discovered.get(cache_key)
+        if cached is not None and not fresh and time.monotonic() - cached[0] < DISCOVERY_SECONDS:
+            return cached[1]
+        meta_url = server.oauth.authorizationServerMetadataUrl if server.oauth else None
+        try:
+            async with self.http() as client:
+                found = await discover(
+                    client, url, resource_metadata=resource_metadata, metadata_url=meta_url, allow_loopback_http=allow_loopback_http
+                )
+        except (DiscoveryError, UrlRefused) as exc:
+            raise self._need_login(server, f"OAuth discovery for {server.name!r} failed: {exc}") from None
+        if len(self._discovered) > 256:
+            self._discovered.clear()
+        self._discovered[cache_key] = (time.monotonic(), found)
+        return found
+
+    # -- the credential hook ---------------------------------------------------------------------
+
+    async def lookup(self, server: ServerConfig, request: Any) -> dict[str, str] | None:
+        """The headers for one request of ``server`` (see ``kxen_credential_lookup``)."""
+        if not server.is_remote or _has_static_auth(server):
+            return None
+        key = self.key_of(server)
+        if key is None or not same_origin(request.url, key[2]):
+            return None  # never a token to another origin than the server's own
+        challenge = getattr(request, "challenge", None)
+        ours = server.oauth is not None or challenge is not None or key in self._challenged
+        try:
+            record = self.store().token(key)  # one stat; the file is read only when it changed
+        except StoreError as exc:
+            if not ours:
+                return None
+            raise self._need_login(server, f"the OAuth token store cannot be used: {exc}") from None
+        if challenge is None:
+            if record is None and not ours:
+                return None
+            return await self._plain(server, key, record, request)
+        self._challenged.add(key)
+        return await self._challenge(server, key, record, request, challenge)
+
+    def _settings_loopback(self, request: Any) -> bool:
+        ctx = getattr(request, "context", None)
+        settings = getattr(ctx, "settings", None)
+        return bool(settings is not None and settings.mcp.allow_loopback_http)
+
+    async def _plain(self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any) -> dict[str, str] | None:
+        if record is None:
+            reason = self.store().older_shape(server.name, key[2], origin(key[2]))
+            if reason:
+                raise self._need_login(server, reason)
+            if server.oauth is not None and server.oauth.grant == "client_credentials":
+                d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
+                return self._header(key, await self.client_credentials(server, d, scope=None))
+            return None  # unauthenticated: the server's 401 starts discovery
+        if record.due(time.time(), REFRESH_AHEAD):
+            fresh = await self.refresh(server, key, record.access_token)
+            if fresh is not None:
+                return self._header(key, fresh)
+        return self._header(key, record)
+
+    async def _challenge(self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any, challenge: Any) -> dict[str, str] | None:
+        bearer = parse_bearer(challenge.www_authenticate)
+        loopback = self._settings_loopback(request)
+        sent = self._sent.get(key)
+        if challenge.status == 403:
+            if not bearer.insufficient_scope:
+                raise self._need_login(server, f"HTTP 403 Forbidden from {shown(request.url)}: access refused", status=403)
+            have = tuple((record.scope or "").split()) if record else ()
+            wanted = tuple(dict.fromkeys((*have, *bearer.scope)))
+            return await self._authorize(server, key, request, bearer.resource_metadata, wanted, status=403, loopback=loopback)
+        self.store().forget_cache()
+        record = self.store().token(key)
+        if record is not None and record.access_token != sent:
+            return self._header(key, record)  # another process (or sign-in) stored a newer token
+        if record is not None and await self._moved(server, record, bearer.resource_metadata, loopback):
+            await self.store().drop_tokens_for(key)  # issued by a server that no longer protects this one
+            record = None
+        if record is not None and self._refreshed.get(key) != sent:
+            self._refreshed[key] = sent or ""
+            fresh = await self.refresh(server, key, record.access_token, quiet=True)
+            if fresh is not None:
+                return self._header(key, fresh)
+        if server.oauth is not None and server.oauth.grant == "client_credentials":
+            d = await self.discover(server, bearer.resource_metadata, allow_loopback_http=loopback)
+            return self._header(key, await self.client_credentials(server, d, scope=" ".join(bearer.scope) or None))
+        return await self._authorize(server, key, request, bearer.resource_metadata, bearer.scope, status=401, loopback=loopback)
+
+    async def _moved(self, server: ServerConfig, record: TokenRecord, resource_metadata: str, loopback: bool) -> bool:
+        """Whether the server's authorization server is no longer the one that issued ``record``
+        (its protected-resource metadata names another): then its tokens and its refresh are not
+        used, and the sign-in registers with the new one (the store keeps clients per issuer)."""
+        try:
+            d = await self.discover(server, resource_metadata, allow_loopback_http=loopback, fresh=True)
+        except AuthRequired:
+            return False  # discovery failed now: refreshing with what is stored may still work
+        return not same_issuer(d.server.issuer, record.issuer)
+
+    async def _authorize(
+        self, server: ServerConfig, key: Key, request: Any, resource_metadata: str, scopes: tuple[str, ...], *, status: int, loopback: bool
+    ) -> dict[str, str]:
+        """Sign in in-band when a ``kxen_authorize_url`` implementation takes the URL, else raise."""
+        ctx = getattr(request, "context", None)
+        pm = getattr(ctx, "pm", None)
+        needed = f"the server needs the scopes {' '.join(scopes)}" if status == 403 else "a sign-in is needed"
+        what = f"HTTP {status} from {shown(request.url)}: {needed}"
+        older = self.store().older_shape(server.name, key[2], origin(key[2]))
+        if older:
+            what = f"{what}; {older}"
+        if pm is None or not hookcall.impls(pm, "kxen_authorize_url"):
+            raise self._need_login(server, what, status=status, scopes=scopes if status == 403 else ())
+        attempts = self._attempts.get(key, 0)
+        if attempts >= MAX_AUTHORIZATIONS:
+            raise self._need_login(
+                server, f"{what}; gave up after {MAX_AUTHORIZATIONS} authorization attempts", status=status, scopes=scopes
+            )
+        self._attempts[key] = attempts + 1
+        flow = OAuthFlow(
+            self, server, allow_loopback_http=loopback, challenge_scopes=scopes, resource_metadata=resource_metadata, lifetime=120.0
+        )
+        await self.run_in_band(server, flow, pm)
+        record = self.store().token(key)
+        if record is None:
+            raise self._need_login(server, f"{what}; the sign-in stored no token", status=status)
+        return self._header(key, record)
+
+    async def run_in_band(self, server: ServerConfig, flow: OAuthFlow, pm: Any) -> None:
+        """Start ``flow``, hand its URL to the ``kxen_authorize_url`` taker while waiting for the
+        redirect, and end with the token stored (or :class:`AuthRequired`)."""
+        try:
+            url = await flow.start()
+            if not url:
+                return
+            taken: Any = None
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(flow.finish)
+                    taken = await hookcall.acall_first(pm, "kxen_authorize_url", server=server, url=url)
+                    if not taken:
+                        tg.cancel_scope.cancel()
+            except BaseException as exc:  # an exception group of finish's failure: shown as itself
+                auth = [e for e in getattr(exc, "exceptions", ()) if isinstance(e, AuthRequired)]
+                if auth:
+                    raise auth[0] from None
+                raise
+            if not taken:
+                raise self._need_login(server, "no one took the authorization URL: sign in with kxen mcp login")
+        finally:
+            await flow.aclose()
+
+    # -- tokens ------------------------------------------------------------------------------------
+
+    async def keep(self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None) -> TokenRecord:
+        """Store a token a sign-in got (and forget the in-band attempts: a person signed in)."""
+        record = record_of(server, d, creds, answer, requested=requested)
+        self._remember(record.access_token, record.refresh_token, creds.client_secret)
+        await self.store().put_token(record)
+        key = record.key
+        self._attempts.pop(key, None)
+        self._refreshed.pop(key, None)
+        return record
+
+    async def client_credentials(self, server: ServerConfig, d: Discovery, *, scope: str | None) -> TokenRecord:
+        """A token by the client-credentials grant (headless), stored."""
+        try:
+            creds = configured_client(server, d.server)
+            if creds is None:
+                raise TokenError("the client_credentials grant needs oauth.clientId")
+            async with self.http() as client:
+                answer = await token_request(
+                    client, d.server.token_endpoint, creds, "client_credentials", issuer=d.server.issuer, scope=scope, resource=d.resource
+                )
+        except TokenError as exc:
+            raise self._need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
+        return await self.keep(server, d, creds, answer, requested=scope)
+
+    def _lock(self, key: Key) -> anyio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = anyio.Lock()
+        return lock
+
+    def _credentials_for(self, server: ServerConfig, record: TokenRecord) -> ClientCredentials:
+        oauth = server.oauth
+        if oauth is not None and oauth.clientId == record.client_id:
+            from .discovery import AuthServer
+
+            creds = configured_client(server, AuthServer(issuer=record.issuer, authorization_endpoint=None, token_endpoint=""))
+            if creds is not None:
+                return creds
+        stored = self.store().client(record.issuer)
+        if stored is not None and stored.client_id == record.client_id:
+            return ClientCredentials(client_id=stored.client_id, client_secret=stored.client_secret, auth_method=stored.auth_method)
+        return ClientCredentials(client_id=record.client_id, auth_method="none")
+
+    async def refresh(self, server: ServerConfig, key: Key, failed: str, *, quiet: bool = False) -> TokenRecord | None:
+        """A fresh token for entry ``key`` whose token ``failed`` (expired or refused): the newer
+        one another process stored meanwhile, or one refresh (the rotated refresh token stored
+        before it is used). None when there is nothing to refresh with; with ``quiet`` a refused
+        refresh is None too, else :class:`AuthRequired`."""
+        store = self.store()
+        async with self._lock(key):
+            flock = store.refresh_lock(key)
+            try:
+                await acquire(flock, LOCK_SECONDS, "the token refresh lock")
+            except StoreError as exc:
+                raise self._need_login(server, str(exc)) from None
+            try:
+                store.forget_cache()
+                current = store.token(key)
+                if current is None:
+                    return None
+                if current.access_token != failed and not current.due(time.time(), REFRESH_AHEAD):
+                    return current  # someone else refreshed while we waited: adopt theirs
+                if not current.refresh_token or not current.token_endpoint:
+                    return None
+                creds = self._credentials_for(server, current)
+                self._remember(current.refresh_token, creds.client_secret)
+                try:
+                    async with self.http() as client:
+                        answer = await token_request(
+                            client, current.token_endpoint, creds, "refresh_token", issuer=current.issuer,
+                            refresh_token=current.refresh_token, resource=current.resource_indicator or current.resource,
+                        )
+                except TokenError as exc:
+                    if exc.error in ("invalid_grant", "invalid_client", "unauthorized_client"):
+                        await store.drop_tokens_for(key)
+                        if exc.error == "invalid_client":
+                            await store.drop_client(current.issuer, current.client_id)
+                    if quiet:
+                        return None
+                    raise self._need_login(server, f"refreshing the token of {server.name!r} failed: {exc}") from None
+                self.refreshes += 1
+                fresh = TokenRecord(
+                    config_scope=current.config_scope, server=current.server, resource=current.resource,
+                    issuer=current.issuer, client_id=current.client_id, access_token=answer.access_token,
+                    refresh_token=answer.refresh_token or current.refresh_token, expires_at=answer.expires_at,
+                    scope=answer.scope or current.scope, token_endpoint=current.token_endpoint,
+                    resource_indicator=current.resource_indicator,
+                )
+                self._remember(fresh.access_token, fresh.refresh_token)
+                await store.put_token(fresh)  # the rotated refresh token is on disk before anyone uses it
+                return fresh
+            finally:
+                flock.release()
+
+    async def logout(self, server: ServerConfig, *, forget_client: bool) -> bool:
+        store = self.store()
+        issuers = {t.issuer for t in store.tokens() if t.server == server.name and t.config_scope == server.scope}
+        removed = await store.drop_tokens(server.scope, server.name)
+        if forget_client:
+            for issuer in issuers:
+                if store.client(issuer) is not None:
+                    await store.drop_client(issuer)
+                    removed = True
+        key = self.key_of(server)
+        if key is not None:
+            for table in (self._sent, self._refreshed, self._attempts):
+                table.pop(key, None)
+            self._challenged.discard(key)
+        self._discovered.clear()
+        return removed

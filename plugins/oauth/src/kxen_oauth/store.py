@@ -1,0 +1,269 @@
+"""The token store: ``mcp-oauth.json`` in the application data directory.
+
+It is a local file with restricted permissions (0600, in a 0700 directory), not an encrypted
+vault: anyone who can read it as you can use its tokens. Every update is written to a temporary
+file in the same directory, fsynced, renamed over the old one, and the directory fsynced, under a
+cross-process file lock, so a killed process leaves the old file or the new one, never half of one.
+
+Tokens are bound to (config scope, server name, canonical resource URL). Entries of an older shape
+(keyed by server name or by origin only) are never used: :meth:`TokenStore.older_shape` says why.
+Reads are cached and the file is read again only when its mtime, size or inode changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+import anyio
+import filelock
+
+from ._records import ClientRecord, TokenRecord
+
+VERSION = 1
+FILE_NAME = "mcp-oauth.json"
+#: the most bytes of the store read (a larger file is refused, not parsed)
+MAX_FILE_BYTES = 4 * 1024 * 1024
+LOCK_SECONDS = 30.0
+
+
+class StoreError(Exception):
+    """The store cannot be used; the text names the file and the rule (never a secret)."""
+
+
+def data_dir() -> Path:
+    """``$KXEN_DATA_DIR``, else the platform's application data directory for kxen."""
+    explicit = os.environ.get("KXEN_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "kxen"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "kxen"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "kxen"
+
+
+async def acquire(lock: filelock.BaseFileLock, seconds: float, what: str) -> None:
+    """Take a file lock without blocking the event loop: poll, bounded by ``seconds``."""
+    delay = 0.01
+    with anyio.move_on_after(seconds):
+        while True:
+            try:
+                lock.acquire(timeout=0)
+                return
+            except filelock.Timeout:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.2)
+    raise StoreError(f"{what} stayed locked for {seconds:.0f} s ({lock.lock_file})")
+
+
+class TokenStore:
+    """One store file; ``diagnostic`` receives what the user should know (a repaired mode)."""
+
+    def __init__(self, directory: Path | None = None, *, diagnostic: Callable[[str], None] = lambda _: None) -> None:
+        self.dir = Path(directory) if directory is not None else data_dir()
+        self.path = self.dir / FILE_NAME
+        self.diagnostic = diagnostic
+        self._stamp: tuple[int, int, int] | None = None
+        self._doc: dict[str, Any] = {}
+        self._index: dict[tuple[str, str, str], TokenRecord] | None = None
+        self._mutex = anyio.Lock()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _check_mode(self, st: os.stat_result) -> None:
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise StoreError(f"{self.path}: owned by another user: refused")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(self.path, 0o600)
+            self.diagnostic(f"{self.path} was readable by others (mode {stat.S_IMODE(st.st_mode):04o}): set to 0600")
+
+    def document(self) -> dict[str, Any]:
+        """The parsed file (cached; re-read when it changed). ``{}`` when there is none."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._stamp, self._doc, self._index = None, {}, None
+            return self._doc
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot be read ({exc.strerror})") from None
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._stamp:
+            return self._doc
+        self._check_mode(st)
+        if st.st_size > MAX_FILE_BYTES:
+            raise StoreError(f"{self.path}: larger than {MAX_FILE_BYTES} bytes: refused")
+        try:
+            raw = self.path.read_bytes()[:MAX_FILE_BYTES]
+            doc = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            raise StoreError(f"{self.path}: not a JSON object; move it away to sign in again") from None
+        if not isinstance(doc, dict):
+            raise StoreError(f"{self.path}: not a JSON object; move it away to sign in again")
+        version = doc.get("version")
+        if version is not None and version != VERSION:
+            raise StoreError(f"{self.path}: version {version!r} is not one this kxen knows ({VERSION}): refused")
+        self._stamp, self._doc, self._index = stamp, doc, None
+        return doc
+
+    def tokens(self) -> list[TokenRecord]:
+        doc = self.document()
+        if doc.get("version") != VERSION or not isinstance(doc.get("tokens"), list):
+            return []
+        out = []
+        for item in doc["tokens"][:10000]:
+            with contextlib.suppress(ValueError):
+                out.append(TokenRecord.from_json(item))
+        return out
+
+    def token(self, key: tuple[str, str, str]) -> TokenRecord | None:
+        """The record bound to exactly ``key`` (cached until the file changes: one stat per call)."""
+        self.document()
+        if self._index is None:
+            self._index = {r.key: r for r in self.tokens()}
+        return self._index.get(key)
+
+    def forget_cache(self) -> None:
+        """Read the file again at the next look (another process may have changed it within the
+        file system's timestamp granularity)."""
+        self._stamp = None
+
+    def clients(self) -> list[ClientRecord]:
+        doc = self.document()
+        if doc.get("version") != VERSION or not isinstance(doc.get("clients"), list):
+            return []
+        out = []
+        for item in doc["clients"][:1000]:
+            with contextlib.suppress(ValueError):
+                out.append(ClientRecord.from_json(item))
+        return out
+
+    def client(self, issuer: str) -> ClientRecord | None:
+        for record in self.clients():
+            if record.issuer == issuer:
+                return record
+        return None
+
+    def older_shape(self, server: str, resource: str, origin: str) -> str | None:
+        """Why a stored sign-in for ``server`` cannot be used, when the store holds one in an
+        older shape (keyed by the server name or the origin alone) or bound to another URL."""
+        doc = self.document()
+        old = doc if doc.get("version") is None else doc.get("legacy")
+        if isinstance(old, dict):
+            for holder in (old, *(v for v in old.values() if isinstance(v, dict))):
+                if server in holder or origin in holder or origin + "/" in holder:
+                    return (
+                        f"the stored sign-in for {server!r} is in an older shape, keyed by server name or origin "
+                        "only, and is not used (tokens are now bound to the exact server URL); sign in again"
+                    )
+        if doc.get("version") == VERSION and isinstance(doc.get("tokens"), list):
+            for item in doc["tokens"][:10000]:
+                if isinstance(item, dict) and item.get("server") == server and (
+                    "resource" not in item or "origin" in item or "configScope" not in item
+                ):
+                    return (
+                        f"the stored sign-in for {server!r} is not bound to a config scope and exact URL "
+                        "(an older shape) and is not used; sign in again"
+                    )
+        return None
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _write(self, doc: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".mcp-oauth.", suffix=".tmp")  # created 0600
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        with contextlib.suppress(OSError):  # not every platform can open a directory
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    @contextlib.asynccontextmanager
+    async def locked(self) -> AsyncIterator[dict[str, Any]]:
+        """Hold the store's lock and yield its fresh document to change in place; it is written
+        when the block ends without an exception."""
+        async with self._mutex:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            lock = filelock.FileLock(str(self.path) + ".lock", mode=0o600, thread_local=False)
+            await acquire(lock, LOCK_SECONDS, str(self.path))
+            try:
+                self._stamp = None  # read what is on disk now
+                current = self.document()
+                if current.get("version") == VERSION:
+                    doc = json.loads(json.dumps(current))
+                else:
+                    doc = {"version": VERSION, "tokens": [], "clients": []}
+                    if current:
+                        doc["legacy"] = current  # never used; kept so the reason can be told
+                doc.setdefault("tokens", [])
+                doc.setdefault("clients", [])
+                yield doc
+                self._write(doc)
+                self._stamp = None
+            finally:
+                lock.release()
+
+    async def put_token(self, record: TokenRecord) -> None:
+        async with self.locked() as doc:
+            doc["tokens"] = [t for t in doc["tokens"] if not _same_key(t, record.key)] + [record.to_json()]
+
+    async def drop_tokens(self, config_scope: str, server: str) -> bool:
+        async with self.locked() as doc:
+            before = len(doc["tokens"])
+            doc["tokens"] = [
+                t for t in doc["tokens"] if not (isinstance(t, dict) and t.get("server") == server
+                                                 and t.get("configScope", config_scope) == config_scope)
+            ]
+            legacy = doc.get("legacy")
+            dropped_legacy = False
+            if isinstance(legacy, dict) and server in legacy:
+                del legacy[server]
+                dropped_legacy = True
+            return len(doc["tokens"]) < before or dropped_legacy
+
+    async def drop_tokens_for(self, key: tuple[str, str, str]) -> None:
+        async with self.locked() as doc:
+            doc["tokens"] = [t for t in doc["tokens"] if not _same_key(t, key)]
+
+    async def put_client(self, record: ClientRecord) -> None:
+        async with self.locked() as doc:
+            doc["clients"] = [c for c in doc["clients"] if not (isinstance(c, dict) and c.get("issuer") == record.issuer)]
+            doc["clients"].append(record.to_json())
+
+    async def drop_client(self, issuer: str, client_id: str | None = None) -> None:
+        async with self.locked() as doc:
+            doc["clients"] = [
+                c for c in doc["clients"]
+                if not (isinstance(c, dict) and c.get("issuer") == issuer and client_id in (None, c.get("clientId")))
+            ]
+
+    def refresh_lock(self, key: tuple[str, str, str]) -> filelock.BaseFileLock:
+        """The cross-process lock that one refresh of entry ``key`` holds (a file beside the store)."""
+        import hashlib
+
+        digest = hashlib.sha256("\x1f".join(key).encode()).hexdigest()[:16]
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return filelock.FileLock(str(self.dir / f"mcp-oauth-{digest}.lock"), mode=0o600, thread_local=False)
+
+
+def _same_key(item: Any, key: tuple[str, str, str]) -> bool:
+    return isinstance(item, dict) and (item.get("configScope"), item.get("server"), item.get("resource")) == key

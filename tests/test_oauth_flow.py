@@ -1,0 +1,113 @@
+"""kxen-oauth end to end against the OAuth peer (tests/peers/auth_peer.py: the official SDK's
+authorization server and a protected MCP server), through the Runtime and the http transport."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+
+import pytest
+
+from kxen_testing import running
+from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_stats, store_file, stored, token_hash
+from remote_support import remote, status_of
+
+pytestmark = pytest.mark.anyio
+
+
+def text_of(result: dict) -> str:
+    return "".join(c.get("text", "") for c in result.get("content", []))
+
+
+async def test_first_call_discovers_registers_signs_in_and_succeeds(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer)
+    kxen_home.write_settings(SETTINGS)
+    follower = Follower()
+    async with running(kxen_home, ws, follower, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert s["state"] == "ready", (s.get("error"), s.get("next"))
+        assert text_of(await rt.call_tool("r__whoami", {})) == "signed in"
+    stats = peer_stats(url)
+    assert (stats["registrations"], stats["authorizations"], stats["exchanges"], stats["refreshes"]) == (1, 1, 1, 0)
+    assert len(follower.urls) == 1 and "code_challenge_method=S256" in follower.urls[0]
+    assert "resource=http%3A%2F%2F127.0.0.1%3A" in follower.urls[0]
+    assert follower.landed[0].startswith("http://127.0.0.1:") and "/callback?" in follower.landed[0]
+    mode = stat.S_IMODE(store_file().stat().st_mode)
+    assert mode == 0o600, oct(mode)
+    doc = stored()
+    (token,) = doc["tokens"]
+    assert (token["configScope"], token["server"], token["resource"]) == ("user", "r", url)
+    assert token["expiresAt"] > time.time() + 3000  # absolute time
+    assert token_hash(token["accessToken"]) in stats["bearers"]
+    assert [c["issuer"] for c in doc["clients"]] == [url.rsplit("/", 1)[0] + "/"]
+
+
+async def test_without_an_authorize_url_taker_the_server_needs_login(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer)
+    kxen_home.write_settings(SETTINGS)
+    async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
+        assert "sign-in is needed" in s["error"], s
+    assert peer_stats(url)["authorizations"] == 0
+
+
+async def signed_in(kxen_home, ws, url: str) -> dict:
+    """Sign in once through a Runtime with the follower; the stored token record."""
+    kxen_home.write_settings(SETTINGS)
+    async with running(kxen_home, ws, Follower(), servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
+    (token,) = stored()["tokens"]
+    return token
+
+
+def force_expiry() -> None:
+    """Mark the stored token expired (as if its lifetime had passed)."""
+    doc = stored()
+    doc["tokens"][0]["expiresAt"] = time.time() - 5
+    store_file().write_text(json.dumps(doc))
+    store_file().chmod(0o600)
+
+
+async def test_a_forced_expiry_refreshes_without_a_login_and_keeps_the_rotated_token(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer)
+    first = await signed_in(kxen_home, ws, url)
+    force_expiry()
+    async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:  # nobody to sign in
+        assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
+        assert text_of(await rt.call_tool("r__whoami", {})) == "signed in"
+    stats = peer_stats(url)
+    assert (stats["authorizations"], stats["refreshes"]) == (1, 1)
+    (now,) = stored()["tokens"]
+    assert now["accessToken"] != first["accessToken"]
+    assert now["refreshToken"] != first["refreshToken"]  # the peer rotates: the new one is stored
+    assert now["expiresAt"] > time.time() + 3000
+
+
+async def test_a_401_for_a_token_the_server_dropped_refreshes_once(kxen_home, ws, start_peer):
+    from oauth_support import peer_expire
+
+    url, _ = auth_peer(start_peer)
+    await signed_in(kxen_home, ws, url)
+    async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        assert status_of(rt, "r")["state"] == "ready"
+        peer_expire(url)  # the server forgets every access token: the next request gets 401
+        assert text_of(await rt.call_tool("r__whoami", {})) == "signed in"
+    stats = peer_stats(url)
+    assert (stats["authorizations"], stats["refreshes"]) == (1, 1)
+
+
+async def test_a_refused_refresh_needs_login_with_the_reason(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer)
+    await signed_in(kxen_home, ws, url)
+    doc = stored()
+    doc["tokens"][0]["expiresAt"] = time.time() - 5
+    doc["tokens"][0]["refreshToken"] = "not-a-refresh-token-the-peer-knows"
+    store_file().write_text(json.dumps(doc))
+    async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
+        assert "refresh" in s["error"] and "invalid_grant" in s["error"], s
+        assert "not-a-refresh-token" not in json.dumps(rt.status())
+    assert stored()["tokens"] == []  # a refused refresh token is dropped, not tried again
