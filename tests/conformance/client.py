@@ -1,8 +1,21 @@
 """kxen as a client under the official MCP conformance harness.
 
-The harness runs ``<command> <server url>`` with the scenario name in ``MCP_CONFORMANCE_SCENARIO``.
-This client goes through kxen's real path: a throwaway KXEN_HOME whose user settings turn remote MCP
-and loopback HTTP on, one server entry for the URL, the Runtime, policy and the http transport.
+The harness runs ``<command> <server url>`` with the scenario name in ``MCP_CONFORMANCE_SCENARIO``,
+the spec revision it tests in ``MCP_CONFORMANCE_PROTOCOL_VERSION`` (0.2.x) and, for scenarios that
+hand the client credentials, ``MCP_CONFORMANCE_CONTEXT`` (JSON). This client goes through kxen's
+real path, the way a person would set it up:
+
+* a throwaway ``KXEN_HOME`` whose user settings turn remote MCP and loopback HTTP on, and one user
+  server entry for the URL; credentials from the context go into that entry's ``oauth`` block (a
+  private key into a 0600 file in the home), as a user would write them;
+* a throwaway ``KXEN_DATA_DIR`` for the OAuth token store;
+* the Runtime with the installed plugins (http transport, kxen-oauth) plus :mod:`headless`: an
+  authorize-URL taker that follows the sign-in redirects without a browser, and an elicitation
+  handler that accepts with the requested schema's defaults
+  (:func:`kxen_core.asks.apply_schema_defaults`);
+* then what the scenario asks for (:data:`scenarios.ACTIONS`), through ``Runtime.call_tool``.
+
+Exit 0 when every step worked; 1 (with the reason on stderr) otherwise.
 """
 
 from __future__ import annotations
@@ -12,51 +25,81 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from kxen_core import Runtime
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import modern  # the 2026-07-28 scenarios' calls (beside this script, which runs as a script)
+from headless import Headless  # noqa: E402
+from scenarios import oauth_block, run_scenario  # noqa: E402
 
-#: what each scenario asks the client to call, beyond initialize and listing
-CALLS = {
-    "tools_call": [("add_numbers", {"a": 5, "b": 3})],
-    "sse-retry": [("test_reconnection", {})],
-}
+from kxen_core import Runtime  # noqa: E402
+from kxen_core.plugins import make_plugin_manager  # noqa: E402
+from kxen_core.session import SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
+
+SERVER = "peer"
+#: the client's own bound: under the harness's --timeout (the tests pass 60 s)
+CLIENT_SECONDS = 50.0
+READY_SECONDS = 40.0
 
 
-async def run(url: str, scenario: str) -> int:
-    with tempfile.TemporaryDirectory(prefix="kxen-conformance-") as home:
-        Path(home, "config.toml").write_text("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
-        entry = {"url": url, "transport": "http", "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 20}}
-        Path(home, "mcp.json").write_text(json.dumps({"mcpServers": {"peer": entry}}))
-        async with Runtime(home=home, workspace=home) as rt:
-            await rt.wait_ready(25)
-            st = rt.servers["peer"]
-            print(f"kxen: server state {st.state} {st.phase or ''} {st.error or ''}", file=sys.stderr)
-            if st.state != "ready":
-                # the initialize scenario's mock only speaks initialize; listing may fail after it
-                return 0 if scenario == "initialize" and st.phase == "catalog" else 1
-            calls = CALLS.get(scenario, []) + modern.calls_for(rt, "peer", scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT"))
-            for tool, args in calls:
-                result = await rt.call_tool(tool, args, server="peer")
-                print(f"kxen: {tool} -> {json.dumps(result)[:500]}", file=sys.stderr)
-                if result.get("isError"):
-                    return 1
-            failed = await modern.extras(rt, "peer", scenario)
-            for line in failed:
-                print(f"kxen: {line}", file=sys.stderr)
-            if failed:
-                return 1
-    return 0
+def say(text: str) -> None:
+    print(f"kxen-conformance: {text}", file=sys.stderr, flush=True)
+
+
+def write_home(home: Path, url: str, scenario: str, context: dict[str, Any]) -> None:
+    """The user config a person would write for this server and these credentials."""
+    (home / "config.toml").write_text("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
+    entry: dict[str, Any] = {
+        "url": url,
+        "transport": "http",
+        "defaultToolPolicy": "allow",
+        "timeouts": {"requestSeconds": 20, "initializeSeconds": 30},
+    }
+    oauth = oauth_block(scenario, context, home)
+    if oauth:
+        entry["oauth"] = oauth
+    (home / "mcp.json").write_text(json.dumps({"mcpServers": {SERVER: entry}}))
+    os.chmod(home / "mcp.json", 0o600)  # it may hold a client secret, as a user's would
+
+
+async def run(url: str, scenario: str, context: dict[str, Any], version: str) -> int:
+    if version and version not in SUPPORTED_PROTOCOL_VERSIONS:
+        say(f"the harness tests protocol {version}; kxen speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}")
+    with tempfile.TemporaryDirectory(prefix="kxen-conformance-") as tmp:
+        home, data = Path(tmp, "home"), Path(tmp, "data")
+        home.mkdir(mode=0o700)
+        data.mkdir(mode=0o700)
+        os.environ["KXEN_DATA_DIR"] = str(data)
+        write_home(home, url, scenario, context)
+        pm = make_plugin_manager()
+        headless = Headless(say)
+        pm.register(headless, name="conformance-headless")
+        with anyio.move_on_after(CLIENT_SECONDS) as deadline:
+            async with Runtime(home=home, workspace=home, pm=pm) as rt:
+                await rt.wait_ready(READY_SECONDS)
+                return await run_scenario(rt, SERVER, scenario, say)
+        if deadline.cancelled_caught:
+            say(f"gave up after {CLIENT_SECONDS:.0f} s")
+    return 1
 
 
 def main() -> int:
     if len(sys.argv) < 2:
         print("usage: client.py [...] SERVER_URL (scenario in MCP_CONFORMANCE_SCENARIO)", file=sys.stderr)
         return 2
-    return anyio.run(run, sys.argv[-1], os.environ.get("MCP_CONFORMANCE_SCENARIO", ""))
+    raw = os.environ.get("MCP_CONFORMANCE_CONTEXT", "")
+    try:
+        context = json.loads(raw) if raw else {}
+    except ValueError:
+        say("MCP_CONFORMANCE_CONTEXT is not JSON; ignored")
+        context = {}
+    if not isinstance(context, dict):
+        context = {}
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")
+    return anyio.run(run, sys.argv[-1], scenario, context, version)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""What the conformance harness's 2026-07-28 scenarios ask of the client, beyond starting and listing.
+"""What the conformance harness's 2026-07-28 scenarios (the stateless era) ask of the client, beyond
+starting and listing (:func:`scenarios.run_scenario` does it).
 
 Each scenario names the tools to call (with their arguments) and, for the header scenario, a
 resource to read and a prompt to get, so every ``Mcp-Name`` check is exercised. ``http-custom-headers``
-hands its calls over in ``MCP_CONFORMANCE_CONTEXT`` (``toolCalls``); ``json-schema-2020-12-preservation``
-wants the focal tool's ``inputSchema``, as kxen holds it, echoed back through another tool.
+hands its calls over in ``MCP_CONFORMANCE_CONTEXT`` (``toolCalls``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "http-standard-headers": [("test_headers", {}), ("my-hyphenated-tool", {})],
     "http-invalid-tool-headers": [("valid_tool", {"region": "us-west1"})],
 }
-#: the focal tool and the echo tool of json-schema-2020-12-preservation
-SCHEMA_FOCAL, SCHEMA_ECHO = "json_schema_2020_12_tool", "json_schema_echo"
 
 
 def context_calls(context: str | None) -> list[tuple[str, dict[str, Any]]]:
@@ -41,13 +39,9 @@ def context_calls(context: str | None) -> list[tuple[str, dict[str, Any]]]:
     return [(c["name"], dict(c.get("arguments") or {})) for c in calls if isinstance(c, dict) and isinstance(c.get("name"), str)]
 
 
-def calls_for(rt: Runtime, server: str, scenario: str, context: str | None) -> list[tuple[str, dict[str, Any]]]:
-    calls = list(CALLS.get(scenario, [])) + context_calls(context)
-    if scenario == "json-schema-2020-12-preservation":
-        focal = rt.servers[server].tools_by_name.get(SCHEMA_FOCAL)
-        if focal is not None:
-            calls.append((SCHEMA_ECHO, {"schema": focal.get("inputSchema")}))
-    return calls
+def calls_for(scenario: str, context: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """The tools/call requests of ``scenario``: its own, then those the context hands over."""
+    return list(CALLS.get(scenario, [])) + context_calls(context)
 
 
 async def extras(rt: Runtime, server: str, scenario: str) -> list[str]:
