@@ -39,9 +39,11 @@ from kxen_core.plugins import make_plugin_manager  # noqa: E402
 from kxen_core.session import SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
 
 SERVER = "peer"
-#: the client's own bound: under the harness's --timeout (the tests pass 60 s)
-CLIENT_SECONDS = 50.0
-READY_SECONDS = 40.0
+#: the client's own bound, under the harness's --timeout: ``KXEN_CONFORMANCE_SECONDS`` (the tests
+#: set it from the timeout they pass), else 50 s for the harness's usual 60 s
+CLIENT_SECONDS = float(os.environ.get("KXEN_CONFORMANCE_SECONDS") or 50.0)
+#: settling (sign-in included) may take most of it; the calls need the rest
+READY_SECONDS = CLIENT_SECONDS * 0.8
 
 
 def say(text: str) -> None:

@@ -34,19 +34,26 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 FOCAL_TOOL = "json_schema_2020_12_tool"
 ECHO_TOOL = "json_schema_echo"
 AUTH_TOOL = "test-tool"
+#: the Client ID Metadata Document URL of the harness's test client: the client_id the
+#: ``auth/basic-cimd`` authorization server expects (it cannot fetch it; a real one would)
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
 def oauth_block(scenario: str, context: dict[str, Any], home: Path) -> dict[str, Any]:
-    """The ``oauth`` keys of the user's server entry for the context's credentials ({} for none).
+    """The ``oauth`` keys of the user's server entry ({} for none).
 
-    ``client_id`` (+ ``client_secret``): a pre-registered client. The ``auth/client-credentials-*``
-    scenarios are the headless client-credentials grant: a secret (``client_secret_basic``) or a
-    private key (``private_key_jwt``, the key written to a 0600 file in the home, as a user keeps one).
+    Every ``auth/*`` scenario: the test client's metadata document URL (``clientMetadataUrl``, used
+    where the authorization server supports such documents, as a user publishing one would set
+    it). The context's ``client_id`` (+ ``client_secret``): a pre-registered client. The
+    ``auth/client-credentials-*`` scenarios are the headless client-credentials grant: a secret
+    (``client_secret_basic``) or a private key (``private_key_jwt``, the key written to a 0600 file
+    in the home, as a user keeps one).
     """
+    block: dict[str, Any] = {"clientMetadataUrl": CLIENT_METADATA_URL} if scenario.startswith("auth/") else {}
     client_id = context.get("client_id")
     if not isinstance(client_id, str) or not client_id:
-        return {}
-    block: dict[str, Any] = {"clientId": client_id}
+        return block
+    block["clientId"] = client_id
     secret = context.get("client_secret")
     if isinstance(secret, str) and secret:
         block["clientSecret"] = secret
