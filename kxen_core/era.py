@@ -39,7 +39,7 @@ from .era_requests import (
     modern_capabilities,
     mutual_version,
 )
-from .errors import ClosedError, ConnectError, ProtocolError, RemoteError, RequestError, TransportError
+from .errors import ClosedError, ConnectError, KxenError, ProtocolError, RemoteError, RequestError, RequestTimeout, TransportError
 
 if TYPE_CHECKING:
     from .config import ServerConfig
@@ -100,11 +100,13 @@ class EraMemory:
 
 
 class _Legacy(Exception):
-    """The probe's verdict: not a stateless-era server (``why`` says what it answered)."""
+    """The probe's verdict: not a stateless-era server (``why`` says what it answered; ``answered``
+    is False when no answer came in time)."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, *, answered: bool = True) -> None:
         super().__init__(why)
         self.why = why
+        self.answered = answered
 
 
 def _modern_result(session: Session, modern: Modern, result: dict[str, Any]) -> InitializeResult:
@@ -160,7 +162,7 @@ async def _discover(session: Session, modern: Modern, timeout: float, *, probing
             raise  # not an era: the connection is gone, or never was
         except (RequestError, TransportError) as exc:  # a timeout, an HTTP status, a bad reply
             if probing:
-                raise _Legacy(f"server/discover: {type(exc).__name__}") from None
+                raise _Legacy(f"server/discover: {type(exc).__name__}", answered=not isinstance(exc, RequestTimeout)) from None
             raise
         kind = result.get("resultType", "complete")
         if kind != "complete":
@@ -198,22 +200,29 @@ async def open_session(
         init = await _discover(session, modern, session.initialize_timeout, probing=False)
     else:
         found: InitializeResult | None = None
+        answered = True
         if known != "legacy":
             try:
                 found = await _discover(session, modern, min(DISCOVER_SECONDS, session.initialize_timeout), probing=True)
             except _Legacy as verdict:
                 session.era_note = verdict.why
+                answered = verdict.answered
         if found is None:
             try:
                 return await _legacy(session, memory, key)
-            except RemoteError as err:
-                # only the stateless era after all: a probe answered too late (the server has since
-                # locked the connection to it), or a remembered-legacy endpoint that changed
-                version = mutual_version(err.data) if err.code == UNSUPPORTED_VERSION else None
-                if version is None:
+            except (RemoteError, ProtocolError) as err:
+                # the stateless era after all? A -32022 naming its version says so (a probe that came
+                # too late, or a remembered-legacy endpoint that changed); after a probe that got no
+                # answer in time (a slow start, a crowded machine), any refusal of the handshake
+                # earns the probe one more try, with the handshake's own timeout
+                version = mutual_version(err.data) if isinstance(err, RemoteError) and err.code == UNSUPPORTED_VERSION else None
+                if version is None and answered:
                     raise
-                modern.version = version
-                found = await _discover(session, modern, session.initialize_timeout, probing=False)
+                modern.version = version or modern.version
+                try:
+                    found = await _discover(session, modern, session.initialize_timeout, probing=False)
+                except KxenError:
+                    raise err from None
         init = found
     session.modern = modern
     session.initialized = init

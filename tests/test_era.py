@@ -94,8 +94,22 @@ async def test_a_silent_probe_times_out_within_its_bound_and_falls_back(kxen_hom
     assert "notifications/cancelled" not in fake.received_methods()
 
 
-async def test_a_modern_only_server_that_missed_the_probe_is_found_by_its_refusal(kxen_home, ws, fakes, monkeypatch):
-    """The probe timed out (a slow start); ``initialize`` then gets -32022 naming the stateless era."""
+def _refuse_with_32022(params: dict[str, Any]) -> Any:
+    raise FakeError(-32022, "only the stateless era", {"supported": [V]})
+
+
+def _refuse_with_32601(params: dict[str, Any]) -> Any:
+    raise FakeError(-32601, "Method not found: initialize")
+
+
+def _answer_modern_version(params: dict[str, Any]) -> Any:
+    return {"protocolVersion": V, "capabilities": {}, "serverInfo": {"name": "x"}}
+
+
+@pytest.mark.parametrize("initialize", [_refuse_with_32022, _refuse_with_32601, _answer_modern_version])
+async def test_a_stateless_server_that_missed_the_probe_is_found_by_its_refusal(kxen_home, ws, fakes, monkeypatch, initialize):
+    """The probe timed out (a slow start, a crowded machine); the handshake is then refused (or
+    answered in the stateless era's version): the probe gets one more try."""
     monkeypatch.setattr(era, "DISCOVER_SECONDS", 0.3)
     calls = {"n": 0}
 
@@ -105,10 +119,21 @@ async def test_a_modern_only_server_that_missed_the_probe_is_found_by_its_refusa
             await anyio.sleep_forever()
         return {"supportedVersions": [V], "capabilities": {"tools": {}}}
 
-    fake = fakes.add("f", tools={}, eras=("modern",), methods={"server/discover": discover})
+    fake = fakes.add("f", tools={}, eras=("modern",), methods={"server/discover": discover, "initialize": initialize})
     async with running(kxen_home, ws, servers={"s": mem("f")}) as rt:
         assert (status_of(rt, "s")["state"], status_of(rt, "s")["era"]) == ("ready", "modern")
     assert fake.received_methods()[:3] == ["server/discover", "initialize", "server/discover"]
+    assert "notifications/initialized" not in fake.received_methods()
+
+
+async def test_an_answered_probe_then_a_failed_handshake_is_the_handshake_failure(kxen_home, ws, fakes):
+    """A server that answered the probe with a plain error is of the handshake era: when its
+    initialize then fails, that failure stands, with no second probe."""
+    fake = fakes.add("f", tools={}, methods={"initialize": lambda p: (_ for _ in ()).throw(FakeError(-32603, "broken"))})
+    async with running(kxen_home, ws, servers={"s": mem("f")}) as rt:
+        row = status_of(rt, "s")
+        assert (row["state"], row["phase"]) == ("failed", "initialize") and "broken" in row["error"]
+    assert fake.received_methods().count("server/discover") == 1
 
 
 async def test_unsupported_version_on_discover_is_retried_once(kxen_home, ws, fakes):
