@@ -5,7 +5,8 @@
 
 * ``protocolEra: "legacy"`` (pinned) sends ``initialize`` as always; ``"modern"`` sends
   ``server/discover`` and fails if the server does not answer it; neither probes.
-* ``"auto"`` (the default) probes with ``server/discover`` (bounded by :data:`DISCOVER_SECONDS`). A
+* ``"auto"`` (the default) probes with ``server/discover`` (bounded by :data:`DISCOVER_SECONDS` for a
+  local server; a remote one, which answers every POST, gets the initialize timeout). A
   discover result naming a version kxen speaks, or an error only a stateless-era server sends
   (``-32020..-32022``), means modern; any other error, a result without a common version, or no
   answer in time means legacy, and ``initialize`` follows -- so the probe costs at most one round
@@ -203,7 +204,7 @@ async def open_session(
         answered = True
         if known != "legacy":
             try:
-                found = await _discover(session, modern, min(DISCOVER_SECONDS, session.initialize_timeout), probing=True)
+                found = await _discover(session, modern, _probe_seconds(session, server), probing=True)
             except _Legacy as verdict:
                 session.era_note = verdict.why
                 answered = verdict.answered
@@ -229,6 +230,15 @@ async def open_session(
     if memory is not None:
         memory.remember(key, "modern")
     return init
+
+
+def _probe_seconds(session: Session, server: ServerConfig) -> float:
+    """How long the probe waits. A local server that ignores an unknown method never answers it:
+    :data:`DISCOVER_SECONDS`. A remote one answers every POST, if only with an HTTP error, and its
+    answer may wait for a sign-in the credential plugin runs first: the initialize timeout."""
+    if server.is_remote:
+        return session.initialize_timeout
+    return min(DISCOVER_SECONDS, session.initialize_timeout)
 
 
 async def _legacy(session: Session, memory: EraMemory | None, key: str | None) -> InitializeResult:
