@@ -181,9 +181,12 @@ async def open_session(
     *,
     refetch_tools: Callable[[], Awaitable[None]] | None = None,
     legacy_only: bool = False,
+    diag: Callable[[str], None] | None = None,
 ) -> InitializeResult:
     """Start ``session`` in ``server``'s era (see the module docstring) and return what the server
-    said of itself. ``legacy_only``: the transport speaks only the handshake era (HTTP+SSE)."""
+    said of itself. ``legacy_only``: the transport speaks only the handshake era (HTTP+SSE);
+    ``diag`` hears why the probe concluded what it did."""
+    say = diag or (lambda text: None)
     setting = getattr(server, "protocolEra", "auto")
     key = EraMemory.key(server)
     known = memory.get(key) if memory is not None else None
@@ -208,6 +211,7 @@ async def open_session(
             except _Legacy as verdict:
                 session.era_note = verdict.why
                 answered = verdict.answered
+                say(f"protocol era: handshake ({verdict.why})")
         if found is None:
             try:
                 return await _legacy(session, memory, key)
@@ -220,9 +224,11 @@ async def open_session(
                 if version is None and answered:
                     raise
                 modern.version = version or modern.version
+                say(f"protocol era: initialize was refused ({err}); server/discover once more")
                 try:
                     found = await _discover(session, modern, session.initialize_timeout, probing=False)
-                except KxenError:
+                except KxenError as again:
+                    say(f"protocol era: server/discover failed again: {type(again).__name__}: {again}")
                     raise err from None
         init = found
     session.modern = modern

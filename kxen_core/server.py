@@ -242,7 +242,7 @@ class Server(CatalogLists, ServerView):
                 ) as session:
                     self.session = session
                     init = await open_session(
-                        session, server, env.eras, refetch_tools=self.refetch_tools, legacy_only=handshake_only(stream)
+                        session, server, env.eras, refetch_tools=self.refetch_tools, legacy_only=handshake_only(stream), diag=self.diag
                     )
                     phase = Phase.CATALOG
                     self.set(State.LISTING)

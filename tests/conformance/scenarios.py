@@ -96,6 +96,8 @@ async def run_scenario(rt: Runtime, server: str, scenario: str, say: Log) -> int
     (status,) = [s for s in rt.status() if s["name"] == server]
     say(f"server {status['state']} {status['phase'] or ''} {status['error'] or ''} next: {status['next']}")
     if status["state"] != "ready":
+        for line in status["diagnostics"][-5:]:
+            say(f"diagnostic: {line}")
         # the initialize scenario's mock only speaks initialize; listing may fail after it
         return 0 if scenario == "initialize" and status["phase"] == "catalog" else 1
     tools = {t["name"]: t for t in rt.tools(server)}
