@@ -170,7 +170,12 @@ async def _discover(session: Session, modern: Modern, timeout: float, *, probing
             if probing:
                 raise _Legacy(f"server/discover: resultType {str(kind)[:40]!r}")
             raise ProtocolError(f"server/discover: unexpected resultType {str(kind)[:40]!r}", server=session.server)
-        return _modern_result(session, modern, result)
+        try:
+            return _modern_result(session, modern, result)
+        except _Legacy as verdict:
+            if probing:
+                raise
+            raise ProtocolError(verdict.why, server=session.server) from None
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 

@@ -155,7 +155,12 @@ async def test_a_discover_result_without_a_common_version_means_the_handshake_er
     fake = fakes.add("f", tools={}, methods={"server/discover": lambda p: {"supportedVersions": ["2025-11-25"], "capabilities": {}}})
     async with running(kxen_home, ws, servers={"s": mem("f")}) as rt:
         assert status_of(rt, "s")["era"] == "legacy"
+        assert "protocol era: handshake (server/discover named no version kxen speaks (2026-07-28))" in status_of(rt, "s")["diagnostics"]
     assert fake.received_methods()[:2] == ["server/discover", "initialize"]
+    fakes.add("g", tools={}, methods={"server/discover": lambda p: {"supportedVersions": "2026-07-28"}})
+    async with running(kxen_home, ws, servers={"s": mem("g", protocolEra="modern")}) as rt:
+        row = status_of(rt, "s")
+        assert (row["state"], row["phase"]) == ("failed", "initialize") and "named no version kxen speaks" in row["error"]
 
 
 def test_the_era_is_remembered_per_remote_endpoint(monkeypatch):
