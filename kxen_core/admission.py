@@ -9,7 +9,7 @@ needs its exact launch approved; that is asked when it starts: :func:`approve_la
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 import attrs
 
@@ -20,7 +20,6 @@ from .states import State
 if TYPE_CHECKING:
     from .config import Config, ServerConfig
     from .launch import Launch
-    from .server import Server
 
 
 @attrs.frozen(kw_only=True)
@@ -95,7 +94,19 @@ def why_replaced(config: Config, name: str) -> str:
     return "its configuration changed (reload)"
 
 
-async def approve_launch(target: Server, launch: Launch) -> tuple[ServerConfig, Launch | None] | None:
+class Gated(Protocol):
+    """What gating a launch needs of a server (a :class:`kxen_core.server.Server`)."""
+
+    env: Any
+    config: ServerConfig
+    fingerprint: Optional[str]
+    state: State
+    note: Optional[str]
+
+    def set(self, state: State, phase: Any = None, error: Optional[str] = None) -> None: ...
+
+
+async def approve_launch(target: Gated, launch: Launch) -> tuple[ServerConfig, Launch | None] | None:
     """Gate the project local server ``target`` (a :class:`kxen_core.server.Server`) on the approval of
     its exact launch; None = do not start.
 

@@ -24,7 +24,7 @@ capabilities, status) is the same in both eras.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Optional, Protocol
 from urllib.parse import urlsplit
 
 import attrs
@@ -44,7 +44,6 @@ from .errors import ClosedError, ConnectError, KxenError, ProtocolError, RemoteE
 
 if TYPE_CHECKING:
     from .config import ServerConfig
-    from .session import Session
 
 Era = Literal["legacy", "modern"]
 ERA_SETTINGS = ("auto", "legacy", "modern")
@@ -63,6 +62,22 @@ class InitializeResult:
     capabilities: dict[str, Any]
     server_info: dict[str, Any]
     instructions: str | None
+
+
+class Session(Protocol):
+    """What starting a session in its era needs of it (a :class:`kxen_core.session.Session`)."""
+
+    server: str
+    initialize_timeout: float
+    capabilities: dict[str, Any]
+    handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Any]]]
+    initialized: Optional[InitializeResult]
+    modern: Optional[Modern]
+    era_note: Optional[str]
+
+    async def request_once(self, method: str, params: Mapping[str, Any] | None, timeout: float | None) -> dict[str, Any]: ...
+
+    async def initialize(self) -> InitializeResult: ...
 
 
 class EraMemory:
