@@ -42,9 +42,10 @@ def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | 
     return None
 
 
-def era_cell(row: dict[str, Any]) -> str:
-    """The protocol era column: ``modern 2026-07-28``, ``legacy 2025-11-25``, or ``-`` while unknown."""
-    return f"{row['era']} {row['protocolVersion']}" if row.get("era") else "-"
+def transport_cell(row: dict[str, Any]) -> str:
+    """The transport column, with the protocol era once connected: ``http (modern)`` for the
+    stateless 2026-07-28 era, ``stdio (legacy)`` for the handshake era (the version is in --json)."""
+    return f"{row['transport']} ({row['era']})" if row.get("era") else str(row["transport"])
 
 
 def status(rt: Any, args: argparse.Namespace) -> int:
@@ -59,9 +60,9 @@ def status(rt: Any, args: argparse.Namespace) -> int:
         print_problems(rt.problems)
         table(
             "MCP servers",
-            ["name", "scope", "transport", "era", "state", "tools", "resources", "prompts"],
+            ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
             [
-                [s["name"], s["scope"], s["transport"], era_cell(s), s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
+                [s["name"], s["scope"], transport_cell(s), s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
                  s["tools"], s["resources"], s["prompts"]]
                 for s in servers
             ],
@@ -83,4 +84,4 @@ def status(rt: Any, args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(s["state"] in ("failed", "needs_login") for s in servers) else EXIT_OK
 
 
-__all__ = ["era_cell", "next_step", "status"]
+__all__ = ["next_step", "status", "transport_cell"]

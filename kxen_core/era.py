@@ -172,7 +172,7 @@ async def _discover(session: Session, modern: Modern, timeout: float, *, probing
                     modern.version = version
                     continue
             if probing and err.code not in MODERN_ERRORS:
-                raise _Legacy(f"server/discover: error {err.code}") from None
+                raise _Legacy(f"server/discover: error {err.code}: {err.message[:120]}") from None
             raise
         except (ClosedError, ConnectError):
             raise  # not an era: the connection is gone, or never was

@@ -237,7 +237,7 @@ async def test_a_legacy_server_gets_initialize_without_era_headers() -> None:
                 init = await open_session(session, server(), memory)
                 await session.request("tools/list")
                 assert session.modern is None and init.protocol_version == "2025-11-25"
-                assert session.era_note == "server/discover: error -32000"
+                assert session.era_note == "server/discover: error -32000: Bad Request: Server not initialized"
     methods = [json.loads(r.content).get("method") for r in requests]
     assert methods == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
     assert requests[0].headers["mcp-method"] == "server/discover"
