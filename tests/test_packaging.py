@@ -26,7 +26,7 @@ from packaging.specifiers import SpecifierSet
 pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[1]
-DISTS = {"kxen", "kxen_transport_stdio", "kxen_transport_http", "kxen_transport_sse", "kxen_approval_tty", "kxen_testing"}
+DISTS = {"kxen", "kxen_transport_stdio", "kxen_transport_http", "kxen_transport_sse", "kxen_approval_tty", "kxen_testing", "kxen_oauth"}
 #: what each plugin dist registers in the ``kxen`` entry-point group
 ENTRY_POINTS = {
     "kxen_transport_stdio": "stdio = kxen_transport_stdio.hooks",
@@ -34,8 +34,9 @@ ENTRY_POINTS = {
     "kxen_transport_sse": "sse = kxen_transport_sse.hooks",
     "kxen_approval_tty": "tty = kxen_approval_tty.hooks",
     "kxen_testing": "memory = kxen_testing.hooks",
+    "kxen_oauth": "oauth = kxen_oauth.hooks",
 }
-PLUGINS = {"stdio", "http", "sse", "tty"}  # what kxen[all] brings (kxen-testing is not in it)
+PLUGINS = {"stdio", "http", "sse", "tty", "oauth"}  # what kxen[all] brings (kxen-testing is not in it)
 #: what the root dist may require: exactly what kxen_core imports
 CORE_DEPENDENCIES = {"pluggy", "attrs", "cattrs", "anyio", "tomli", "rich", "tomlkit", "filelock", "jsonschema"}
 COMPATIBLE = SpecifierSet(">=0.1,<0.2")
@@ -137,14 +138,15 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
     assert "kxen = kxen_core.cli:main" in _dist_info(wheels["kxen"], "entry_points.txt").splitlines()
 
     assert set(_requires(wheels["kxen"])) == CORE_DEPENDENCIES
-    assert set(_metadata(wheels["kxen"]).get_all("Provides-Extra")) == {"stdio", "http", "sse", "tty", "testing", "all"}
+    assert set(_metadata(wheels["kxen"]).get_all("Provides-Extra")) == {"stdio", "http", "sse", "tty", "testing", "oauth", "all"}
     pulls = {
         "stdio": {"kxen-transport-stdio"},
         "http": {"kxen-transport-http"},
         "sse": {"kxen-transport-sse"},
         "tty": {"kxen-approval-tty"},
         "testing": {"kxen-testing"},
-        "all": {"kxen-transport-stdio", "kxen-transport-http", "kxen-transport-sse", "kxen-approval-tty"},
+        "oauth": {"kxen-oauth"},
+        "all": {"kxen-transport-stdio", "kxen-transport-http", "kxen-transport-sse", "kxen-approval-tty", "kxen-oauth"},
     }
     for extra, dists in pulls.items():
         reqs = _requires(wheels["kxen"], extra)
