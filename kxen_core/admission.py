@@ -4,19 +4,22 @@ The gates, in order: a project entry needs a trusted workspace; a remote entry n
 remote switch; an entry may be turned off with ``enabled: false``. A project entry that may not start
 gives way to the user entry of the same name, when that one may; a project entry that starts in
 place of a user entry says so in its note. (A project *local* server also
-needs its exact launch approved; that is asked when it starts, see :mod:`kxen_core.server`.)
+needs its exact launch approved; that is asked when it starts: :func:`approve_launch`.)
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 import attrs
 
+from .launch import resolve_launch
+from .policy import ApprovalRequest
 from .states import State
 
 if TYPE_CHECKING:
     from .config import Config, ServerConfig
+    from .launch import Launch
 
 
 @attrs.frozen(kw_only=True)
@@ -91,4 +94,57 @@ def why_replaced(config: Config, name: str) -> str:
     return "its configuration changed (reload)"
 
 
-__all__ = ["Admission", "admit", "describe", "gate", "replaces", "user_fallback", "why_replaced"]
+class Gated(Protocol):
+    """What gating a launch needs of a server (a :class:`kxen_core.server.Server`)."""
+
+    env: Any
+    config: ServerConfig
+    fingerprint: Optional[str]
+    state: State
+    note: Optional[str]
+
+    def set(self, state: State, phase: Any = None, error: Optional[str] = None) -> None: ...
+
+
+async def approve_launch(target: Gated, launch: Launch) -> tuple[ServerConfig, Launch | None] | None:
+    """Gate the project local server ``target`` (a :class:`kxen_core.server.Server`) on the approval of
+    its exact launch; None = do not start.
+
+    A user entry of the same name stands in when the project entry is not approved.
+    """
+    env = target.env
+    assert env is not None
+    server = target.config
+    target.fingerprint = launch.fingerprint
+    target.state = State.AWAITING_APPROVAL  # not settled while a channel is asking
+    decision = await env.approvals.ask(
+        ApprovalRequest(
+            kind="stdio_launch",
+            server=server.name,
+            summary=(
+                f"start project MCP server {server.name!r} from {server.source}"
+                if server.scope == "project"
+                else f"start MCP server {server.name!r} from {server.source}: it runs what the workspace holds"
+            ),
+            details=launch.display(),
+            fingerprint=launch.fingerprint,
+        )
+    )
+    if decision.approved:
+        target.fingerprint = None
+        return server, launch  # start exactly what was approved: no second lookup
+    fallback = env.fallback(server.name) if server.scope == "project" else None
+    if fallback is not None:
+        target.config = fallback
+        target.note = f"the project entry was not approved ({decision.reason}); using the user entry"
+        return fallback, (None if fallback.is_remote else resolve_launch(fallback, env.workspace))
+    held = f"held: {launch.held}; " if launch.held else ""
+    target.set(
+        State.AWAITING_APPROVAL,
+        None,
+        f"{held}not approved ({decision.reason}); approve this exact launch with --approve {launch.fingerprint}",
+    )
+    return None
+
+
+__all__ = ["Admission", "admit", "approve_launch", "describe", "gate", "replaces", "user_fallback", "why_replaced"]

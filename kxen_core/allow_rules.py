@@ -10,10 +10,22 @@ runtime remembers the tool for the rest of the process; the next start reads the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ConfigError
 from .policy import ApprovalRequest
+
+
+def always_writer(rt: Any) -> Callable[[ApprovalRequest], str]:
+    """The ``Approvals.allow_always`` of runtime ``rt``: :func:`write_allow` into the user config of
+    its home (the default home when no config is loaded yet) for its workspace."""
+
+    def always(request: ApprovalRequest) -> str:
+        from .config.loader import default_home
+
+        return write_allow(rt.config.home if rt.config else default_home(), rt.workspace, request)
+
+    return always
 
 
 def write_allow(home: Path, workspace: Path, request: ApprovalRequest) -> str:

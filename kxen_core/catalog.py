@@ -50,6 +50,7 @@ class CatalogPage:
     number: int  # 1-based
     items: tuple[dict[str, Any], ...]
     settings: Settings | None = None  # the user's settings (limits for validation plugins)
+    era: str | None = None  # the server's protocol era: "legacy" (handshake) or "modern" (2026-07-28)
 
 
 @attrs.frozen(kw_only=True)

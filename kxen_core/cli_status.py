@@ -42,6 +42,12 @@ def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | 
     return None
 
 
+def transport_cell(row: dict[str, Any]) -> str:
+    """The transport column, with the protocol era once connected: ``http (modern)`` for the
+    stateless 2026-07-28 era, ``stdio (legacy)`` for the handshake era (the version is in --json)."""
+    return f"{row['transport']} ({row['era']})" if row.get("era") else str(row["transport"])
+
+
 def status(rt: Any, args: argparse.Namespace) -> int:
     servers = rt.status()
     sources = {name: s.config.source for name, s in rt.servers.items()}
@@ -56,7 +62,7 @@ def status(rt: Any, args: argparse.Namespace) -> int:
             "MCP servers",
             ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
             [
-                [s["name"], s["scope"], s["transport"], s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
+                [s["name"], s["scope"], transport_cell(s), s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
                  s["tools"], s["resources"], s["prompts"]]
                 for s in servers
             ],
@@ -78,4 +84,4 @@ def status(rt: Any, args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(s["state"] in ("failed", "needs_login") for s in servers) else EXIT_OK
 
 
-__all__ = ["next_step", "status"]
+__all__ = ["next_step", "status", "transport_cell"]

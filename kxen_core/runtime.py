@@ -27,6 +27,7 @@ from .approvals import Approvals
 from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, render_read
 from .catalog import Catalog
 from .errors import ApprovalDenied, ConfigError, ConnectError, UnknownTool
+from .era import EraMemory
 from .launch import Launch, resolve_launch
 from .logins import LoginHost
 from .plugins import KxenPluginManager, make_plugin_manager
@@ -62,21 +63,17 @@ class Runtime(LoginHost):
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
         self.approvals = Approvals(self.pm, approve)
-        self.approvals.allow_always = self._allow_always
+        from .allow_rules import always_writer  # "always": allow in the user's toolPolicies
+
+        self.approvals.allow_always = always_writer(self)
         self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
         from .converter import shared_converter
 
         self._converter = shared_converter()
+        self._eras = EraMemory()  # each remote endpoint's protocol era, found once for the runtime's life
         self._tg: anyio.abc.TaskGroup | None = None
-
-    def _allow_always(self, request: ApprovalRequest) -> str:
-        """A tool answered "always": ``allow`` in the user's toolPolicies (kxen_core.allow_rules)."""
-        from .allow_rules import write_allow
-        from .config.loader import default_home
-
-        return write_allow(self.config.home if self.config else default_home(), self.workspace, request)
 
     @property
     def approved(self) -> set[str]:
@@ -157,6 +154,7 @@ class Runtime(LoginHost):
             fallback=lambda name: user_fallback(config, name),
             trusted=config.trusted,
             home=config.home,
+            eras=self._eras,
         )
         for name, entry in config.servers.items():
             if name in skip:

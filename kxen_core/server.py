@@ -17,14 +17,15 @@ import anyio
 import anyio.abc
 import attrs
 
+from .admission import approve_launch
 from .catalog import CAPABILITY, KINDS, Catalog, kinds_of
 from .client_requests import client_capabilities, request_handlers
+from .era import EraMemory, handshake_only, open_session
 from .errors import AuthRequired, KxenError, Unsupported
 from .failures import failure_text, real_cause
 from .launch import Launch, resolve_launch
 from .reconnect import Backoff
 from .notices import ServerLog, Subscription, Subscriptions, UpdateCallback
-from .policy import ApprovalRequest
 from .progress import ProgressRoutes
 from .server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
 from .server_view import ServerView
@@ -63,6 +64,7 @@ class ServerEnv:
     trusted: bool = False
     #: the kxen home (transports keep per-server files under it: stderr logs)
     home: Path | None = None
+    eras: EraMemory | None = None  # the protocol era of each remote endpoint, for the runtime's life
 
 
 @attrs.define(eq=False)
@@ -98,6 +100,8 @@ class Server(CatalogLists, ServerView):
     _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
     _refreshing: set[str] = attrs.field(factory=set)
     _changed_early: set[str] = attrs.field(factory=set)
+    _expiring: dict[str, float] = attrs.field(factory=dict)  # catalog kind -> its caching hint (s)
+    _expiry_running: set[str] = attrs.field(factory=set)
     _connected: anyio.Event = attrs.field(factory=lambda: anyio.Event())  # set while a session is ready
     #: (monotonic time, state) of each state it entered, the first MAX_TIMELINE (kxen mcp doctor)
     timeline: list[tuple[float, State]] = attrs.field(factory=lambda: [(time.monotonic(), State.CONNECTING)])
@@ -194,7 +198,7 @@ class Server(CatalogLists, ServerView):
                 )
                 return None
             if server.scope == "project" or launch.held:
-                approved = await self._approve_launch(launch)
+                approved = await approve_launch(self, launch)
                 if approved is None:
                     return None
                 server, launch = approved
@@ -238,7 +242,9 @@ class Server(CatalogLists, ServerView):
                     request_handlers=request_handlers(env.pm, server, env.workspace, self.diag),
                 ) as session:
                     self.session = session
-                    init = await session.initialize()
+                    init = await open_session(
+                        session, server, env.eras, refetch_tools=self.refetch_tools, legacy_only=handshake_only(stream), diag=self.diag
+                    )
                     phase = Phase.CATALOG
                     self.set(State.LISTING)
                     async with anyio.create_task_group() as tg:
@@ -254,6 +260,7 @@ class Server(CatalogLists, ServerView):
                         for kind_name in sorted(self._changed_early):
                             self._list_changed(kind_name)
                         self._changed_early.clear()
+                        self.start_expiry()  # catalogs with a caching hint: fetched again when it runs out
                         await session.closed_event.wait()
                         self._tg = None
                         tg.cancel_scope.cancel()
@@ -296,45 +303,6 @@ class Server(CatalogLists, ServerView):
                 await self.done.wait()
         if self.state != State.DISABLED:
             self.set(State.STOPPED)
-
-    async def _approve_launch(self, launch: Launch) -> tuple[ServerConfig, Launch | None] | None:
-        """Gate a project local server on the approval of its exact launch; None = do not start.
-
-        A user entry of the same name stands in when the project entry is not approved.
-        """
-        env = self.env
-        assert env is not None
-        server = self.config
-        self.fingerprint = launch.fingerprint
-        self.state = State.AWAITING_APPROVAL  # not settled while a channel is asking
-        decision = await env.approvals.ask(
-            ApprovalRequest(
-                kind="stdio_launch",
-                server=server.name,
-                summary=(
-                    f"start project MCP server {server.name!r} from {server.source}"
-                    if server.scope == "project"
-                    else f"start MCP server {server.name!r} from {server.source}: it runs what the workspace holds"
-                ),
-                details=launch.display(),
-                fingerprint=launch.fingerprint,
-            )
-        )
-        if decision.approved:
-            self.fingerprint = None
-            return server, launch  # start exactly what was approved: no second lookup
-        fallback = env.fallback(server.name) if server.scope == "project" else None
-        if fallback is not None:
-            self.config = fallback
-            self.note = f"the project entry was not approved ({decision.reason}); using the user entry"
-            return fallback, (None if fallback.is_remote else resolve_launch(fallback, env.workspace))
-        held = f"held: {launch.held}; " if launch.held else ""
-        self.set(
-            State.AWAITING_APPROVAL,
-            None,
-            f"{held}not approved ({decision.reason}); approve this exact launch with --approve {launch.fingerprint}",
-        )
-        return None
 
     async def subscribe(self, uri: str, callback: UpdateCallback) -> Subscription:
         """Subscribe to updates of ``uri`` (``resources/subscribe``, sent once per URI); raises

@@ -15,6 +15,7 @@ import anyio
 import attrs
 
 from .catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
+from .era import era_of, ttl_seconds
 from .errors import ClosedError, RequestError
 from .failures import failure_text
 from .hookcall import acall_all
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 
 #: a burst of ``list_changed`` within this many seconds becomes one refetch
 LIST_CHANGED_DEBOUNCE = 0.05
+#: a catalog whose caching hint (``ttlMs``, stateless era) runs out is fetched again, at most this often
+MIN_TTL_SECONDS = 5.0
+#: and at least this often (a day), however long the hint
+MAX_TTL_SECONDS = 86400.0
 
 
 class CatalogLists:
@@ -44,6 +49,8 @@ class CatalogLists:
         _tg: anyio.abc.TaskGroup | None
         _refreshing: set[str]
         _changed_early: set[str]
+        _expiring: dict[str, float]
+        _expiry_running: set[str]
 
         @property
         def name(self) -> str: ...
@@ -62,6 +69,11 @@ class CatalogLists:
         await self._list(kind, required=True)
         return self.catalogs[kind]
 
+    async def refetch_tools(self) -> None:
+        """Fetch the tools again, keeping what there is if that fails (after a stateless-era header
+        mismatch: the tools' ``x-mcp-header`` annotations may have changed)."""
+        await self._list("tools", required=False)
+
     def tool_for(self, model_name: str) -> str | None:
         """The server's own name of the tool the model knows as ``model_name``, if it has one."""
         return self.model_tools.get(model_name)
@@ -73,12 +85,16 @@ class CatalogLists:
         if session is None:
             raise ClosedError(f"server {self.name!r} is not connected", server=self.name)
         pm, settings, server = self.env.pm, self.env.settings, self.config
+        hints: list[float | None] = []  # the first page's caching hint
 
         async def fetch(cursor: str | None) -> dict[str, Any]:
-            return await session.request(method, {"cursor": cursor} if cursor is not None else None)
+            result = await session.request(method, {"cursor": cursor} if cursor is not None else None)
+            if not hints:
+                hints.append(ttl_seconds(result))
+            return result
 
         async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
-            page = attrs.evolve(page, settings=settings)
+            page = attrs.evolve(page, settings=settings, era=era_of(session))
             answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
             return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
 
@@ -103,6 +119,32 @@ class CatalogLists:
         if kind == "tools":
             self.tools_by_name = dict(zip(names, catalog.items))
             self.tool_names, self.model_tools = by_tool, by_model
+        if session.modern is not None and hints and hints[0]:
+            self._expire_after(kind, hints[0])
+
+    def _expire_after(self, kind: str, seconds: float) -> None:
+        """Fetch ``kind`` again once its caching hint runs out (the stateless era has no
+        ``list_changed`` without a subscription stream): one timer per kind, bounded in rate."""
+        self._expiring[kind] = min(max(seconds, MIN_TTL_SECONDS), MAX_TTL_SECONDS)
+        if self._tg is not None and kind not in self._expiry_running:
+            self._expiry_running.add(kind)
+            self._tg.start_soon(self._expire_later, kind)
+
+    def start_expiry(self) -> None:
+        """Once ready: start the timers of the catalogs listed with a caching hint (those of an
+        earlier connection ended with it)."""
+        self._expiry_running.clear()
+        for kind in list(self._expiring):
+            self._expire_after(kind, self._expiring[kind])
+
+    async def _expire_later(self, kind: str) -> None:
+        await anyio.sleep(self._expiring.get(kind, MIN_TTL_SECONDS))
+        self._expiry_running.discard(kind)
+        self._expiring.pop(kind, None)
+        try:
+            await self._list(kind, required=False)
+        except Exception as exc:  # a plugin bug in a refresh must not end the server
+            self.diag(f"refreshing {kind} failed: {failure_text(exc)}")
 
     def _list_changed(self, kind: str) -> None:
         if kind not in KINDS:
@@ -122,4 +164,4 @@ class CatalogLists:
             self.diag(f"refreshing {kind} failed: {failure_text(exc)}")
 
 
-__all__ = ["LIST_CHANGED_DEBOUNCE", "CatalogLists"]
+__all__ = ["LIST_CHANGED_DEBOUNCE", "MIN_TTL_SECONDS", "CatalogLists"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from .era import era_fields
 from .errors import AuthRequired, ServerNotReady
 from .failures import auth_failure, credential_plugin_failure
 from .safe_text import safe_text
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from .catalog import Catalog
     from .config import ServerConfig
     from .notices import ServerLog
+    from .session import Session
     from .transport import MessageStream
 
 #: the next step of a server whose credential plugin broke
@@ -38,6 +40,7 @@ class ServerView:
         fingerprint: str | None
         auth: AuthRequired | None
         stream: MessageStream | None
+        session: Session | None
         catalogs: dict[str, Catalog]
         diagnostics: deque[str]
         server_log: ServerLog
@@ -64,6 +67,7 @@ class ServerView:
             "prompts": self.count("prompts"),
             "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
+            **era_fields(self.session),  # era, protocolVersion: what the session speaks
             "auth": self._auth(),
             "next": self.next_step(),
             "scopes": list(self.auth.scopes) if self.auth is not None and self.state == State.NEEDS_LOGIN else [],

@@ -23,10 +23,11 @@ import logging
 from typing import Any, Callable, Mapping
 
 import anyio
-import attrs
 
 from ._serving import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, RequestHandler, ServerRequests
 from ._waiters import AnyioWaiters, Waiters, for_current_backend
+from .era import InitializeResult, Modern
+from .era_requests import CLIENT_INFO
 from .errors import ClosedError, ProtocolError, RemoteError, RequestTimeout
 from .transport import Message, MessageStream, RequestFailed
 
@@ -34,7 +35,8 @@ log = logging.getLogger("kxen.session")
 
 LATEST_PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-CLIENT_INFO = {"name": "kxen", "version": "0.1.0"}
+#: requests never cancelled on the wire: the handshake, and the era probe (it may reach a server before its handshake)
+_NO_CANCEL = ("initialize", "server/discover")
 
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
@@ -71,14 +73,6 @@ class _Pending:
 NotificationHandler = Callable[[str, Any], None]
 
 
-@attrs.frozen(kw_only=True)
-class InitializeResult:
-    protocol_version: str
-    capabilities: dict[str, Any]
-    server_info: dict[str, Any]
-    instructions: str | None
-
-
 class Session:
     """A JSON-RPC client session. Use as ``async with Session(stream, ...) as s``."""
 
@@ -98,10 +92,10 @@ class Session:
         self.server = server
         self.request_timeout = request_timeout
         self.initialize_timeout = initialize_timeout
-        self._capabilities = dict(capabilities or {})
+        self.capabilities = dict(capabilities or {})  # declared at initialize (the stateless era: in every request)
         self._on_notification = on_notification
         self._diag = on_diagnostic or (lambda m: None)
-        self._handlers = dict(request_handlers or {})
+        self.handlers = dict(request_handlers or {})
         #: every request waiting for its answer, by id
         self._pending: dict[int, _Pending] = {}
         self._waiters: Waiters = AnyioWaiters()  # replaced for the running backend on entry
@@ -110,6 +104,8 @@ class Session:
         self._tg: anyio.abc.TaskGroup | None = None
         self._serving: ServerRequests | None = None  # made on entry, with the session's task group
         self.initialized: InitializeResult | None = None
+        self.modern: Modern | None = None  # set when the server speaks the stateless era (kxen_core.era)
+        self.era_note: str | None = None  # why the era probe concluded "handshake era", if it did
         #: set once the session can no longer be used (stream ended, server died, aclose)
         self.closed_event = anyio.Event()
 
@@ -119,7 +115,7 @@ class Session:
         self._waiters = for_current_backend(self.request_timeout)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._serving = ServerRequests(self._stream, self._tg, self._handlers, self.request_timeout, self._diag)
+        self._serving = ServerRequests(self._stream, self._tg, self.handlers, self.request_timeout, self._diag)
         self._tg.start_soon(self._reader, name=f"kxen-reader-{self.server}")
         return self
 
@@ -149,7 +145,7 @@ class Session:
     async def aclose(self, reason: str = "session stopped") -> None:
         """Stop: cancel every pending request on the wire and fail it with ``ClosedError``."""
         if self._closed is None:
-            ids = [rid for rid, p in self._pending.items() if p.method != "initialize"]
+            ids = [rid for rid, p in self._pending.items() if p.method not in _NO_CANCEL]
             # wake every caller first: an answer to the cancellation must not reach them instead;
             # announce the close (closed_event) only after the cancellations went out, so whoever
             # owns the transport does not close it under them
@@ -187,7 +183,14 @@ class Session:
     async def request(
         self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> dict[str, Any]:
-        """Send a request and return its ``result``; raise on error, timeout or close."""
+        """Send a request and return its ``result``; raise on error, timeout or close. In the stateless
+        era it goes through :class:`kxen_core.era_requests.Modern` (envelope, input-required rounds)."""
+        if self.modern is None:
+            return await self.request_once(method, params, timeout)
+        return await self.modern.request(self.request_once, method, params, self.request_timeout if timeout is None else timeout)
+
+    async def request_once(self, method: str, params: Mapping[str, Any] | None, timeout: float | None) -> dict[str, Any]:
+        """One request, sent as it is (no era handling)."""
         if self._closed is not None:
             raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
         if timeout is None:
@@ -218,12 +221,12 @@ class Session:
                     response = None
         except BaseException:  # the caller was cancelled (or the send failed: then nothing was sent)
             self._pending.pop(rid, None)
-            if sent and method != "initialize" and self._closed is None:
+            if sent and method not in _NO_CANCEL and self._closed is None:
                 await self._send_cancelled(rid, "cancelled by caller")
             raise
         self._pending.pop(rid, None)
         if response is None:
-            if sent and method != "initialize" and self._closed is None:
+            if sent and method not in _NO_CANCEL and self._closed is None:
                 await self._send_cancelled(rid, "request timed out")
             raise RequestTimeout(method, timeout, server=self.server)
         if isinstance(response, BaseException):
@@ -248,7 +251,7 @@ class Session:
         """Negotiate the protocol version, then send ``notifications/initialized``."""
         params = {
             "protocolVersion": LATEST_PROTOCOL_VERSION,
-            "capabilities": self._capabilities,
+            "capabilities": self.capabilities,
             "clientInfo": CLIENT_INFO,
         }
         try:

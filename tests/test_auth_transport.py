@@ -22,8 +22,10 @@ pytestmark = pytest.mark.anyio
 KINDS = ["stateful", "sse"]
 
 
-def entry(url: str, mode: str) -> dict:
-    return remote(url, "sse" if mode == "sse" else "http")
+def entry(url: str, mode: str, era: str = "legacy") -> dict:
+    """These tests count the handshake era's requests (initialize, the GET stream): the era is
+    pinned; the stateless era's twin is test_the_stateless_era_meets_the_challenge_the_same_way."""
+    return remote(url, "sse" if mode == "sse" else "http", protocolEra=era)
 
 
 def initializes(stats: dict[str, int], outcome: str) -> int:
@@ -237,3 +239,26 @@ async def test_calls_in_flight_when_the_server_refuses_all_fail_with_auth_requir
                     tg.start_soon(call, rt, f"c{i}")
     assert len(errors) == 8
     assert all(isinstance(e, AuthRequired) and e.next_step == "kxen mcp login r" for e in errors), errors
+
+
+async def test_the_stateless_era_meets_the_challenge_the_same_way(kxen_home, ws, start_peer):
+    """Probed, the SDK server behind the gate speaks the stateless era: the probe meets the 401,
+    the plugin's better token is sent once, and the server is ready; with no better token it needs a
+    login after that one request, no initialize ever sent."""
+    url = gated(start_peer, "stateful")
+    creds = Credentials(first=STALE, on_challenge=GOOD)
+    kxen_home.write_settings(REMOTE_ON)
+    async with running(kxen_home, ws, creds, servers={"r": entry(url, "stateful", "auto")}, allow=REMOTE_PLUGINS) as rt:
+        row = status_of(rt, "r")
+        assert (row["state"], row["era"]) == ("ready", "modern"), row
+        with anyio.fail_after(WAIT):
+            result = await rt.call_tool("r__echo", {"text": "through"})
+        assert result["content"][0]["text"] == "through"
+        stats = await gate_stats(url)
+        assert stats.get(f"401 POST server/discover {STALE}") == 1 and stats.get(f"ok POST server/discover {GOOD}") == 1, stats
+        assert not any(" POST initialize " in key for key in stats), stats
+    url = gated(start_peer, "stateful")
+    async with running(kxen_home, ws, Credentials(first=STALE), servers={"r": entry(url, "stateful", "auto")}, allow=REMOTE_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert (s["state"], s["phase"]) == ("needs_login", "auth"), s
+        assert await gate_stats(url) == {f"401 POST server/discover {STALE}": 1}

@@ -22,7 +22,7 @@ from kxen_core.config.edit import add_server
 
 LIST_KEYS = {"name", "scope", "source", "transport", "enabled", "command", "args", "url", "replacedByProject", "note"}
 GET_KEYS = LIST_KEYS | {
-    "cwd", "env", "headers", "oauth", "options", "toolPolicies", "defaultToolPolicy", "timeouts", "fromEnvironment",
+    "cwd", "env", "headers", "oauth", "options", "toolPolicies", "defaultToolPolicy", "timeouts", "protocolEra", "fromEnvironment",
     "read", "alsoIn",
 }  # fmt: skip
 WAIT = 60

@@ -96,16 +96,20 @@ def _label(table: Table) -> str:
 
 
 def test_the_documented_tables_are_complete() -> None:
-    """The doc has the legs the issue scores, every score line agrees with its rows, and the
-    2025-11-25 leg and 0.1.16 meet the issue's bar (19/19; at least 24/26)."""
+    """The doc has the legs the issues score, every score line agrees with its rows, and the legs
+    meet the issues' bars: 2025-11-25 19/19, 0.1.16 at least 24/26 (issue 13), 2026-07-28 at least
+    32/33 as a suite and alone (issue 14)."""
     assert SOLO and SUITES
     for table in SUITES:
         assert table.score == (sum(table.rows.values()), len(table.rows)), f"score line of {_label(table)}"
     by_leg = {_label(t): t for t in SUITES}
-    assert set(by_leg) == {"conformance-next@2025-11-25", "conformance"}
-    nxt, old = by_leg["conformance-next@2025-11-25"], by_leg["conformance"]
+    assert set(by_leg) == {"conformance-next@2025-11-25", "conformance", "conformance-next@2026-07-28"}
+    nxt, old, modern = by_leg["conformance-next@2025-11-25"], by_leg["conformance"], by_leg["conformance-next@2026-07-28"]
     assert len(nxt.rows) == 19 and all(nxt.rows.values())
     assert len(old.rows) == 26 and sum(old.rows.values()) >= 24
+    assert len(modern.rows) == 33 and sum(modern.rows.values()) >= 32
+    (alone,) = [t for t in TABLES if t.kind == "solo" and _label(t) == "conformance-next@2026-07-28"]
+    assert set(alone.rows) == set(modern.rows) and sum(alone.rows.values()) >= 32
 
 
 def _harness(npm_peers: Path, name: str) -> Path:

@@ -179,7 +179,9 @@ async def test_a_2020_12_schema_is_kept_and_sent_back_exactly_as_the_sdk_server_
     argv = [sys.executable, str(SCHEMA_SERVER)]
     (wire,) = [t["inputSchema"] for t in wire_tools(argv) if t["name"] == "profile"]
     assert "$anchor" in json.dumps(wire) and "unevaluatedProperties" in wire  # the peer served the rich schema
-    server = {"command": argv[0], "args": argv[1:], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}}
+    # the wire above is the handshake era's answer: kxen speaks that era too, to compare like with like
+    # (the SDK server answers tools/list in the stateless era with the schema's keys in another order)
+    server = {"command": argv[0], "args": argv[1:], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}, "protocolEra": "legacy"}
     async with running(kxen_home, tmp_path, servers={"sch": server}, allow=STDIO, wait=WAIT) as rt:
         status = {s["name"]: s for s in rt.status()}["sch"]
         assert status["state"] == "ready", status

@@ -33,7 +33,7 @@ async def test_a_failing_first_tools_list_is_reported_as_itself(kxen_home, ws, f
     fakes.add("err", methods={"tools/list": refuse})
     fakes.add("slow", hang={"tools/list"})
     dies = fakes.add("dies")
-    dies.die_after = 3  # initialize, notifications/initialized, tools/list: then the connection closes
+    dies.die_after = 4  # the era probe, initialize, notifications/initialized, tools/list: then the connection closes
     servers = {
         "err": mem("err"),
         "slow": mem("slow", timeouts={"requestSeconds": 0.3}),

@@ -132,10 +132,11 @@ async def test_remote_on_real_peer(kxen_home, ws, peers, which):
 @pytest.mark.peer
 @pytest.mark.parametrize("mode", ["stateful", "json", "sse"])
 async def test_remote_server_gets_no_roots(kxen_home, ws, peers, mode):
-    """The SDK tool asks kxen for its roots (``roots/list``) and reports what the client declared."""
+    """The SDK tool asks kxen for its roots (``roots/list``) and reports what the client declared.
+    A server request needs the handshake era (the stateless era's twin: test_era_peers.py)."""
     url, kind = peers.sdk(mode)
     kxen_home.write_settings(REMOTE_ON)
-    kxen_home.write_servers({"r": remote(url, kind)})
+    kxen_home.write_servers({"r": remote(url, kind, protocolEra="legacy")})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT):
             result = await rt.call_tool("r__roots", {})

@@ -31,7 +31,7 @@ WAIT = 10
 
 #: every status entry has these keys; the rest may only be these optional, secret-free extras
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
-OPTIONAL_STATUS_KEYS = {"diagnostics", "note", "fingerprint", "transportInfo", "log", "auth", "next", "scopes"}
+OPTIONAL_STATUS_KEYS = {"diagnostics", "note", "fingerprint", "transportInfo", "log", "auth", "next", "scopes", "era", "protocolVersion"}
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -129,8 +129,9 @@ async def test_handshake_order_seen_by_the_server(kxen_home, ws, fakes):
     kxen_home.write_servers({"demo": mem("f")})
     async with running(kxen_home, ws):
         methods = fake.received_methods()
-        assert methods[:3] == ["initialize", "notifications/initialized", "tools/list"]
-        init = fake.received[0]["params"]
+        # the era probe first (the fake speaks the handshake era: -32601), then the handshake
+        assert methods[:4] == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
+        init = fake.received[1]["params"]
         assert init["clientInfo"]["name"] == "kxen"
 
 

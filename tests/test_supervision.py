@@ -106,8 +106,9 @@ async def test_reload_starts_a_failed_server_again_and_keeps_the_ready_ones(kxen
 async def test_an_expired_session_is_renewed_and_the_call_sent_again(kxen_home, ws, sdk_peer):
     url = sdk_peer("idle")  # the SDK server forgets a session after 1 s without requests
     kxen_home.write_settings(REMOTE_ON)
-    # no GET stream: an open GET stream would keep the session from idling out
-    kxen_home.write_servers({"r": remote(url, options={"getStream": False})})
+    # no GET stream: an open GET stream would keep the session from idling out; sessions are of the
+    # handshake era (the stateless era has none to expire)
+    kxen_home.write_servers({"r": remote(url, options={"getStream": False}, protocolEra="legacy")})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT):
             assert text_of(await rt.call_tool("r__echo", {"text": "one"})) == "one"

@@ -149,7 +149,7 @@ async def test_approved_fingerprint_starts_the_project_server(kxen_home, ws, tmp
         await settle(rt)
         p = state(rt, "p")
         assert (p["state"], p["scope"], p["fingerprint"]) == ("ready", "project", None)
-    assert logged_methods(plog)[:1] == ["initialize"]
+    assert logged_methods(plog)[:2] == ["server/discover", "initialize"]  # the era probe, then the handshake
 
 
 async def test_changing_one_env_value_changes_the_fingerprint_and_asks_again(kxen_home, ws, tmp_path):

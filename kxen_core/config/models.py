@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 import attrs
 
 Policy = Literal["allow", "ask", "deny"]
+#: the protocol era a server entry speaks: found by probing ("auto"), or pinned (no probe)
+ProtocolEra = Literal["auto", "legacy", "modern"]
 Scope = Literal["user", "project"]
 
 SERVER_KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -156,6 +158,7 @@ class ServerConfig:
     defaultToolPolicy: Policy = "ask"
     enabled: bool = True
     timeouts: Timeouts = attrs.field(factory=Timeouts)
+    protocolEra: ProtocolEra = "auto"
 
     @property
     def kind(self) -> str:

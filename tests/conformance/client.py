@@ -36,6 +36,7 @@ from scenarios import oauth_block, run_scenario  # noqa: E402
 
 from kxen_core import Runtime  # noqa: E402
 from kxen_core.plugins import make_plugin_manager  # noqa: E402
+from kxen_core.era_requests import MODERN_VERSIONS  # noqa: E402
 from kxen_core.safe_text import safe_text  # noqa: E402
 from kxen_core.session import SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
 
@@ -71,8 +72,9 @@ def write_home(home: Path, url: str, scenario: str, context: dict[str, Any]) -> 
 
 
 async def run(url: str, scenario: str, context: dict[str, Any], version: str) -> int:
-    if version and version not in SUPPORTED_PROTOCOL_VERSIONS:
-        say(f"the harness tests protocol {version}; kxen speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}")
+    spoken = (*MODERN_VERSIONS, *SUPPORTED_PROTOCOL_VERSIONS)
+    if version and version not in spoken:
+        say(f"the harness tests protocol {version}; kxen speaks {', '.join(spoken)}")
     with tempfile.TemporaryDirectory(prefix="kxen-conformance-") as tmp:
         home, data = Path(tmp, "home"), Path(tmp, "data")
         home.mkdir(mode=0o700)

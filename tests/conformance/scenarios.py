@@ -10,7 +10,8 @@ Scenario expectations, from the harness's scenario sources:
   ``elicitation/create`` is answered by the headless handler with the schema's defaults;
 * ``json-schema-2020-12-preservation``: pass the ``inputSchema`` kxen holds for
   ``json_schema_2020_12_tool`` back, as it is, as the ``schema`` argument of ``json_schema_echo``;
-* every ``auth/*`` scenario: sign in as the server asks, then call ``test-tool``.
+* every ``auth/*`` scenario: sign in as the server asks, then call ``test-tool``;
+* the 2026-07-28 scenarios (MRTR, the HTTP header ones): :mod:`modern`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+import modern
 from kxen_core import KxenError, Runtime
 
 Log = Callable[[str], None]
@@ -94,10 +96,12 @@ async def run_scenario(rt: Runtime, server: str, scenario: str, say: Log) -> int
     (status,) = [s for s in rt.status() if s["name"] == server]
     say(f"server {status['state']} {status['phase'] or ''} {status['error'] or ''} next: {status['next']}")
     if status["state"] != "ready":
+        for line in status["diagnostics"][-5:]:
+            say(f"diagnostic: {line}")
         # the initialize scenario's mock only speaks initialize; listing may fail after it
         return 0 if scenario == "initialize" and status["phase"] == "catalog" else 1
     tools = {t["name"]: t for t in rt.tools(server)}
-    calls = list(CALLS.get(scenario, []))
+    calls = list(CALLS.get(scenario, [])) + modern.calls_for(scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT"))
     if scenario == "json-schema-2020-12-preservation":
         if FOCAL_TOOL not in tools:
             say(f"{FOCAL_TOOL} is not in the catalog")
@@ -108,4 +112,7 @@ async def run_scenario(rt: Runtime, server: str, scenario: str, say: Log) -> int
     for tool, args in calls:
         if not await _call(rt, server, tool, args, say):
             return 1
-    return 0
+    failed = await modern.extras(rt, server, scenario)
+    for line in failed:
+        say(line)
+    return 1 if failed else 0

@@ -15,14 +15,16 @@ from stdio_support import EVERYTHING, SDK_SERVER, STDIO, alive, server_pid, wait
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 
 
-async def test_python_sdk_server(kxen_home, workspace):
+@pytest.mark.parametrize("era, version", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_python_sdk_server(kxen_home, workspace, era, version):
+    """The same in both protocol eras: probed, the SDK server speaks the stateless one."""
     pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (dev dependency) is not installed")
-    entry = {"command": sys.executable, "args": [str(SDK_SERVER)], "defaultToolPolicy": "allow"}
+    entry = {"command": sys.executable, "args": [str(SDK_SERVER)], "defaultToolPolicy": "allow", "protocolEra": era}
     async with running(kxen_home, workspace, servers={"sdk": entry}, allow=STDIO) as rt:
         st = rt.servers["sdk"]
         assert st.state == "ready", st.snapshot()
         assert st.session.initialized.server_info.get("name") == "kxen-sdk-peer"
-        assert st.session.initialized.protocol_version == "2025-11-25"
+        assert st.session.initialized.protocol_version == version
         pid = server_pid(rt, "sdk")
         tools = {t["name"]: t for t in rt.tools("sdk")}
         assert set(tools) == {"add", "echo", "boom", "slow", "poll", "roots"}  # tests/peers/sdk_server.py

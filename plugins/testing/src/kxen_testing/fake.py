@@ -3,6 +3,10 @@
 It records every message it receives (``received``), answers ``initialize``, ``ping`` and the list
 methods (paged by ``page_size``), calls tool handlers, and can be told to hang on a method, to die
 after a number of messages, or to send notifications and requests of its own.
+
+``eras`` says which protocol eras it speaks: ``("legacy",)`` (the default: the handshake era;
+``server/discover`` is an unknown method), ``("modern",)`` (the stateless era, 2026-07-28: it answers
+``server/discover`` and refuses ``initialize`` with -32022), or both.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Any, Callable
 import anyio
 
 Handler = Callable[[dict[str, Any]], Any]
+#: the stateless-era protocol version a fake with ``"modern"`` in its ``eras`` speaks
+MODERN_VERSION = "2026-07-28"
 
 
 class FakeError(Exception):
@@ -43,6 +49,7 @@ class FakeServer:
         protocol_version: str | None = None,
         methods: dict[str, Handler] | None = None,
         hang: set[str] | None = None,
+        eras: tuple[str, ...] = ("legacy",),
     ) -> None:
         self.handlers: dict[str, Handler] = dict(tools or {})
         self.tool_defs = tool_defs if tool_defs is not None else [
@@ -60,6 +67,7 @@ class FakeServer:
         self.protocol_version = protocol_version
         self.methods: dict[str, Handler] = dict(methods or {})
         self.hang: set[str] = set(hang or ())
+        self.eras = eras
         self.received: list[dict[str, Any]] = []
         self.die_after: int | None = None  # close the connection after this many received messages
         self._send: Any = None
@@ -113,6 +121,14 @@ class FakeServer:
     async def _result(self, method: str, params: dict[str, Any]) -> Any:
         if method in self.methods:
             return await _maybe_await(self.methods[method](params))
+        if method == "server/discover" and "modern" in self.eras:
+            return {
+                "supportedVersions": [MODERN_VERSION],
+                "capabilities": self.capabilities,
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "kxen-fake", "version": "0"}},
+            }
+        if method == "initialize" and "legacy" not in self.eras:
+            raise FakeError(-32022, "only the stateless era", {"supported": [MODERN_VERSION], "requested": params.get("protocolVersion")})
         if method == "initialize":
             return {
                 "protocolVersion": self.protocol_version or params.get("protocolVersion"),

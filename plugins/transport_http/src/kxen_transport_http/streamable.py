@@ -7,7 +7,8 @@ and responses are POSTed inline and expect ``202``, which keeps them in order.
 
 The rooms, one job each: this module is the stream and the transport; :mod:`._exchange` is one
 request (POST, answer, resumption); :mod:`._get_stream` the GET stream; :mod:`._mcp_session` the
-session id and protocol version every request carries; :mod:`._tasks` where request tasks run.
+session id and protocol version every request carries; :mod:`._modern` the stateless era's headers
+(``Mcp-Method``, ``Mcp-Name``, ``Mcp-Param-*``); :mod:`._tasks` where request tasks run.
 Everything HTTP both transports share is :mod:`kxen_transport_http.plumbing`.
 
 Hot path (see docs/performance.md, W6): on asyncio a request's task is a plain asyncio task (no
@@ -52,6 +53,7 @@ from kxen_core.errors import AuthRequired, KxenError, PluginHookError, ProtocolE
 from ._exchange import run_request
 from ._get_stream import GetStream
 from ._mcp_session import McpSession, SessionExpired
+from ._modern import ModernHeaders
 from ._tasks import request_tasks
 from .options import HttpOptions
 from .plumbing import (
@@ -86,6 +88,7 @@ class StreamableHTTPStream(HttpMessageStream):
             pass  # the POST fails with the same error the string gives (a ConnectError)
         self.post_errors = map_errors(f"POST {self.safe_url}", self.redact, self.name)
         self.mcp = McpSession(server, context, self.redact, self.safe_url, self.diag)
+        self.modern = ModernHeaders()  # the stateless era's headers (MCP 2026-07-28)
         self.follower = SseFollower(
             limit=options.maxMessageBytes,
             redact=self.redact,
@@ -114,7 +117,7 @@ class StreamableHTTPStream(HttpMessageStream):
         headers = self.mcp.post_headers_now()
         if headers is None:
             return False
-        self._start_request(method, rid, encode(message), headers)
+        self._start_request(method, rid, encode(message), self.modern.headers_for(message, headers))
         return True
 
     async def send(self, message: Message) -> None:
@@ -124,7 +127,7 @@ class StreamableHTTPStream(HttpMessageStream):
         rid = message.get("id")
         body = encode(message)
         try:
-            headers = await self.mcp.post_headers()
+            headers = self.modern.headers_for(message, await self.mcp.post_headers())
         except AuthRequired as error:  # the credential plugin cannot get a token without a person
             self.fail(error)
             raise
@@ -147,7 +150,7 @@ class StreamableHTTPStream(HttpMessageStream):
             "kind": "http",
             "url": self.safe_url,
             "session": self.mcp.id is not None,
-            "protocolVersion": self.mcp.protocol_version,
+            "protocolVersion": self.mcp.protocol_version or self.modern.version,
             "getStream": self.get_stream.state,
             "posts": self.posts,
             "received": self.received,
@@ -160,6 +163,8 @@ class StreamableHTTPStream(HttpMessageStream):
     async def deliver(self, message: Message | RequestFailed) -> None:
         if self.mcp.init_id is not None and not isinstance(message, RequestFailed):
             self.mcp.note(message)  # the protocol version, from the answer to initialize
+        if self.modern.watching:
+            self.modern.note(message)  # the tools' x-mcp-header annotations, from tools/list
         await super().deliver(message)
 
     async def deliver_error(self, rid: Any, message: str) -> None:
@@ -193,6 +198,7 @@ class StreamableHTTPStream(HttpMessageStream):
         self.posts += 1
         if method == "initialize":
             self.mcp.init_id = rid
+        self.modern.watch(method, rid)
         self._requests.start(rid, run_request, self, rid, body, headers)
 
     async def _post_inline(self, label: str, body: bytes, headers: httpx.Headers) -> None:

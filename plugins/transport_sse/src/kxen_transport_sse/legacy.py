@@ -83,6 +83,9 @@ def resolve_endpoint(sse_url: str, data: str, server: str = "") -> str:
 class LegacySSEStream(HttpMessageStream):
     """The :class:`~kxen_core.MessageStream` of one HTTP+SSE connection."""
 
+    #: HTTP+SSE (2024-11-05) predates the stateless era: the core sends no era probe over it
+    protocol_eras = ("legacy",)
+
     def __init__(
         self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: SseOptions
     ) -> None:
