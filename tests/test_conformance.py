@@ -197,7 +197,8 @@ def _solo_key(item: pytest.Item) -> tuple[int, str] | None:
     """(table index, scenario) of one of this module's solo tests, else None."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     table = params.get("table")
-    return (TABLES.index(table), params["scenario"]) if isinstance(table, Table) else None
+    scenario = params.get("scenario")
+    return (TABLES.index(table), scenario) if isinstance(table, Table) and isinstance(scenario, str) else None
 
 
 @pytest.fixture(scope="module")
