@@ -170,7 +170,8 @@ def kxen_credential_lookup(server: ServerConfig, request: CredentialRequest) -> 
     :class:`kxen_core.transport.CredentialRequest`: ``method``, ``url``, the asking transport's
     ``context``, and ``challenge`` when the transport asks again after a 401 or 403 answer (then
     answering headers different from those sent makes the transport resend the request once).
-    Raise :class:`kxen_core.errors.AuthRequired` when no usable credential can be had without a
+    ``None`` for a request without a challenge holds for that transport: it sends the later requests
+    without asking until the server answers 401 or 403 (a reconnection or a restart asks again). Raise :class:`kxen_core.errors.AuthRequired` when no usable credential can be had without a
     person: the transports let it through unwrapped and the server goes to ``needs_login``.
 
     .. versionadded:: 0.1

@@ -15,7 +15,7 @@ import httpx
 from kxen_core import Message, ServerConfig, TransportContext
 from kxen_core.errors import SessionExpired as SessionGone
 
-from .plumbing import Redactor, config_headers, has_credential_hook, request_headers
+from .plumbing import CredentialMemo, Redactor, config_headers, request_headers
 
 ACCEPT_POST = "application/json, text/event-stream"
 SESSION_HEADER = "Mcp-Session-Id"
@@ -39,30 +39,38 @@ class McpSession:
     """The session state of one connection and the headers that carry it."""
 
     def __init__(
-        self, server: ServerConfig, context: TransportContext, redact: Redactor, where: str, diag: Callable[[str], None]
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        redact: Redactor,
+        where: str,
+        diag: Callable[[str], None],
+        credentials: CredentialMemo,
     ) -> None:
         self._server = server
         self._context = context
         self._redact = redact
         self._where = where  # the endpoint without secrets, for messages
         self._diag = diag
+        self._credentials = credentials
         self.id: str | None = None
         self.protocol_version: str | None = None
         #: the id of the initialize request until its answer went by
         self.init_id: Any = None
         #: the server ended the session: no DELETE on close
         self.expired = False
-        #: the POST headers while no plugin implements kxen_credential_lookup; None: build them again
+        #: the POST headers while kxen_credential_lookup need not be asked; None: build them again
         self._fixed_post: httpx.Headers | None = None
 
     def post_headers_now(self) -> httpx.Headers | None:
         """The POST headers without asking anyone, or None when a credential plugin must be asked.
 
-        Without such a plugin they are the config's headers, the session's and the fixed ones: the
+        Without such a plugin, or once it answered that it has nothing for this connection (see
+        :class:`~.plumbing.CredentialMemo`), they are the config's headers, the session's and the fixed ones: the
         same for every POST until the session id or the protocol version changes. httpx copies the
         headers it is given, so one object serves every request.
         """
-        if has_credential_hook(self._context):
+        if self._credentials.asks(self._context):
             return None
         headers = self._fixed_post
         if headers is None:
@@ -84,7 +92,9 @@ class McpSession:
 
     async def headers(self, method: str) -> httpx.Headers:
         """The config's, the credential plugin's and the session's headers for a ``method`` request."""
-        headers = await request_headers(self._server, self._context, method, self._server.url or "", self._redact)
+        headers = await request_headers(
+            self._server, self._context, method, self._server.url or "", self._redact, memo=self._credentials
+        )
         self._add_to(headers)
         return headers
 

@@ -87,7 +87,7 @@ class StreamableHTTPStream(HttpMessageStream):
         except Exception:
             pass  # the POST fails with the same error the string gives (a ConnectError)
         self.post_errors = map_errors(f"POST {self.safe_url}", self.redact, self.name)
-        self.mcp = McpSession(server, context, self.redact, self.safe_url, self.diag)
+        self.mcp = McpSession(server, context, self.redact, self.safe_url, self.diag, self.credentials)
         self.modern = ModernHeaders()  # the stateless era's headers (MCP 2026-07-28)
         self.follower = SseFollower(
             limit=options.maxMessageBytes,

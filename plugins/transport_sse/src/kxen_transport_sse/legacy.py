@@ -106,7 +106,7 @@ class LegacySSEStream(HttpMessageStream):
         rid = message.get("id")
         body = encode(message)
         try:
-            headers = await request_headers(self.server, self.context, "POST", self._endpoint, self.redact)
+            headers = await request_headers(self.server, self.context, "POST", self._endpoint, self.redact, memo=self.credentials)
         except AuthRequired as exc:  # the credential plugin cannot get a token without a person
             self.fail(exc)
             raise
@@ -185,7 +185,7 @@ class LegacySSEStream(HttpMessageStream):
 
     @asynccontextmanager
     async def _connect(self, cursor: SseCursor) -> AsyncIterator[httpx.Response]:
-        headers = await request_headers(self.server, self.context, "GET", self.url, self.redact)
+        headers = await request_headers(self.server, self.context, "GET", self.url, self.redact, memo=self.credentials)
         headers["Accept"] = "text/event-stream"
         headers["Cache-Control"] = "no-store"
         response = await self.send_request("GET", self.url, headers)

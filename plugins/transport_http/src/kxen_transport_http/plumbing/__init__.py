@@ -57,7 +57,7 @@ from ._bodies import (
 )
 from ._client import CLOSE_STEP_SECONDS, HttpMessageStream, HttpTransport, TransportFactory, open_client, transport_options
 from ._errors import ERROR_BODY_LIMIT, describe_exception, error_from_http, jsonrpc_error, map_errors, rejected
-from ._headers import config_headers, has_credential_hook, request_headers
+from ._headers import CredentialMemo, config_headers, has_credential_hook, request_headers
 from ._secrets import Redactor, safe_url, url_secrets
 from ._sse import (
     MAX_RETRY_MS,
@@ -90,6 +90,7 @@ __all__ = [
     "SseParser",
     "StreamRefused",
     "TransportFactory",
+    "CredentialMemo",
     "answer_challenge",
     "auth_required",
     "challenge_of",

@@ -17,7 +17,7 @@ from kxen_core import AuthChallenge, ServerConfig, TransportContext
 from kxen_core.errors import AuthRequired, printable
 from kxen_core.transport import CHALLENGE_MAX_CHARS
 
-from ._headers import has_credential_hook, request_headers
+from ._headers import CredentialMemo, has_credential_hook, request_headers
 from ._secrets import Redactor
 
 #: the most ``WWW-Authenticate`` header lines of one answer that are read
@@ -104,6 +104,7 @@ async def answer_challenge(
     challenge: AuthChallenge,
     where: str,
     redact: Redactor,
+    memo: CredentialMemo | None = None,
 ) -> httpx.Headers:
     """The headers to send a refused request again with, or :class:`AuthRequired`.
 
@@ -113,7 +114,7 @@ async def answer_challenge(
     An ``AuthRequired`` the plugin raises passes unchanged.
     """
     if has_credential_hook(context):
-        fresh = await request_headers(server, context, method, url, redact, challenge=challenge)
+        fresh = await request_headers(server, context, method, url, redact, challenge=challenge, memo=memo)
         for name, value in sent.multi_items():
             if name not in fresh:
                 fresh[name] = value

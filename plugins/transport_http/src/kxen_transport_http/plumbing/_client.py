@@ -15,6 +15,7 @@ from kxen_core.kinds import structure_options
 
 from ._auth import answer_challenge, auth_required, challenge_of, refused_for_auth
 from ._bodies import ACCEPT_ENCODING
+from ._headers import CredentialMemo
 from ._secrets import Redactor, safe_url
 
 #: each best-effort closing step (a farewell request, waiting for tasks, closing the client) gets this long
@@ -84,6 +85,8 @@ class HttpMessageStream:
         self.safe_url = safe_url(self.url)
         meta = server.oauth.authorizationServerMetadataUrl if server.oauth else None
         self.redact = Redactor(urls=[self.url, meta])  # query values (api_key=...) are secrets too
+        #: whether to ask kxen_credential_lookup per request (one memo per connection)
+        self.credentials = CredentialMemo()
         #: for a POST whose answer is awaited where it is sent: bounded by the server's request timeout
         self.post_timeout = httpx.Timeout(
             connect=options.connectTimeoutSeconds, read=server.timeouts.requestSeconds, write=30.0, pool=30.0
@@ -142,7 +145,7 @@ class HttpMessageStream:
         where = safe_url(str(url))
         challenge = challenge_of(response)
         await response.aclose()
-        headers = await answer_challenge(self.server, self.context, method, str(url), headers, challenge, where, self.redact)
+        headers = await answer_challenge(self.server, self.context, method, str(url), headers, challenge, where, self.redact, self.credentials)
         response = await client.send(client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True)
         if not refused_for_auth(response):
             return response

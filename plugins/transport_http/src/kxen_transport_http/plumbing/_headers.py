@@ -26,6 +26,26 @@ def has_credential_hook(context: TransportContext) -> bool:
     return caller is not None and bool(caller.get_hookimpls())
 
 
+class CredentialMemo:
+    """What one connection learned of ``kxen_credential_lookup``: whether to ask it per request.
+
+    An answer of ``None`` to a request without a challenge holds for the connection: later
+    requests are sent with the configured headers alone, without asking, until the server answers
+    401 or 403 (the transport then asks again with the challenge, and per request once an answer
+    has headers). Each transport has its own memo, so a reconnection or a restart asks again.
+    """
+
+    __slots__ = ("nothing",)
+
+    def __init__(self) -> None:
+        #: the last lookup without a challenge answered None
+        self.nothing = False
+
+    def asks(self, context: TransportContext) -> bool:
+        """Whether the next request without a challenge must ask the hook."""
+        return not self.nothing and has_credential_hook(context)
+
+
 def config_headers(server: ServerConfig, redact: Redactor) -> httpx.Headers:
     """``server.headers`` as request headers; their values are remembered as secrets."""
     redact.remember(server.headers.values())
@@ -46,15 +66,19 @@ async def request_headers(
     redact: Redactor,
     *,
     challenge: Optional[AuthChallenge] = None,
+    memo: Optional[CredentialMemo] = None,
 ) -> httpx.Headers:
     """``server.headers`` plus what ``kxen_credential_lookup`` answers for this request.
 
     The hook is not called at all when no plugin implements it; ``challenge`` is the 401/403 answer
     when asking again. A plugin that raises fails this request (``PluginHookError``), except an
     ``AuthRequired``, which passes unwrapped; an answer that is not a dict of strings is a diagnostic.
+    With a ``memo`` (see :class:`CredentialMemo`), a request without a challenge does not ask when an
+    earlier one learned there is nothing to ask for, and every answer updates it.
     """
     extra: Any = None
-    if context.pm is not None and has_credential_hook(context):
+    asks = memo.asks(context) if memo is not None and challenge is None else has_credential_hook(context)
+    if context.pm is not None and asks:
         request = CredentialRequest(method=method, url=url, challenge=challenge, context=context)
         try:
             extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
@@ -62,6 +86,8 @@ async def request_headers(
             if isinstance(exc.__cause__, AuthRequired):
                 raise exc.__cause__ from None
             raise
+        if memo is not None:
+            memo.nothing = extra is None and challenge is None
     headers = config_headers(server, redact)
     try:
         if isinstance(extra, dict):
