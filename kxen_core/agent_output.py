@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from .budget import _SURROGATE, Budget, base64_size, json_pieces
+from .errors import AuthRequired
 
 #: the most characters of one output handed to the agent, unless the user set another bound
 DEFAULT_OUTPUT_CHARS = 50_000
@@ -286,8 +287,12 @@ def render_error(message: str, *, limit: int = DEFAULT_OUTPUT_CHARS) -> AgentOut
 
 
 def error_output(exc: BaseException, *, limit: int = DEFAULT_OUTPUT_CHARS) -> AgentOutput:
-    """A kxen error as the agent gets it: ``Type: message``, within the bound."""
-    return render_error(f"{type(exc).__name__}: {exc}", limit=limit)
+    """A kxen error as the agent gets it: ``Type: message``, within the bound; an ``AuthRequired``
+    also names what a person does about it (``next: kxen mcp login NAME``), which the agent can relay."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, AuthRequired) and exc.next_step:
+        text += f" (next: {exc.next_step})"
+    return render_error(text, limit=limit)
 
 
 __all__ = [

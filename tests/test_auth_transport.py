@@ -133,6 +133,22 @@ async def test_a_call_refused_for_good_fails_with_auth_required_and_the_server_n
 
 
 @pytest.mark.parametrize("mode", KINDS)
+async def test_the_agent_is_told_what_a_person_does_about_a_refused_call(kxen_home, ws, start_peer, caplog, mode):
+    caplog.set_level(logging.DEBUG)
+    url = gated(start_peer, mode, "--deny", "tools/call")
+    kxen_home.write_settings(REMOTE_ON)
+    servers = {"r": {**entry(url, mode), "defaultToolPolicy": "allow"}}
+    async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers=servers, allow=REMOTE_PLUGINS) as rt:
+        assert status_of(rt, "r")["state"] == "ready"
+        with anyio.fail_after(WAIT):
+            out = await rt.agent_call("r__echo", {"text": "x"})
+        assert out.is_error and out.text.startswith("AuthRequired: "), out.text
+        assert "token expired" in out.text and out.text.endswith(" (next: kxen mcp login r)"), out.text
+        assert_no_token("the agent's view", out.text)
+    assert_no_token("the log", caplog.text)
+
+
+@pytest.mark.parametrize("mode", KINDS)
 async def test_a_403_insufficient_scope_shows_the_missing_scope(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode, "--need", "tools/call=admin")
     kxen_home.write_settings(REMOTE_ON)
