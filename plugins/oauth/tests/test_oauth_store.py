@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from kxen_oauth._records import TokenRecord
@@ -168,3 +169,9 @@ def test_a_sigkill_in_the_middle_of_writes_leaves_an_intact_0600_file(tmp_path):
         assert mode(path) == 0o600
     for leftover in tmp_path.glob(".mcp-oauth.*.tmp"):
         assert mode(leftover) == 0o600  # a temp file a kill left behind is private too
+    # the next write (under the store's lock: nobody else writes) removes what the kills left
+    (tmp_path / ".mcp-oauth.planted.tmp").write_bytes(b"left by a killed write")
+    store = TokenStore(tmp_path)
+    anyio.run(store.drop_tokens, "user", "s1")
+    assert not list(tmp_path.glob(".mcp-oauth.*.tmp"))
+    assert json.loads((tmp_path / "mcp-oauth.json").read_text())["version"] == 1

@@ -32,6 +32,8 @@ FILE_NAME = "mcp-oauth.json"
 #: the most bytes of the store read (a larger file is refused, not parsed)
 MAX_FILE_BYTES = 4 * 1024 * 1024
 LOCK_SECONDS = 30.0
+#: the most leftover temporary files (of writes a killed process left) one write removes
+MAX_LEFTOVERS = 100
 #: while there is no store file, a request looks for one at most this often (seconds)
 LOOK_SECONDS = 0.2
 
@@ -211,6 +213,16 @@ class TokenStore:
             finally:
                 os.close(dfd)
 
+    def _remove_leftovers(self) -> None:
+        """Remove the temporary files of writes that a killed process left behind. Called with the
+        store's lock held, when no other process writes: every such file is a leftover. Bounded."""
+        with contextlib.suppress(OSError):
+            for n, path in enumerate(self.dir.glob(".mcp-oauth.*.tmp")):
+                if n >= MAX_LEFTOVERS:
+                    break
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
     @contextlib.asynccontextmanager
     async def locked(self) -> AsyncIterator[dict[str, Any]]:
         """Hold the store's lock and yield its fresh document to change in place; it is written
@@ -221,6 +233,7 @@ class TokenStore:
             await acquire(lock, LOCK_SECONDS, str(self.path))
             try:
                 self.forget_cache()  # read what is on disk now
+                self._remove_leftovers()
                 current = self.document()
                 if current.get("version") == VERSION:
                     doc = json.loads(json.dumps(current))
