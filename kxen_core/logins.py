@@ -18,7 +18,6 @@ the flow bounds its redirect listener, and the runtime bounds ``start()``, ``fin
 from __future__ import annotations
 
 import itertools
-import secrets
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
@@ -73,8 +72,9 @@ class _Flow:
     flow: AuthFlow
     state: LoginState = "pending"
     reason: str | None = None
-    scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
-    done: anyio.Event = attrs.field(factory=anyio.Event)
+    # lambdas: naming anyio's classes here would load its task modules when this module loads
+    scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope())
+    done: anyio.Event = attrs.field(factory=lambda: anyio.Event())
 
     def end(self, state: LoginState, reason: str | None = None) -> None:
         if self.state == "pending":
@@ -137,6 +137,8 @@ class LoginHost:
         if flow is None:
             raise Unsupported(f"no installed plugin can sign in to server {name!r} (install kxen-oauth; it signs in to http and sse servers)")
         url = await self._started(flow, name)
+        import secrets  # here, not at import: it loads OpenSSL's digests
+
         entry = _Flow(id=f"login-{next(self._flow_ids)}-{secrets.token_hex(6)}", server=name, flow=flow)
         self._keep(entry)
         self._tg.start_soon(self._finish, entry, name=f"kxen-login-{name}")
