@@ -32,11 +32,10 @@ from typing import Any, Iterable, Mapping, Sequence
 import attrs
 import pluggy
 
+from . import _dists as importlib_metadata  # the one metadata seam (importlib.metadata's finding, lighter); tests monkeypatch it
 from . import hookspecs
 from .hookcall import check_async_impls
 from .kinds import TransportRegistry, collect
-
-import importlib.metadata as importlib_metadata  # the one metadata seam; tests monkeypatch it
 
 GROUP = "kxen"
 
