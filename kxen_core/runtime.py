@@ -21,7 +21,7 @@ import anyio
 import attrs
 
 from .errors import ApprovalDenied, ConfigError, ConnectError, UnknownTool
-from .logins import LoginHost
+from .login_host import LoginHost
 from .plugins import KxenPluginManager, make_plugin_manager
 from .runtime_contents import ContentsHost
 from .states import State
