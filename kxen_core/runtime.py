@@ -14,7 +14,6 @@ and routes the agent's calls through the policy votes. States: see :class:`.serv
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import anyio
@@ -28,6 +27,8 @@ from .states import State
 
 if TYPE_CHECKING:
     # what a Runtime uses loads when it is made or used, not with this module (docs/performance.md)
+    from pathlib import Path
+
     import anyio.abc
 
     from .catalog import Catalog
@@ -54,24 +55,24 @@ class Runtime(LoginHost, ContentsHost):
         only: set[str] | None = None,
         approve: Iterable[str] = (),
     ) -> None:
+        from pathlib import Path
+
+        from .allow_rules import always_writer  # "always": allow in the user's toolPolicies
+        from .approvals import Approvals
+        from .converter import shared_converter
+        from .era import EraMemory
+        from .votes import PreparedVotes
+
         self.home = Path(home) if home is not None else None
         self.workspace = Path(workspace).resolve() if workspace is not None else Path.cwd().resolve()
         self.pm = pm if pm is not None else make_plugin_manager()
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
-        from .allow_rules import always_writer  # "always": allow in the user's toolPolicies
-        from .approvals import Approvals
-        from .era import EraMemory
-        from .votes import PreparedVotes
-
         self.approvals = Approvals(self.pm, approve)
-
         self.approvals.allow_always = always_writer(self)
         self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
-        from .converter import shared_converter
-
         self._converter = shared_converter()
         self._eras = EraMemory()  # each remote endpoint's protocol era, found once for the runtime's life
         self._tg: anyio.abc.TaskGroup | None = None
