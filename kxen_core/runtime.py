@@ -57,6 +57,7 @@ class Runtime(LoginHost, ContentsHost):
     ) -> None:
         from pathlib import Path
 
+        from . import calls
         from .allow_rules import always_writer  # "always": allow in the user's toolPolicies
         from .approvals import Approvals
         from .converter import shared_converter
@@ -75,6 +76,8 @@ class Runtime(LoginHost, ContentsHost):
         self.servers: dict[str, Server] = {}
         self._converter = shared_converter()
         self._eras = EraMemory()  # each remote endpoint's protocol era, found once for the runtime's life
+        # the call path, held here: an import statement in call_tool would run on every call
+        self._call_tool, self._tool_policy = calls.call_tool, calls.tool_policy
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
@@ -350,16 +353,12 @@ class Runtime(LoginHost, ContentsHost):
         waits for the new session the server opens at once and is sent again, once (see
         :mod:`kxen_core.calls`).
         """
-        from . import calls
-
-        return await calls.call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+        return await self._call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
 
     async def tool_policy(self, server: str, tool: str) -> tuple[str, list[str]]:
         """``(allow|ask|deny, reasons)`` of the policy votes for ``tool`` of ``server`` called with no
         arguments (a vote on the arguments may still differ for a real call)."""
-        from . import calls
-
-        return await calls.tool_policy(self, server, tool)
+        return await self._tool_policy(self, server, tool)
 
     async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
         """Call ``callback(uri)`` whenever ``server`` says ``uri`` (or a URI below it) was updated,
