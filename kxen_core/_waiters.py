@@ -18,11 +18,14 @@ Both use public APIs only.
 
 from __future__ import annotations
 
-import asyncio
+import sys
 from collections import deque
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class Waiters(Protocol):
@@ -41,6 +44,9 @@ class Waiters(Protocol):
 
 def for_current_backend(default_timeout: float) -> Waiters:
     """The fast path inside an asyncio task, the generic one anywhere else (trio, a guest run)."""
+    asyncio = sys.modules.get("asyncio")  # not imported here: no asyncio loop runs without it loaded
+    if asyncio is None:
+        return AnyioWaiters()
     try:
         task = asyncio.current_task()
     except RuntimeError:  # no asyncio loop running in this thread

@@ -13,11 +13,11 @@ import re
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Callable
 
-from .catalog import CatalogPage, Verdict
 from .hookspecs import hookimpl
 from .policy import READ_ONLY_METHODS, ToolCall, Vote
 
 if TYPE_CHECKING:  # the config models (and cattrs behind them) load with the first config, not here
+    from .catalog import CatalogPage, Verdict
     from .config.models import RemoteCatalogLimits, ServerConfig
 
 #: tool arguments larger than this (as compact JSON) are refused
@@ -180,6 +180,8 @@ class ToolCatalog(_Hooks):
         for i, item in enumerate(page.items):
             problem = tool_problem(item, limits)
             if problem:
+                from .catalog import Verdict  # loaded with the server's catalogs already
+
                 verdicts.append(Verdict.reject(i, problem))
         return verdicts
 

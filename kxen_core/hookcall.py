@@ -9,21 +9,33 @@ for ``None``, and wrap anything an implementation raises as :class:`PluginHookEr
 from __future__ import annotations
 
 import inspect
-import logging
-from typing import Any, Callable
+import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
 from .errors import PluginHookError
 from .hookspecs import ASYNC_HOOKS
 
-log = logging.getLogger("kxen.hooks")
+if TYPE_CHECKING:
+    import logging
+
+#: the ``kxen.hooks`` logger, taken once ``logging`` is loaded: importing kxen does not load it,
+#: and until something has, nothing can have turned that logger on
+_log: logging.Logger | None = None
 
 
 def tracing() -> bool:
     """Whether hook calls are logged (``-vv`` or ``KXEN_TRACE_PLUGINS=1``, see kxen_core.cli_setup):
     then every implementation is asked on every call, with no prepared shortcut."""
-    return log.isEnabledFor(logging.DEBUG)
+    global _log
+    log = _log
+    if log is None:
+        module = sys.modules.get("logging")
+        if module is None:
+            return False
+        log = _log = module.getLogger("kxen.hooks")
+    return log.isEnabledFor(10)  # logging.DEBUG
 
 
 def impls(pm: pluggy.PluginManager, name: str) -> list[Any]:
@@ -46,8 +58,8 @@ async def acall_one(impl: Any, name: str, kwargs: dict[str, Any]) -> Any:
             plugin=impl.plugin_name,
             hook=name,
         ) from exc
-    if tracing():
-        log.debug("%s <- %s: %s", name, impl.plugin_name, type(result).__name__)
+    if tracing() and _log is not None:
+        _log.debug("%s <- %s: %s", name, impl.plugin_name, type(result).__name__)
     return result
 
 

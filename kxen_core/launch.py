@@ -20,7 +20,6 @@ fingerprint, and the reason names the file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -30,16 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .canonical import fingerprint  # re-exported
 from .errors import ConnectError
 from .launchers import inside, picked_up
-
-
-def fingerprint(payload: Any) -> str:
-    """A stable SHA-256 over canonical JSON (a lone surrogate is hashed as itself, never a crash)."""
-    import hashlib  # on first use: importing kxen need not load OpenSSL's digests
-
-    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()
 
 if TYPE_CHECKING:
     from .config.models import ServerConfig

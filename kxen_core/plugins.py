@@ -23,20 +23,20 @@ Hardening:
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import sys
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import attrs
 import pluggy
 
+from . import _dists as importlib_metadata  # the one metadata seam (importlib.metadata's finding, lighter); tests monkeypatch it
 from . import hookspecs
-from .hookcall import check_async_impls
-from .kinds import TransportRegistry, collect
+from .hookcall import check_async_impls, tracing
 
-import importlib.metadata as importlib_metadata  # the one metadata seam; tests monkeypatch it
+if TYPE_CHECKING:
+    from .kinds import TransportRegistry
 
 GROUP = "kxen"
 
@@ -188,6 +188,8 @@ class KxenPluginManager(pluggy.PluginManager):
         impls = tuple(self.hook.kxen_register_transports.get_hookimpls())
         cached = self._transports
         if cached is None or cached[0] != impls:
+            from .kinds import collect  # on first use: making the manager does not need it
+
             cached = self._transports = (impls, collect(self, self.display_name))
         return cached[1]
 
@@ -328,13 +330,15 @@ def make_plugin_manager(
         pm.register_from(plugin, getattr(plugin, "__name__", None) or f"extra-{i}", source="registered")
     pm.check_pending()
     check_async_impls(pm)
-    if os.environ.get("KXEN_TRACE_PLUGINS") == "1" or logging.getLogger("kxen.hooks").isEnabledFor(logging.DEBUG):
+    if os.environ.get("KXEN_TRACE_PLUGINS") == "1" or tracing():
         _trace(pm)  # -vv or KXEN_TRACE_PLUGINS=1 (see kxen_core.cli_setup)
     return pm
 
 
 def _trace(pm: KxenPluginManager) -> None:
     """Log every sync hook call (async-capable ones are traced by kxen_core.hookcall)."""
+    import logging
+
     log = logging.getLogger("kxen.hooks")
 
     def before(hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from .launch import fingerprint  # one canonical digest for launches and calls (re-exported)
+from .canonical import fingerprint  # one canonical digest for launches and calls (re-exported)
 
 if TYPE_CHECKING:
     from .config.models import ServerConfig, Settings

@@ -14,35 +14,33 @@ and routes the agent's calls through the policy votes. States: see :class:`.serv
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import anyio
-import anyio.abc
 import attrs
 
-from . import calls, contents, kxen_tools
-from .admission import admit, user_fallback, why_replaced
-from .approvals import Approvals
-from .agent_output import DEFAULT_OUTPUT_CHARS, AgentOutput, render_prompt, render_read
-from .catalog import Catalog
 from .errors import ApprovalDenied, ConfigError, ConnectError, UnknownTool
-from .era import EraMemory
-from .launch import Launch, resolve_launch
-from .logins import LoginHost
+from .login_host import LoginHost
 from .plugins import KxenPluginManager, make_plugin_manager
-from .policy import ApprovalDecision, ApprovalRequest
-from .server import Server, ServerEnv, State
-from .notices import Subscription, UpdateCallback
-from .progress import ProgressCallback
-from .votes import PreparedVotes
+from .runtime_contents import ContentsHost
+from .states import State
 
 if TYPE_CHECKING:
-    # the config loader and the converter (cattrs) load when a Runtime is made, not with this module
+    # what a Runtime uses loads when it is made or used, not with this module (docs/performance.md)
+    from pathlib import Path
+
+    import anyio.abc
+
+    from .catalog import Catalog
     from .config import Config, ServerConfig
+    from .launch import Launch
+    from .notices import Subscription, UpdateCallback
+    from .policy import ApprovalDecision, ApprovalRequest
+    from .progress import ProgressCallback
+    from .server import Server
 
 
-class Runtime(LoginHost):
+class Runtime(LoginHost, ContentsHost):
     """Servers of one workspace. An async context manager; nothing starts before entering it.
     Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
     (:mod:`.logins`)."""
@@ -57,22 +55,29 @@ class Runtime(LoginHost):
         only: set[str] | None = None,
         approve: Iterable[str] = (),
     ) -> None:
+        from pathlib import Path
+
+        from . import calls
+        from .allow_rules import always_writer  # "always": allow in the user's toolPolicies
+        from .approvals import Approvals
+        from .converter import shared_converter
+        from .era import EraMemory
+        from .votes import PreparedVotes
+
         self.home = Path(home) if home is not None else None
         self.workspace = Path(workspace).resolve() if workspace is not None else Path.cwd().resolve()
         self.pm = pm if pm is not None else make_plugin_manager()
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
         self.approvals = Approvals(self.pm, approve)
-        from .allow_rules import always_writer  # "always": allow in the user's toolPolicies
-
         self.approvals.allow_always = always_writer(self)
         self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
         self.config: Config | None = None
         self.servers: dict[str, Server] = {}
-        from .converter import shared_converter
-
         self._converter = shared_converter()
         self._eras = EraMemory()  # each remote endpoint's protocol era, found once for the runtime's life
+        # the call path, held here: an import statement in call_tool would run on every call
+        self._call_tool, self._tool_policy = calls.call_tool, calls.tool_policy
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
@@ -129,6 +134,8 @@ class Runtime(LoginHost):
     async def _replace(self, config: Config) -> None:
         """Apply a new config: servers whose entry and admission are unchanged keep running; the
         rest are stopped (their pending calls fail at once) and started again from the new config."""
+        from .admission import admit, why_replaced
+
         keep = {
             n: s
             for n, s in self.servers.items()
@@ -144,6 +151,9 @@ class Runtime(LoginHost):
         self._apply(config, skip=set(keep))
 
     def _apply(self, config: Config, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        from .admission import admit, user_fallback
+        from .server import Server, ServerEnv
+
         self.config = config
         env = ServerEnv(
             pm=self.pm,
@@ -180,6 +190,8 @@ class Runtime(LoginHost):
         if enabled and current:
             return True  # already on: nothing to approve
         if enabled:
+            from .policy import ApprovalRequest
+
             remote = sorted(n for n, s in (self.config.servers if self.config else {}).items() if s.is_remote)
             decision = await self.ask(
                 ApprovalRequest(
@@ -225,6 +237,9 @@ class Runtime(LoginHost):
         await old.stop("restarting")
         if self.config is None or self._tg is None or name not in self.config.servers:
             return
+        from .admission import admit
+        from .server import Server
+
         entry = self.config.servers[name]
         server = self.servers[name] = Server(entry=entry, admission=admit(self.config, entry), env=old.env)
         if server.admission.run is not None:
@@ -245,6 +260,8 @@ class Runtime(LoginHost):
         """Project local servers and their launches, approved or not, and user ones whose launch is
         held (it runs what the workspace holds), without starting anything (loads the config first
         when the runtime was not entered)."""
+        from .launch import resolve_launch
+
         config = self.config or self.load()
         out: list[tuple[ServerConfig, Launch | None, str | None]] = []
         for server in config.servers.values():
@@ -296,56 +313,11 @@ class Runtime(LoginHost):
                 for entry in out[len(out) - len(s.tools_by_name) :]:
                     if entry["name"] in notes:
                         entry["notes"] = notes[entry["name"]]  # what catalog plugins annotated
-        return out if server is not None else out + kxen_tools.available(self)
-
-    @property
-    def output_limit(self) -> int:
-        """The most characters of one output the agent gets (``[mcp] max_output_chars``)."""
-        return self.config.settings.mcp.max_output_chars if self.config else DEFAULT_OUTPUT_CHARS
-
-    def _entries(self, kind: str, server: str | None) -> list[dict[str, Any]]:
         if server is not None:
-            self._server(server)  # UnknownTool for a name no server has
-        return contents.entries(self.servers.values(), kind, server)
+            return out
+        from . import kxen_tools
 
-    def resources(self, server: str | None = None, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
-        """``{"resources": [{"server", "uri", ...as sent}], "nextCursor": C or None}`` of the ready
-        servers (or one); from ``cursor`` on, at most ``limit`` (None: all). ``InvalidArguments``
-        for a cursor kxen did not hand out."""
-        if server is not None:
-            self._server(server)
-        return contents.page("resources", contents.pairs(self.servers.values(), "resources", server), cursor, limit)
-
-    def resource_templates(self, server: str | None = None) -> list[dict[str, Any]]:
-        """Every resource template of the ready servers (or one), each with its ``server``."""
-        return self._entries("resourceTemplates", server)
-
-    def prompts(self, server: str | None = None) -> list[dict[str, Any]]:
-        """Every prompt of the ready servers (or one), with its ``arguments`` and their ``required``."""
-        return self._entries("prompts", server)
-
-    async def read_resource(self, server: str, uri: str) -> AgentOutput:
-        """Read a resource (after the policy votes) and return it as the agent gets it: bounded,
-        binary contents as descriptors (the bytes: ``binary_data`` or :meth:`fetch_resource`)."""
-        raw = await contents.read(self, server, uri)
-        return render_read(raw, server=server, uri=uri, limit=self.output_limit)
-
-    async def fetch_resource(self, server: str, uri: str) -> list[contents.ResourceContent]:
-        """Read a resource for the host: each content's text, or its bytes decoded from base64."""
-        return contents.decode_contents(await contents.read(self, server, uri), server, uri)
-
-    async def get_prompt(self, server: str, name: str, arguments: Mapping[str, Any] | None = None) -> AgentOutput:
-        """Get a prompt, checked first (it exists, required arguments present, none unknown, all
-        strings: ``InvalidArguments`` and nothing sent otherwise), as the agent gets it (JSON)."""
-        raw = await contents.get_prompt(self, server, name, arguments)
-        return render_prompt(raw, server=server, name=name, limit=self.output_limit)
-
-    async def agent_call(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, server: str | None = None, timeout: float | None = None
-    ) -> AgentOutput:
-        """Call any tool of :meth:`tools` and return exactly what the agent gets: the result (or the
-        error) as text within the output bound, binary as descriptors. Raises no kxen error."""
-        return await kxen_tools.agent_call(self, name, arguments, server=server, timeout=timeout)
+        return out + kxen_tools.available(self)
 
     def _server(self, name: str) -> Server:
         server = self.servers.get(name)
@@ -381,12 +353,12 @@ class Runtime(LoginHost):
         waits for the new session the server opens at once and is sent again, once (see
         :mod:`kxen_core.calls`).
         """
-        return await calls.call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+        return await self._call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
 
     async def tool_policy(self, server: str, tool: str) -> tuple[str, list[str]]:
         """``(allow|ask|deny, reasons)`` of the policy votes for ``tool`` of ``server`` called with no
         arguments (a vote on the arguments may still differ for a real call)."""
-        return await calls.tool_policy(self, server, tool)
+        return await self._tool_policy(self, server, tool)
 
     async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
         """Call ``callback(uri)`` whenever ``server`` says ``uri`` (or a URI below it) was updated,

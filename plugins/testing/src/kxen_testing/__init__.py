@@ -14,20 +14,39 @@ For pytest, enable the fixtures (``anyio_backend``, ``kxen_home``, ``fakes``) wi
 ``pytest_plugins = ["kxen_testing.pytest_plugin"]``. See plugins/testing/README.md.
 """
 
-from .fake import FakeError, FakeServer, text_result
-from .helpers import Answers, Channel, mem, running
-from .memory import MemoryTransport, clear_fakes, get_fake, register_fake
+from __future__ import annotations
 
-__all__ = [
-    "Answers",
-    "Channel",
-    "FakeError",
-    "FakeServer",
-    "MemoryTransport",
-    "clear_fakes",
-    "get_fake",
-    "mem",
-    "register_fake",
-    "running",
-    "text_result",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .fake import FakeError, FakeServer, text_result
+    from .helpers import Answers, Channel, mem, running
+    from .memory import MemoryTransport, clear_fakes, get_fake, register_fake
+
+# loaded on first use, so the ``memory`` entry point (kxen_testing.hooks) stays cheap to import
+_LAZY = {
+    "FakeError": "fake",
+    "FakeServer": "fake",
+    "text_result": "fake",
+    "Answers": "helpers",
+    "Channel": "helpers",
+    "mem": "helpers",
+    "running": "helpers",
+    "MemoryTransport": "memory",
+    "clear_fakes": "memory",
+    "get_fake": "memory",
+    "register_fake": "memory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kxen_testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_LAZY)

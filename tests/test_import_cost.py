@@ -1,0 +1,128 @@
+"""What importing kxen loads (the import target of docs/performance.md): a fresh interpreter imports
+``kxen_core.runtime`` and ``kxen_core.plugins`` and makes the plugin manager, and none of what a
+Runtime loads only when it is made, entered or used is loaded yet.
+
+Module lists, not timings: a timed assertion would be flaky on a shared machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+IMPORT = "import kxen_core.runtime, kxen_core.plugins; pm = kxen_core.plugins.make_plugin_manager()"
+
+#: loaded only when a Runtime is made, entered or used (or never, for a host that does not use it)
+NOT_ON_IMPORT = (
+    # the standard library
+    "asyncio",  # the session's fast path takes it from a running loop
+    "ssl",
+    "socket",
+    "subprocess",
+    "email",  # importlib.metadata: a distribution's name and version only, when asked
+    "importlib.metadata",
+    "zipfile",
+    "csv",
+    "tempfile",
+    "secrets",  # a sign-in's flow id
+    "hashlib",  # fingerprints and digests
+    "shutil",  # launches
+    "logging",  # hook tracing takes its logger once something loaded logging
+    "pathlib",  # the Runtime's paths, when it is made
+    "cattrs",  # the config loader
+    # kxen's own modules a Runtime loads when it is made, entered or used
+    "kxen_core.config",
+    "kxen_core.converter",
+    "kxen_core.server",
+    "kxen_core.session",
+    "kxen_core.transport",
+    "kxen_core.era",
+    "kxen_core.admission",
+    "kxen_core.approvals",
+    "kxen_core.votes",
+    "kxen_core.calls",
+    "kxen_core.contents",
+    "kxen_core.kxen_tools",
+    "kxen_core.agent_output",
+    "kxen_core.logins",
+    "kxen_core.auth",
+    "kxen_core.launch",
+    "kxen_core.catalog",
+    "kxen_core.kinds",
+    # the plugins' own code beyond their entry points
+    "kxen_transport_http.streamable",
+    "kxen_transport_stdio.transport",
+    "kxen_oauth.flow",
+    "kxen_testing.fake",
+    "httpx",
+)
+
+
+def run(code: str, *env: str) -> dict[str, object]:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("KXEN_")}
+    environ.update(e.split("=", 1) for e in env)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ, check=False)
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_importing_kxen_and_making_the_plugin_manager_loads_only_what_that_needs():
+    got = run(
+        IMPORT + "\nimport json, sys\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'plugins': sorted(n for n, _ in pm.list_name_plugin()),"
+        " 'failures': [f.entry_point for f in pm.entry_failures]}))"
+    )
+    modules = set(got["modules"])  # type: ignore[arg-type]
+    # it did its job: the runtime module and every installed plugin's entry point are loaded
+    assert {"kxen_core.runtime", "kxen_core.plugins", "kxen_core.defaults"} <= modules
+    assert {"memory", "stdio", "http", "sse", "oauth", "tty"} <= set(got["plugins"])  # type: ignore[arg-type]
+    assert got["failures"] == []
+    loaded = sorted(m for m in NOT_ON_IMPORT if m in modules or any(k.startswith(m + ".") for k in modules))
+    assert loaded == []
+
+
+def test_what_was_left_out_loads_when_a_runtime_is_made_and_used(tmp_path):
+    """The other side of the list above: the deferred modules are there when needed."""
+    code = (
+        IMPORT + "\nimport json, sys\n"
+        "from kxen_core import Runtime\n"
+        f"rt = Runtime(home={str(tmp_path)!r}, workspace={str(tmp_path)!r}, pm=pm)\n"
+        "rt.load()\n"
+        "print(json.dumps({'modules': sorted(sys.modules)}))"
+    )
+    modules = set(run(code)["modules"])  # type: ignore[arg-type]
+    assert {"pathlib", "cattrs", "kxen_core.config", "kxen_core.approvals", "kxen_core.votes", "kxen_core.era"} <= modules
+
+
+@pytest.mark.parametrize("how", ["basicConfig", "setLevel"])
+def test_hook_tracing_follows_logging_loaded_after_kxen(how):
+    """kxen does not load logging; a host that loads and configures it later still turns tracing on."""
+    turn_on = "logging.basicConfig(level=logging.DEBUG)" if how == "basicConfig" else "logging.getLogger('kxen.hooks').setLevel(logging.DEBUG)"
+    code = (
+        "import json, sys\nfrom kxen_core import hookcall\n"
+        "before = ('logging' in sys.modules, hookcall.tracing())\n"
+        f"import logging\nquiet = hookcall.tracing()\n{turn_on}\n"
+        "print(json.dumps([*before, quiet, hookcall.tracing()]))"
+    )
+    assert run(code) == [False, False, False, True]  # type: ignore[comparison-overlap]
+
+
+def test_an_installed_plugin_named_in_the_allowlist_still_loads_with_its_distribution_name():
+    """Reading a distribution's name (for the allow/block lists, messages) still works: through
+    importlib.metadata, loaded only then."""
+    code = (
+        "import json, sys\nfrom kxen_core.plugins import make_plugin_manager\n"
+        "pm = make_plugin_manager()\n"
+        "print(json.dumps({'plugins': sorted(n for n, _ in pm.list_name_plugin()), 'dists': sorted(p.dist or '' for p in pm.infos()),"
+        " 'metadata': 'importlib.metadata' in sys.modules}))"
+    )
+    got = run(code, "KXEN_LOAD_PLUGINS=kxen-transport-stdio,memory")
+    assert {"stdio", "memory"} <= set(got["plugins"]) and "http" not in got["plugins"]  # type: ignore[operator]
+    assert {"kxen-transport-stdio", "kxen-testing"} <= set(got["dists"])  # type: ignore[arg-type]
+    assert got["metadata"] is True
