@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import attrs
 import pluggy
 
-from . import _dists as importlib_metadata  # the one metadata seam (importlib.metadata's finding, lighter); tests monkeypatch it
 from . import hookspecs
 from .hookcall import check_async_impls, tracing
 
 if TYPE_CHECKING:
     from .kinds import TransportRegistry
+
+import importlib.metadata as importlib_metadata  # the one metadata seam; tests monkeypatch it
 
 GROUP = "kxen"
 
