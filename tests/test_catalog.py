@@ -413,3 +413,86 @@ def test_property_rejected_items_never_kept(pages, data):
 
     catalog = run("tools", Pager(pages), judge=Judge(decide), max_pages=100, max_items=1000)
     assert not set(names(catalog)) & rejected_names
+
+
+# --- the next page is fetched while the current one is judged --------------------------------
+
+
+def test_next_page_is_fetched_while_the_current_one_is_judged():
+    pages = [Page([tool("a")], "2"), Page([tool("b")], "3"), Page([tool("c")])]
+    pager = Pager(pages)
+    seen: list[int] = []
+
+    async def judge(page: CatalogPage):
+        # the next page's request is out before this page's verdicts: wait (bounded) until it is
+        if page.number < len(pages):
+            with anyio.fail_after(5):
+                while pager.calls <= page.number:
+                    await anyio.sleep(0)
+        seen.append(pager.calls)
+        return []
+
+    catalog = run("tools", pager, judge=judge)
+    assert seen == [2, 3, 3]  # one page ahead at most, and nothing after the last
+    assert names(catalog) == ["a", "b", "c"] and catalog.complete
+
+
+def test_no_fetch_ahead_when_the_page_may_reach_the_item_limit_or_the_page_limit():
+    def walk(pages: list[Page], **limits: int) -> tuple[list[int], Pager, Catalog]:
+        pager = Pager(pages)
+        seen: list[int] = []
+
+        async def judge(page: CatalogPage):
+            await anyio.sleep(0)
+            seen.append(pager.calls)
+            return []
+
+        return seen, pager, run("tools", pager, judge=judge, **limits)
+
+    # page 2 could fill the catalog (1 + 3 items, 3 allowed): the walk may end there, so no page 3 yet
+    seen, pager, catalog = walk([Page([tool("a")], "2"), Page([tool("b"), tool("c"), tool("d")], "3"), Page([])], max_items=3)
+    assert seen == [2, 2] and pager.calls == 2
+    assert names(catalog) == ["a", "b", "c"] and not catalog.complete
+    # page 2 is the last allowed: nothing is fetched after it
+    seen, pager, catalog = walk([Page([tool("a")], "2"), Page([tool("b")], "3"), Page([tool("c")])], max_pages=2)
+    assert seen == [2, 2] and pager.calls == 2
+    assert names(catalog) == ["a", "b"] and not catalog.complete
+
+
+def test_a_bad_verdict_raises_as_itself_while_a_page_is_fetched_ahead():
+    async def judge(page: CatalogPage):
+        return [("p", object())]
+
+    pager = Pager([Page([tool("a")], "2"), Page([tool("b")])])
+    with pytest.raises(AttributeError):
+        run("tools", pager, judge=judge)
+
+
+def test_cancelling_the_walk_cancels_the_fetch_ahead():
+    state: list[str] = []
+
+    async def fetch(cursor: str | None) -> dict[str, Any]:
+        if cursor is None:
+            return {"tools": [tool("a")], "nextCursor": "2"}
+        state.append("fetching 2")
+        try:
+            await anyio.sleep_forever()
+        finally:
+            state.append("fetch 2 ended")
+        return {}  # pragma: no cover - cancelled above
+
+    async def main() -> None:
+        with anyio.fail_after(10):
+            with anyio.CancelScope() as scope:
+
+                async def judge(page: CatalogPage):
+                    await anyio.sleep(0)
+                    scope.cancel()
+                    await anyio.sleep(0)
+                    return []
+
+                await fetch_catalog("tools", fetch, judge=judge)
+            assert scope.cancelled_caught
+
+    anyio.run(main)
+    assert state == ["fetching 2", "fetch 2 ended"]
