@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .catalog import CatalogPage, Verdict
 from .hookspecs import hookimpl
@@ -176,12 +176,7 @@ class ToolCatalog(_Hooks):
             from .config.models import RemoteCatalogLimits
 
             limits = RemoteCatalogLimits()
-        verdicts = []
-        for i, item in enumerate(page.items):
-            problem = tool_problem(item, limits)
-            if problem:
-                verdicts.append(Verdict.reject(i, problem))
-        return verdicts
+        return tool_verdicts(page.items, limits)
 
 
 #: MCP's own rule for a tool name (2025-11-25, SEP-986). The model never sees it as it is unless it
@@ -286,6 +281,49 @@ def schema_problem(field: str, schema: dict[str, Any], limits: RemoteCatalogLimi
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
     return None
+
+
+def tool_verdicts(items: Sequence[dict[str, Any]], limits: RemoteCatalogLimits) -> list[Verdict]:
+    """A reject verdict for each tool of ``items`` that :func:`tool_problem` finds a problem with.
+
+    The same rules and messages: a plain tool (only ``name``, ``description`` and ``inputSchema``,
+    each of the JSON type it must have, the schema's text within every bound) is checked here in
+    one loop, without the calls; anything else, and anything that fails, goes to ``tool_problem``.
+    """
+    verdicts: list[Verdict] = []
+    plain = _USUAL_KEYS.issuperset
+    name_ok = TOOL_NAME_RE.fullmatch
+    compact = _compact
+    max_desc, max_bytes, max_depth = limits.max_description_chars, limits.max_schema_bytes, limits.max_schema_depth
+    for i, item in enumerate(items):
+        if plain(item):
+            name = item.get("name")
+            desc = item.get("description")
+            schema = item.get("inputSchema")
+            if (
+                type(name) is str
+                and name_ok(name)
+                and (desc is None or (type(desc) is str and len(desc) <= max_desc))
+                and type(schema) is dict
+                and type(kind := schema.get("type")) is str
+                and kind == "object"
+            ):
+                try:
+                    text = compact(schema)
+                except Exception:  # not JSON, or nested too deeply to encode: tool_problem says which
+                    text = None
+                if (
+                    text is not None
+                    and len(text) <= max_bytes
+                    and '"$ref"' not in text
+                    and '"$dynamicRef"' not in text
+                    and text.count("{") + text.count("[") + 1 <= max_depth
+                ):
+                    continue
+        problem = tool_problem(item, limits)
+        if problem:
+            verdicts.append(Verdict.reject(i, problem))
+    return verdicts
 
 
 #: the old name of tool_problem (it checked remote servers only)
