@@ -10,7 +10,8 @@ reject items one by one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+import asyncio
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -198,17 +199,7 @@ async def fetch_catalog(
             cursor = nxt
         if stop is None and number < max_pages and len(index) + len(raw) <= max_items:
             ahead = _Ahead(fetch, cursor)
-            error: Exception | None = None
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ahead.run)
-                await anyio.lowlevel.checkpoint()  # the fetch starts (its request goes out) before the judging
-                try:
-                    full = await _take_page(catalog, index, kind, key_field, number, raw, judge, max_items)
-                except Exception as exc:  # raised as itself below, not in the task group's ExceptionGroup
-                    error = exc
-                    tg.cancel_scope.cancel()
-            if error is not None:
-                raise error
+            full = await ahead.beside(_take_page(catalog, index, kind, key_field, number, raw, judge, max_items))
         else:
             full = await _take_page(catalog, index, kind, key_field, number, raw, judge, max_items)
         if full:
@@ -223,6 +214,14 @@ async def fetch_catalog(
         catalog.diag(f"more than {max_pages} pages; stopped with {len(index)} items")
     catalog.items = list(index.values())
     return catalog
+
+
+def _asyncio_task() -> asyncio.Task[Any] | None:
+    """The asyncio task running this, or None (trio, a guest run)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop running in this thread
+        return None
 
 
 class _Ahead:
@@ -241,6 +240,44 @@ class _Ahead:
             self._result = await self._fetch(self._cursor)
         except Exception as exc:
             self._error = exc
+
+    async def beside(self, work: Coroutine[Any, Any, bool]) -> bool:
+        """Await ``work`` while the fetch runs in its own task (started first, so its request goes out
+        before the judging); the task has ended when this returns or raises. In an asyncio task the
+        fetch is a bare asyncio task (a task group costs some fifty microseconds a page), elsewhere
+        (trio, a guest run) a task group's."""
+        if _asyncio_task() is None:
+            return await self._in_task_group(work)
+        child = asyncio.get_running_loop().create_task(self.run())
+        try:
+            await asyncio.sleep(0)
+            done = await work
+            await child  # ended already, but for a slow fetch
+        except BaseException:  # cancelled, or ``work`` failed: the fetch ends before this does
+            work.close()  # cancelled before it started: never awaited, and no warning saying so
+            if not child.done():
+                child.cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait((child,))
+            raise
+        return done
+
+    async def _in_task_group(self, work: Coroutine[Any, Any, bool]) -> bool:
+        error: Exception | None = None
+        done = False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.run)
+            try:
+                await anyio.lowlevel.checkpoint()
+                done = await work
+            except Exception as exc:  # raised as itself below, not in the task group's ExceptionGroup
+                error = exc
+                tg.cancel_scope.cancel()
+            finally:
+                work.close()
+        if error is not None:
+            raise error
+        return done
 
     def result(self) -> dict[str, Any]:
         if self._error is not None:

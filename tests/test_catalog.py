@@ -418,7 +418,18 @@ def test_property_rejected_items_never_kept(pages, data):
 # --- the next page is fetched while the current one is judged --------------------------------
 
 
-def test_next_page_is_fetched_while_the_current_one_is_judged():
+@pytest.fixture(params=["asyncio task", "task group"], autouse=False)
+def ahead_path(request, monkeypatch):
+    """Both ways the next page is fetched beside the judging: a bare asyncio task (inside an
+    asyncio task) and a task group (trio, a guest run: forced here)."""
+    if request.param == "task group":
+        import kxen_core.catalog as catalog_module
+
+        monkeypatch.setattr(catalog_module, "_asyncio_task", lambda: None)
+    return request.param
+
+
+def test_next_page_is_fetched_while_the_current_one_is_judged(ahead_path):
     pages = [Page([tool("a")], "2"), Page([tool("b")], "3"), Page([tool("c")])]
     pager = Pager(pages)
     seen: list[int] = []
@@ -437,7 +448,7 @@ def test_next_page_is_fetched_while_the_current_one_is_judged():
     assert names(catalog) == ["a", "b", "c"] and catalog.complete
 
 
-def test_no_fetch_ahead_when_the_page_may_reach_the_item_limit_or_the_page_limit():
+def test_no_fetch_ahead_when_the_page_may_reach_the_item_limit_or_the_page_limit(ahead_path):
     def walk(pages: list[Page], **limits: int) -> tuple[list[int], Pager, Catalog]:
         pager = Pager(pages)
         seen: list[int] = []
@@ -459,7 +470,7 @@ def test_no_fetch_ahead_when_the_page_may_reach_the_item_limit_or_the_page_limit
     assert names(catalog) == ["a", "b"] and not catalog.complete
 
 
-def test_a_bad_verdict_raises_as_itself_while_a_page_is_fetched_ahead():
+def test_a_bad_verdict_raises_as_itself_while_a_page_is_fetched_ahead(ahead_path):
     async def judge(page: CatalogPage):
         return [("p", object())]
 
@@ -468,7 +479,7 @@ def test_a_bad_verdict_raises_as_itself_while_a_page_is_fetched_ahead():
         run("tools", pager, judge=judge)
 
 
-def test_cancelling_the_walk_cancels_the_fetch_ahead():
+def test_cancelling_the_walk_cancels_the_fetch_ahead(ahead_path):
     state: list[str] = []
 
     async def fetch(cursor: str | None) -> dict[str, Any]:
@@ -496,3 +507,11 @@ def test_cancelling_the_walk_cancels_the_fetch_ahead():
 
     anyio.run(main)
     assert state == ["fetching 2", "fetch 2 ended"]
+
+
+def test_a_failing_page_fetched_ahead_keeps_the_items_so_far(ahead_path):
+    pager = Pager([Page([tool("a")], "2"), Page([tool("b")], "3"), Page([], fail=True), Page([tool("d")])])
+    catalog = run("tools", pager, judge=Judge(lambda page: []))
+    assert pager.calls == 3
+    assert names(catalog) == ["a", "b"] and catalog.complete is False
+    assert any("page 3 failed (RuntimeError: page 3 exploded); kept 2 items" in d for d in catalog.diagnostics)
