@@ -116,6 +116,10 @@ def _base_problem(kind: str, item: Any, key_field: str) -> str | None:
     return None
 
 
+_DICT_OR_NONE = (dict, type(None))
+_STR_OR_NONE = (str, type(None))
+
+
 def _prompt_arguments_problem(arguments: Any) -> str | None:
     """A prompt's ``arguments``: a list of objects with distinct non-empty string names and a
     boolean ``required`` when given (get-prompt checks calls against them)."""
@@ -300,7 +304,18 @@ async def _take_page(
     (then ``catalog`` is final)."""
     # core rules first, then the plugins' verdicts on what survived
     valid: list[dict[str, Any]] = []
+    tools = kind == "tools"
     for i, item in enumerate(raw):
+        if tools and type(item) is dict:  # a tool that passes every core rule, checked inline
+            key = item.get("name")
+            if (
+                type(key) is str
+                and 0 < len(key) <= 2048
+                and type(item.get("inputSchema")) in _DICT_OR_NONE
+                and type(item.get("description")) in _STR_OR_NONE
+            ):
+                valid.append(item)
+                continue
         problem = _base_problem(kind, item, key_field)
         if problem:
             catalog.diag(f"{_label(item, key_field, number, i)} skipped: {problem}")
@@ -325,6 +340,15 @@ async def _take_page(
                     catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected{who}: {v.reason}")
             elif v.action == "annotate":
                 annotations.setdefault(v.index, {})[v.key] = v.value
+    if not rejected and not annotations and len(index) + len(valid) <= max_items:
+        # the common page: nothing rejected or annotated, no room to pass max_items; the first wins
+        setdefault = index.setdefault
+        for item in valid:
+            first = setdefault(item[key_field], item)
+            if first is not item and first != item:
+                key = item[key_field]
+                catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
+        return False
     for i, item in enumerate(valid):
         if i in rejected:
             continue
