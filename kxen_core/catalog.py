@@ -344,8 +344,8 @@ async def _take_page(
         # the common page: nothing rejected or annotated, no room to pass max_items; the first wins
         setdefault = index.setdefault
         for item in valid:
-            first = setdefault(item[key_field], item)
-            if first is not item and first != item:
+            kept = setdefault(item[key_field], item)
+            if kept is not item and kept != item:
                 key = item[key_field]
                 catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
         return False
