@@ -10,8 +10,11 @@ reject items one by one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+import asyncio
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence
 
+import anyio
+import anyio.lowlevel
 import attrs
 
 if TYPE_CHECKING:
@@ -113,6 +116,10 @@ def _base_problem(kind: str, item: Any, key_field: str) -> str | None:
     return None
 
 
+_DICT_OR_NONE = (dict, type(None))
+_STR_OR_NONE = (str, type(None))
+
+
 def _prompt_arguments_problem(arguments: Any) -> str | None:
     """A prompt's ``arguments``: a list of objects with distinct non-empty string names and a
     boolean ``required`` when given (get-prompt checks calls against them)."""
@@ -153,86 +160,210 @@ async def fetch_catalog(
     max_pages: int = MAX_PAGES,
     max_items: int = MAX_ITEMS,
 ) -> Catalog:
-    """Walk every page of ``kind`` through ``fetch(cursor)``; never raises for a later page."""
+    """Walk every page of ``kind`` through ``fetch(cursor)``; never raises for a later page.
+
+    While a page is validated and judged, the next one is already being fetched when the walk will
+    surely ask for it (a valid new cursor, a page left under ``max_pages``, and too few items on
+    this page to reach ``max_items``): the same requests in the same order, each sent only after
+    the answer before it, so the server's time overlaps kxen's. At most one page is held ahead.
+    """
     _, field, key_field = KINDS[kind]
     catalog = Catalog(kind=kind)
     index: dict[str, dict[str, Any]] = {}
     seen_cursors: set[str] = set()
     cursor: str | None = None
+    ahead: _Ahead | None = None
     for number in range(1, max_pages + 1):
         try:
-            result = await fetch(cursor)
+            result = await fetch(cursor) if ahead is None else ahead.result()
         except Exception as exc:
             if number == 1:
                 raise
             catalog.complete = False
             catalog.diag(f"page {number} failed ({type(exc).__name__}: {str(exc)[:200]}); kept {len(index)} items")
             break
+        ahead = None
         catalog.pages = number
         raw = result.get(field)
         if type(raw) is not list:
             catalog.complete = False
             catalog.diag(f"page {number}: '{field}' is missing or not a list; kept {len(index)} items")
             break
-        # core rules first, then the plugins' verdicts on what survived
-        valid: list[dict[str, Any]] = []
-        for i, item in enumerate(raw):
-            problem = _base_problem(kind, item, key_field)
-            if problem:
-                catalog.diag(f"{_label(item, key_field, number, i)} skipped: {problem}")
-            else:
-                valid.append(item)
-        rejected: set[int] = set()
-        annotations: dict[int, dict[str, Any]] = {}
-        if judge is not None and valid:
-            page = CatalogPage(kind=kind, number=number, items=tuple(valid))
-            try:
-                verdicts = await judge(page)
-            except Exception as exc:
-                catalog.diag(f"page {number} rejected whole: {exc}")
-                verdicts = [("", Verdict.reject(i, "page rejected")) for i in range(len(valid))]
-            for plugin, v in verdicts:
-                if not (0 <= v.index < len(valid)):
-                    continue
-                if v.action == "reject":
-                    if v.index not in rejected:
-                        rejected.add(v.index)
-                        who = f" by {plugin}" if plugin else ""
-                        catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected{who}: {v.reason}")
-                elif v.action == "annotate":
-                    annotations.setdefault(v.index, {})[v.key] = v.value
-        for i, item in enumerate(valid):
-            if i in rejected:
-                continue
-            key = item[key_field]
-            first = index.get(key)
-            if first is not None:
-                if first != item:
-                    catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
-                continue
-            if len(index) >= max_items:
-                catalog.complete = False
-                catalog.diag(f"more than {max_items} {kind}; the rest is dropped")
-                catalog.items = list(index.values())
-                return catalog
-            index[key] = item
-            if i in annotations:
-                catalog.notes[key] = annotations[i]  # notes follow the item that is kept, not its duplicates
+        # where the walk goes after this page depends on the page's answer alone: decided first
         nxt = result.get("nextCursor")
         if nxt is None:
+            stop: str | None = ""
+        elif type(nxt) is not str or len(nxt) > MAX_CURSOR_CHARS:
+            stop = "invalid nextCursor"
+        elif nxt in seen_cursors:
+            stop = "cursor repeated"
+        else:
+            stop = None
+            seen_cursors.add(nxt)
+            cursor = nxt
+        if stop is None and number < max_pages and len(index) + len(raw) <= max_items:
+            ahead = _Ahead(fetch, cursor)
+            full = await ahead.beside(_take_page(catalog, index, kind, key_field, number, raw, judge, max_items))
+        else:
+            full = await _take_page(catalog, index, kind, key_field, number, raw, judge, max_items)
+        if full:
+            return catalog
+        if stop is not None:
+            if stop:
+                catalog.complete = False
+                catalog.diag(f"page {number}: {stop}; stopped with {len(index)} items")
             break
-        if type(nxt) is not str or len(nxt) > MAX_CURSOR_CHARS:
-            catalog.complete = False
-            catalog.diag(f"page {number}: invalid nextCursor; stopped with {len(index)} items")
-            break
-        if nxt in seen_cursors:
-            catalog.complete = False
-            catalog.diag(f"page {number}: cursor repeated; stopped with {len(index)} items")
-            break
-        seen_cursors.add(nxt)
-        cursor = nxt
     else:
         catalog.complete = False
         catalog.diag(f"more than {max_pages} pages; stopped with {len(index)} items")
     catalog.items = list(index.values())
     return catalog
+
+
+def _asyncio_task() -> asyncio.Task[Any] | None:
+    """The asyncio task running this, or None (trio, a guest run)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop running in this thread
+        return None
+
+
+class _Ahead:
+    """The next page's fetch, run beside the judging of the current one; its error is kept for the
+    walk to handle as if it had fetched the page itself (nothing escapes into the task group)."""
+
+    __slots__ = ("_cursor", "_error", "_fetch", "_result")
+
+    def __init__(self, fetch: Fetch, cursor: str | None) -> None:
+        self._fetch, self._cursor = fetch, cursor
+        self._result: dict[str, Any] | None = None
+        self._error: Exception | None = None
+
+    async def run(self) -> None:
+        try:
+            self._result = await self._fetch(self._cursor)
+        except Exception as exc:
+            self._error = exc
+
+    async def beside(self, work: Coroutine[Any, Any, bool]) -> bool:
+        """Await ``work`` while the fetch runs in its own task (started first, so its request goes out
+        before the judging); the task has ended when this returns or raises. In an asyncio task the
+        fetch is a bare asyncio task (a task group costs some fifty microseconds a page), elsewhere
+        (trio, a guest run) a task group's."""
+        if _asyncio_task() is None:
+            return await self._in_task_group(work)
+        child = asyncio.get_running_loop().create_task(self.run())
+        try:
+            await asyncio.sleep(0)
+            done = await work
+            await child  # ended already, but for a slow fetch
+        except BaseException:  # cancelled, or ``work`` failed: the fetch ends before this does
+            work.close()  # cancelled before it started: never awaited, and no warning saying so
+            if not child.done():
+                child.cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait((child,))
+            raise
+        return done
+
+    async def _in_task_group(self, work: Coroutine[Any, Any, bool]) -> bool:
+        error: Exception | None = None
+        done = False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.run)
+            try:
+                await anyio.lowlevel.checkpoint()
+                done = await work
+            except Exception as exc:  # raised as itself below, not in the task group's ExceptionGroup
+                error = exc
+                tg.cancel_scope.cancel()
+            finally:
+                work.close()
+        if error is not None:
+            raise error
+        return done
+
+    def result(self) -> dict[str, Any]:
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+async def _take_page(
+    catalog: Catalog,
+    index: dict[str, dict[str, Any]],
+    kind: str,
+    key_field: str,
+    number: int,
+    raw: list[Any],
+    judge: Judge | None,
+    max_items: int,
+) -> bool:
+    """Validate, judge and deduplicate one page into ``index``; True when ``max_items`` was passed
+    (then ``catalog`` is final)."""
+    # core rules first, then the plugins' verdicts on what survived
+    valid: list[dict[str, Any]] = []
+    tools = kind == "tools"
+    for i, item in enumerate(raw):
+        if tools and type(item) is dict:  # a tool that passes every core rule, checked inline
+            key = item.get("name")
+            if (
+                type(key) is str
+                and 0 < len(key) <= 2048
+                and type(item.get("inputSchema")) in _DICT_OR_NONE
+                and type(item.get("description")) in _STR_OR_NONE
+            ):
+                valid.append(item)
+                continue
+        problem = _base_problem(kind, item, key_field)
+        if problem:
+            catalog.diag(f"{_label(item, key_field, number, i)} skipped: {problem}")
+        else:
+            valid.append(item)
+    rejected: set[int] = set()
+    annotations: dict[int, dict[str, Any]] = {}
+    if judge is not None and valid:
+        page = CatalogPage(kind=kind, number=number, items=tuple(valid))
+        try:
+            verdicts = await judge(page)
+        except Exception as exc:
+            catalog.diag(f"page {number} rejected whole: {exc}")
+            verdicts = [("", Verdict.reject(i, "page rejected")) for i in range(len(valid))]
+        for plugin, v in verdicts:
+            if not (0 <= v.index < len(valid)):
+                continue
+            if v.action == "reject":
+                if v.index not in rejected:
+                    rejected.add(v.index)
+                    who = f" by {plugin}" if plugin else ""
+                    catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected{who}: {v.reason}")
+            elif v.action == "annotate":
+                annotations.setdefault(v.index, {})[v.key] = v.value
+    if not rejected and not annotations and len(index) + len(valid) <= max_items:
+        # the common page: nothing rejected or annotated, no room to pass max_items; the first wins
+        setdefault = index.setdefault
+        for item in valid:
+            kept = setdefault(item[key_field], item)
+            if kept is not item and kept != item:
+                key = item[key_field]
+                catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
+        return False
+    for i, item in enumerate(valid):
+        if i in rejected:
+            continue
+        key = item[key_field]
+        first = index.get(key)
+        if first is not None:
+            if first != item:
+                catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
+            continue
+        if len(index) >= max_items:
+            catalog.complete = False
+            catalog.diag(f"more than {max_items} {kind}; the rest is dropped")
+            catalog.items = list(index.values())
+            return True
+        index[key] = item
+        if i in annotations:
+            catalog.notes[key] = annotations[i]  # notes follow the item that is kept, not its duplicates
+    return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .hookspecs import hookimpl
 from .policy import READ_ONLY_METHODS, ToolCall, Vote
@@ -176,14 +176,7 @@ class ToolCatalog(_Hooks):
             from .config.models import RemoteCatalogLimits
 
             limits = RemoteCatalogLimits()
-        verdicts = []
-        for i, item in enumerate(page.items):
-            problem = tool_problem(item, limits)
-            if problem:
-                from .catalog import Verdict  # loaded with the server's catalogs already
-
-                verdicts.append(Verdict.reject(i, problem))
-        return verdicts
+        return tool_verdicts(page.items, limits)
 
 
 #: MCP's own rule for a tool name (2025-11-25, SEP-986). The model never sees it as it is unless it
@@ -236,23 +229,28 @@ def tool_problem(item: dict[str, Any], limits: RemoteCatalogLimits) -> str | Non
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
-def _compact_encoder() -> Callable[[Any], str]:
-    """Compact JSON of a value. CPython's C encoder made once is four times faster than
-    ``JSONEncoder.encode`` on a small schema (which makes one per call); where it is missing or
-    answers differently, the plain encoder. No circular-reference markers: parsed JSON has none,
-    and a value nested too deeply raises ``RecursionError`` either way."""
+def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:
+    """The pieces of a value's compact JSON (``"".join`` them). CPython's C encoder made once is four
+    times faster than ``JSONEncoder.encode`` on a small schema (which makes one per call); where it
+    is missing or answers differently, the plain encoder. No circular-reference markers: parsed JSON
+    has none, and a value nested too deeply raises ``RecursionError`` either way."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is not None:
         try:
             encode = make(None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
             if "".join(encode({"a": [1, "\u00e9"]}, 0)) == _COMPACT.encode({"a": [1, "\u00e9"]}):
-                return lambda value: "".join(encode(value, 0))
+                return encode
         except Exception:  # another interpreter's private encoder: use the public one
             pass
-    return _COMPACT.encode
+    return lambda value, _level: (_COMPACT.encode(value),)
 
 
-_compact = _compact_encoder()
+_compact_parts = _compact_encoder()
+
+
+def _compact(value: Any) -> str:
+    """Compact JSON of ``value`` (ASCII: every other character escaped)."""
+    return "".join(_compact_parts(value, 0))
 
 
 def schema_problem(field: str, schema: dict[str, Any], limits: RemoteCatalogLimits) -> str | None:
@@ -288,6 +286,51 @@ def schema_problem(field: str, schema: dict[str, Any], limits: RemoteCatalogLimi
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
     return None
+
+
+def tool_verdicts(items: Sequence[dict[str, Any]], limits: RemoteCatalogLimits) -> list[Verdict]:
+    """A reject verdict for each tool of ``items`` that :func:`tool_problem` finds a problem with.
+
+    The same rules and messages: a plain tool (only ``name``, ``description`` and ``inputSchema``,
+    each of the JSON type it must have, the schema's text within every bound) is checked here in
+    one loop, without the calls; anything else, and anything that fails, goes to ``tool_problem``.
+    """
+    verdicts: list[Verdict] = []
+    plain = _USUAL_KEYS.issuperset
+    name_ok = TOOL_NAME_RE.fullmatch
+    parts, join = _compact_parts, "".join
+    max_desc, max_bytes, max_depth = limits.max_description_chars, limits.max_schema_bytes, limits.max_schema_depth
+    for i, item in enumerate(items):
+        if plain(item):
+            name = item.get("name")
+            desc = item.get("description")
+            schema = item.get("inputSchema")
+            if (
+                type(name) is str
+                and name_ok(name)
+                and (desc is None or (type(desc) is str and len(desc) <= max_desc))
+                and type(schema) is dict
+                and type(kind := schema.get("type")) is str
+                and kind == "object"
+            ):
+                try:
+                    text = join(parts(schema, 0))
+                except Exception:  # not JSON, or nested too deeply to encode: tool_problem says which
+                    text = None
+                if (
+                    text is not None
+                    and len(text) <= max_bytes
+                    and '"$ref"' not in text
+                    and '"$dynamicRef"' not in text
+                    and text.count("{") + text.count("[") + 1 <= max_depth
+                ):
+                    continue
+        problem = tool_problem(item, limits)
+        if problem:
+            from .catalog import Verdict  # loaded with the server's catalogs already
+
+            verdicts.append(Verdict.reject(i, problem))
+    return verdicts
 
 
 #: the old name of tool_problem (it checked remote servers only)

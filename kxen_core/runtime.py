@@ -307,12 +307,12 @@ class Runtime(LoginHost, ContentsHost):
                 continue
             notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
             model_names = s.tool_names  # the server's name map (provider-safe, see tool_names)
-            # a new dict per tool (the host may change it); "name" is the key it is listed under
-            out += [{**t, "server": name, "qualifiedName": model_names[t["name"]]} for t in s.tools_by_name.values()]
-            if notes:
-                for entry in out[len(out) - len(s.tools_by_name) :]:
-                    if entry["name"] in notes:
-                        entry["notes"] = notes[entry["name"]]  # what catalog plugins annotated
+            for tool, t in s.tools_by_name.items():  # keyed by each tool's "name"
+                entry = t.copy()  # a new dict per tool (the host may change it); copied, then 2 keys set
+                entry["server"], entry["qualifiedName"] = name, model_names[tool]
+                if notes and tool in notes:
+                    entry["notes"] = notes[tool]  # what catalog plugins annotated
+                out.append(entry)
         if server is not None:
             return out
         from . import kxen_tools

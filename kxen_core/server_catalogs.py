@@ -107,7 +107,13 @@ class CatalogLists:
             return
         if kind == "tools":
             names = [t["name"] for t in catalog.items]  # distinct: the catalog is deduplicated
-            by_tool, by_model, dropped = assign(self.name, names)
+            dropped: list[str] = []
+            if names == list(self.tool_names):
+                # the same tools in the same order (a refetch of an unchanged catalog): the maps
+                # ``assign`` made of them stand, since it depends on the server's and tools' names only
+                by_tool, by_model = self.tool_names, self.model_tools
+            else:
+                by_tool, by_model, dropped = assign(self.name, names)
             for reason in dropped:
                 catalog.diag(reason)
             if dropped:

@@ -413,3 +413,225 @@ def test_property_rejected_items_never_kept(pages, data):
 
     catalog = run("tools", Pager(pages), judge=Judge(decide), max_pages=100, max_items=1000)
     assert not set(names(catalog)) & rejected_names
+
+
+# --- the next page is fetched while the current one is judged --------------------------------
+
+
+@pytest.fixture(params=["asyncio task", "task group"], autouse=False)
+def ahead_path(request, monkeypatch):
+    """Both ways the next page is fetched beside the judging: a bare asyncio task (inside an
+    asyncio task) and a task group (trio, a guest run: forced here)."""
+    if request.param == "task group":
+        import kxen_core.catalog as catalog_module
+
+        monkeypatch.setattr(catalog_module, "_asyncio_task", lambda: None)
+    return request.param
+
+
+def test_next_page_is_fetched_while_the_current_one_is_judged(ahead_path):
+    pages = [Page([tool("a")], "2"), Page([tool("b")], "3"), Page([tool("c")])]
+    pager = Pager(pages)
+    seen: list[int] = []
+
+    async def judge(page: CatalogPage):
+        # the next page's request is out before this page's verdicts: wait (bounded) until it is
+        if page.number < len(pages):
+            with anyio.fail_after(5):
+                while pager.calls <= page.number:
+                    await anyio.sleep(0)
+        seen.append(pager.calls)
+        return []
+
+    catalog = run("tools", pager, judge=judge)
+    assert seen == [2, 3, 3]  # one page ahead at most, and nothing after the last
+    assert names(catalog) == ["a", "b", "c"] and catalog.complete
+
+
+def test_no_fetch_ahead_when_the_page_may_reach_the_item_limit_or_the_page_limit(ahead_path):
+    def walk(pages: list[Page], **limits: int) -> tuple[list[int], Pager, Catalog]:
+        pager = Pager(pages)
+        seen: list[int] = []
+
+        async def judge(page: CatalogPage):
+            await anyio.sleep(0)
+            seen.append(pager.calls)
+            return []
+
+        return seen, pager, run("tools", pager, judge=judge, **limits)
+
+    # page 2 could fill the catalog (1 + 3 items, 3 allowed): the walk may end there, so no page 3 yet
+    seen, pager, catalog = walk([Page([tool("a")], "2"), Page([tool("b"), tool("c"), tool("d")], "3"), Page([])], max_items=3)
+    assert seen == [2, 2] and pager.calls == 2
+    assert names(catalog) == ["a", "b", "c"] and not catalog.complete
+    # page 2 is the last allowed: nothing is fetched after it
+    seen, pager, catalog = walk([Page([tool("a")], "2"), Page([tool("b")], "3"), Page([tool("c")])], max_pages=2)
+    assert seen == [2, 2] and pager.calls == 2
+    assert names(catalog) == ["a", "b"] and not catalog.complete
+
+
+def test_a_bad_verdict_raises_as_itself_while_a_page_is_fetched_ahead(ahead_path):
+    async def judge(page: CatalogPage):
+        return [("p", object())]
+
+    pager = Pager([Page([tool("a")], "2"), Page([tool("b")])])
+    with pytest.raises(AttributeError):
+        run("tools", pager, judge=judge)
+
+
+def test_cancelling_the_walk_cancels_the_fetch_ahead(ahead_path):
+    state: list[str] = []
+
+    async def fetch(cursor: str | None) -> dict[str, Any]:
+        if cursor is None:
+            return {"tools": [tool("a")], "nextCursor": "2"}
+        state.append("fetching 2")
+        try:
+            await anyio.sleep_forever()
+        finally:
+            state.append("fetch 2 ended")
+        return {}  # pragma: no cover - cancelled above
+
+    async def main() -> None:
+        with anyio.fail_after(10):
+            with anyio.CancelScope() as scope:
+
+                async def judge(page: CatalogPage):
+                    await anyio.sleep(0)
+                    scope.cancel()
+                    await anyio.sleep(0)
+                    return []
+
+                await fetch_catalog("tools", fetch, judge=judge)
+            assert scope.cancelled_caught
+
+    anyio.run(main)
+    assert state == ["fetching 2", "fetch 2 ended"]
+
+
+def test_a_failing_page_fetched_ahead_keeps_the_items_so_far(ahead_path):
+    pager = Pager([Page([tool("a")], "2"), Page([tool("b")], "3"), Page([], fail=True), Page([tool("d")])])
+    catalog = run("tools", pager, judge=Judge(lambda page: []))
+    assert pager.calls == 3
+    assert names(catalog) == ["a", "b"] and catalog.complete is False
+    assert any("page 3 failed (RuntimeError: page 3 exploded); kept 2 items" in d for d in catalog.diagnostics)
+
+
+# --- the page loop's shortcuts decide like the plain rules ------------------------------------
+
+
+def reference_walk(kind: str, pages: Sequence[Page], decide, max_pages: int, max_items: int) -> Catalog:
+    """The walk written plainly from the documented rules: every item through the core rules one
+    call at a time, the verdicts, then the first of each key kept (no shortcut, no fetch ahead)."""
+    from kxen_core.catalog import KINDS, _base_problem, _label
+
+    field, key_field = KINDS[kind][1], KINDS[kind][2]
+    catalog = Catalog(kind=kind)
+    index: dict[str, Any] = {}
+    seen: set[str] = set()
+    for n in range(max_pages):
+        number = n + 1
+        page = pages[n] if n < len(pages) else Page([])
+        catalog.pages = number
+        valid = []
+        for i, item in enumerate(page.items):
+            problem = _base_problem(kind, item, key_field)
+            if problem:
+                catalog.diag(f"{_label(item, key_field, number, i)} skipped: {problem}")
+            else:
+                valid.append(item)
+        rejected: set[int] = set()
+        notes: dict[int, dict[str, Any]] = {}
+        if valid:
+            for plugin, v in decide(CatalogPage(kind=kind, number=number, items=tuple(valid))):
+                if v.action == "reject" and v.index not in rejected:
+                    rejected.add(v.index)
+                    catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected by {plugin}: {v.reason}")
+                elif v.action == "annotate":
+                    notes.setdefault(v.index, {})[v.key] = v.value
+        for i, item in enumerate(valid):
+            if i in rejected:
+                continue
+            key = item[key_field]
+            if key in index:
+                if index[key] != item:
+                    catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
+                continue
+            if len(index) >= max_items:
+                catalog.complete = False
+                catalog.diag(f"more than {max_items} {kind}; the rest is dropped")
+                catalog.items = list(index.values())
+                return catalog
+            index[key] = item
+            if i in notes:
+                catalog.notes[key] = notes[i]
+        if page.next is None:
+            break
+        if page.next in seen:
+            catalog.complete = False
+            catalog.diag(f"page {number}: cursor repeated; stopped with {len(index)} items")
+            break
+        seen.add(page.next)
+    else:
+        catalog.complete = False
+        catalog.diag(f"more than {max_pages} pages; stopped with {len(index)} items")
+    catalog.items = list(index.values())
+    return catalog
+
+
+_shared = tool("s", 7)  # one object listed more than once
+_any_items = st.lists(
+    st.one_of(
+        st.builds(tool, st.sampled_from("abcdef"), st.integers(0, 1)),
+        st.just(_shared),
+        st.sampled_from(
+            [
+                "junk",
+                None,
+                {"name": ""},
+                {"name": 5, "inputSchema": {"type": "object"}},
+                {"name": "x" * 2049},
+                {"name": "x" * 2048},
+                {"name": "a", "inputSchema": []},
+                {"name": "b", "inputSchema": None, "description": None},
+                {"name": "c", "description": 3},
+                {"name": "d", "description": "", "uri": "u"},
+                {"uri": "file:///r", "name": "r"},
+                {"name": "p", "arguments": [{"name": "x"}, {"name": "x"}]},
+            ]
+        ),
+    ),
+    max_size=8,
+)
+_any_pages = st.lists(st.builds(Page, _any_items, _cursors), min_size=1, max_size=8)
+
+
+@_SETTINGS
+@given(
+    kind=st.sampled_from(["tools", "prompts", "resources"]),
+    pages=_any_pages,
+    rejected=st.sets(st.sampled_from("abcdefsx")),
+    noted=st.sets(st.sampled_from("abcdefsx")),
+    max_pages=st.integers(1, 8),
+    max_items=st.integers(1, 12),
+)
+def test_property_the_page_shortcuts_decide_like_the_plain_rules(kind, pages, rejected, noted, max_pages, max_items):
+    def decide(page: CatalogPage):
+        out = []
+        for i, item in enumerate(page.items):
+            name = str(item.get("name", ""))[:1]
+            if name in rejected:
+                out.append(("guard", Verdict.reject(i, "no")))
+            if name in noted:
+                out.append(("guard", Verdict.annotate(i, "seen", page.number)))
+        return out
+
+    async def judge(page: CatalogPage):
+        return decide(page)
+
+    got = run(kind, Pager(pages, field=kind), judge=judge, max_pages=max_pages, max_items=max_items)
+    want = reference_walk(kind, pages, decide, max_pages, max_items)
+    assert got.items == want.items and [id(t) for t in got.items] == [id(t) for t in want.items]
+    assert got.notes == want.notes
+    assert got.diagnostics == want.diagnostics
+    assert (got.complete, got.pages) == (want.complete, want.pages)

@@ -141,3 +141,36 @@ async def test_the_call_goes_to_the_server_the_name_means(kxen_home, fakes, tmp_
         assert sorted(names) == ["a-__x", "a___x"] and len(set(names)) == len(names)
         assert await rt.call_tool("a___x", {}) == text_result("a/_x")
         assert await rt.call_tool("a-__x", {}) == text_result("b/x")
+
+
+async def test_each_refresh_names_what_the_server_lists_then(kxen_home, fakes, tmp_path):
+    """The names the model sees follow the catalog across refreshes: unchanged (the maps made
+    before stand), reordered, shrunk, grown, and around a clash (the dropped tool listed again, then
+    no longer listed), another tool of the same count; each time what ``assign`` gives for that listing."""
+    long_a, long_b = "x" * 70, "x" * 72  # cut to one stem; the 1-bit hash below makes them clash
+    fake = fakes.add("one", tools={n: (lambda n: lambda args: text_result(n))(n) for n in ["a", "b.c", "d"]})
+
+    with weak_hash():
+        async with running(kxen_home, tmp_path, servers={"s": mem("one", defaultToolPolicy="allow")}) as rt:
+            server = rt.servers["s"]
+            for listing in (
+                ["a", "b.c", "d"],
+                ["a", "b.c", "d"],
+                ["d", "a", "b.c"],
+                ["a", "b.c"],
+                ["a", "e.f"],
+                ["a", "b.c"],
+                ["a", "b.c", long_b, long_a],
+                ["a", "b.c", long_b, long_a],
+                ["a", "b.c", long_a],
+                ["a", "b.c", long_a],
+            ):
+                fake.tool_defs[:] = [{"name": n, "inputSchema": {"type": "object"}} for n in listing]
+                await rt.refresh("s", "tools")
+                by_tool, by_model, dropped = tool_names.assign("s", listing)
+                assert {t["name"]: t["qualifiedName"] for t in rt.tools("s")} == by_tool
+                assert server.tool_names == by_tool and server.model_tools == by_model
+                assert [t["name"] for t in rt.tools("s")] == [n for n in listing if n in by_tool]
+                assert bool(dropped) == (long_b in listing)
+                assert [d for d in server.catalogs["tools"].diagnostics if "dropped" in d] == dropped
+            assert await rt.call_tool(server.tool_names["b.c"], {}) == text_result("b.c")
