@@ -31,7 +31,9 @@ import attrs
 
 from .canonical import fingerprint  # re-exported
 from .errors import ConnectError
-from .launchers import inside, picked_up
+from .launchers import picked_up
+from .paths import real, under
+from .paths import resolved as resolved_path
 
 if TYPE_CHECKING:
     from .config.models import ServerConfig
@@ -197,12 +199,12 @@ def printable(text: str) -> str:
 
 
 class _Realpaths(dict[str, str]):
-    """``os.path.realpath`` memoized for one launch resolution: its checks resolve the command and
-    the same arguments several times, each a chain of ``lstat`` calls; one resolution sees one answer."""
+    """:func:`.paths.real` memoized for one launch resolution: its checks resolve the command and
+    the same arguments several times; one resolution sees one answer."""
 
     def __missing__(self, path: str) -> str:
-        real = self[path] = os.path.realpath(path)
-        return real
+        canonical = self[path] = real(path)
+        return canonical
 
 
 def _workspace_files(
@@ -215,7 +217,7 @@ def _workspace_files(
     reasons: list[str] = []
     target = real_of[command]
     files[target] = file_digest(target)
-    if by_path and (inside(target, workspace) or inside(os.path.abspath(command), workspace)):
+    if by_path and (under(target, workspace) or under(os.path.abspath(command), workspace)):
         reasons.append(f"the command {printable(command)} is a file in the workspace")
     count = 0
     for arg in args:
@@ -225,15 +227,15 @@ def _workspace_files(
             path = os.path.abspath(os.path.join(cwd, candidate))
             if not os.path.lexists(path):
                 continue  # nothing there (an option, a number): no file, whatever links lead to it
-            real = real_of[path]
+            target_of = real_of[path]
             # a workspace path (or a link that leads into it): its content, and where a link points
-            if path not in files and (inside(path, workspace) or inside(real, workspace)) and os.path.isfile(real):
-                content = file_digest(real, hash_content=count < MAX_DIGEST_FILES)
-                files[path] = content + ("" if real == path else f"; target={printable(real)}")
+            if path not in files and (under(path, workspace) or under(target_of, workspace)) and os.path.isfile(target_of):
+                content = file_digest(target_of, hash_content=count < MAX_DIGEST_FILES)
+                files[path] = content + ("" if target_of == path else f"; target={printable(target_of)}")
                 count += 1
     for rule, path in picked_up(command, args, cwd, workspace, realpath=real_of.__getitem__):
-        real = real_of[path]
-        files.setdefault(real, file_digest(real))
+        picked = real_of[path]
+        files.setdefault(picked, file_digest(picked))
         reasons.append(f"{rule.name}: {rule.how}, and the workspace holds {printable(path)}")
     return files, reasons
 
@@ -250,15 +252,15 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     """
     if server.unread:  # an untrusted workspace's entry: nothing of it was read
         raise ConnectError("the workspace is not trusted: its project file is read once it is (kxen trust)", server=server.name)
-    root = Path(workspace).resolve()
+    root = resolved_path(workspace)
     cwd = root
     try:
         if server.cwd:  # else the workspace, resolved just above
-            cwd = (cwd / (server.cwd if server.scope == "project" else os.path.expanduser(server.cwd))).resolve()
+            cwd = resolved_path(cwd / (server.cwd if server.scope == "project" else os.path.expanduser(server.cwd)))
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte: from config, not a crash
         why = "it holds a NUL byte" if isinstance(exc, ValueError) else getattr(exc, "strerror", None) or "a symlink loop"
         raise ConnectError(f"cwd cannot be resolved ({why})", server=server.name) from None
-    if server.scope == "project" and not inside(str(cwd), str(root)):
+    if server.scope == "project" and not under(str(cwd), str(root)):
         raise ConnectError(f"the project cwd {server.cwd!r} leads outside the workspace", server=server.name)
     if server.kind != "stdio":
         return Launch(
@@ -289,7 +291,7 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     files, reasons = _workspace_files(resolved, args, str(cwd), str(root), by_path=os.sep in command, real_of=real_of)
     # a user entry whose own config file is in the workspace (``--home`` inside the repository) is
     # the repository's word already: holding its launch would protect nothing
-    own = server.scope == "user" and bool(server.source) and inside(os.path.realpath(server.source), str(root))
+    own = bool(reasons) and server.scope == "user" and bool(server.source) and under(real(server.source), str(root))
     held = "; ".join(reasons) if reasons and not own else None
     return Launch(
         command=resolved,

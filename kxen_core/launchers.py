@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from .paths import real, under
+
 #: the most of a config file read to see whether it configures a launcher (e.g. ``[tool.uv`` in pyproject.toml)
 MAX_SNIFF_BYTES = 1024 * 1024
 #: how many positional arguments are looked at as scripts
@@ -184,7 +186,7 @@ def _sniffed(path: str, needle: str) -> bool:
 def _directories(cwd: str, workspace: str) -> list[str]:
     """cwd and its parents up to the workspace root (just cwd when it is outside the workspace)."""
     out = [cwd]
-    if not inside(cwd, workspace):
+    if not under(cwd, workspace):
         return out
     current = cwd
     while current != workspace and len(out) < 64:
@@ -210,7 +212,7 @@ def picked_up(
     cwd: str,
     workspace: str,
     *,
-    realpath: Callable[[str], str] = os.path.realpath,
+    realpath: Callable[[str], str] = real,
 ) -> list[tuple[Rule, str]]:
     """``(rule, path)`` for every workspace path a launcher would pick up from ``cwd``: ``cwd`` and
     ``workspace`` are canonical (realpath). ``realpath`` may be a caller's memo of it (one launch
@@ -240,7 +242,7 @@ def picked_up(
                     if not os.path.lexists(joined):
                         continue  # nothing there: no file (one lstat instead of resolving each part)
                     path = realpath(joined)
-                    if os.path.isfile(path) and inside(path, workspace):
+                    if os.path.isfile(path) and under(path, workspace):
                         found.append((rule, path))
                 continue
             fields = re.findall(r"\{(\w+)\}", template)
@@ -264,7 +266,7 @@ def picked_up(
                 if not os.path.lexists(joined):
                     continue
                 path = realpath(joined)
-                if inside(path, workspace) and os.path.lexists(path):
+                if under(path, workspace) and os.path.lexists(path):
                     found.append((rule, path))
     seen: set[str] = set()
     unique = []

@@ -62,10 +62,11 @@ class Runtime(LoginHost, ContentsHost):
         from .approvals import Approvals
         from .converter import shared_converter
         from .era import EraMemory
+        from .paths import resolved
         from .votes import PreparedVotes
 
         self.home = Path(home) if home is not None else None
-        self.workspace = Path(workspace).resolve() if workspace is not None else Path.cwd().resolve()
+        self.workspace = resolved(workspace if workspace is not None else Path.cwd())
         self.pm = pm if pm is not None else make_plugin_manager()
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all

@@ -20,6 +20,7 @@ from cattrs.v import transform_error
 
 from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, shared_converter
 from ..errors import ConfigError, printable
+from ..paths import resolved
 from .expand import expand_server
 from .files import MAX_CONFIG_BYTES, UnreadableFile, read_limited, unsafe_owner  # noqa: F401 (their home was here)
 from .models import UNREAD, Scope, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
@@ -101,7 +102,8 @@ def _read(path: Path, problems: list[str], parse: Callable[[str], Any], *, priva
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         problems.append(f"{path}: (file): not valid {kind}: {exc}")
         return None
-    bad = lone_surrogates(data)
+    # strict UTF-8 text holds no surrogate: a parsed one can only come from a ``\u`` escape
+    bad = lone_surrogates(data) if "\\u" in text else None
     if bad:  # "\ud800" escapes: valid JSON, but no UTF-8 output (a launch, a message) can carry them
         problems.extend(f"{path}: {where}: {SURROGATE_RULE}" for where in bad)
         return None
@@ -245,7 +247,7 @@ def unread_project_servers(path: Path, problems: list[str]) -> dict[str, ServerC
 
 
 def canonical(path: Path | str) -> str:
-    return str(Path(path).expanduser().resolve())
+    return str(resolved(Path(path).expanduser()))
 
 
 def _url_problems(server: ServerConfig, settings: Settings) -> list[tuple[str, str]]:
@@ -277,7 +279,7 @@ def load_config(
     left out and the problems are returned in ``project_problems``); the user's servers still load.
     """
     home = Path(home) if home is not None else default_home()
-    workspace = Path(workspace or Path.cwd()).resolve()
+    workspace = resolved(workspace or Path.cwd())
     conv = shared_converter()
     problems: list[str] = []
     settings = load_settings(home, problems, conv)
