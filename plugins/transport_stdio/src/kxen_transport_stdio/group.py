@@ -21,8 +21,8 @@ import signal
 import sys
 
 import anyio
-from anyio.abc import Process
 
+from .child import Child
 from .procs import Tree
 
 TERM_GRACE_SECONDS = 0.8
@@ -31,7 +31,7 @@ KILL_WAIT_SECONDS = 2.0
 POLL_SECONDS = 0.01
 
 
-async def terminate_group(proc: Process, tree: Tree | None = None) -> None:
+async def terminate_group(proc: Child, tree: Tree | None = None) -> None:
     pgid = proc.pid
     tree = tree if tree is not None else Tree(pgid)
     tree.update()

@@ -8,9 +8,10 @@ modes, so ``python -m x`` does not import the workspace's ``x``), then the serve
 ``env`` on top (a project may not set those keys; a user may turn them off). The child's PATH keeps
 only its absolute entries, so nothing the child runs is looked up in the workspace either.
 
-stdin is a pipe the transport makes itself and writes without blocking (:mod:`.writer`): one code
-path on every anyio backend, public APIs only. stdout is one JSON message per line
-(:mod:`.framing`). stderr is drained into a bounded tail, shown by ``describe()`` and in the close
+The child is started by ``subprocess.Popen`` and watched without a thread (:mod:`.child`): its
+stdout and stderr are pipes read with ``os.read``, its exit a pidfd. stdin is a pipe the transport
+makes itself and writes without blocking (:mod:`.writer`): one code path on every anyio backend,
+public APIs only. stdout is one JSON message per line (:mod:`.framing`). stderr is drained into a bounded tail, shown by ``describe()`` and in the close
 reason together with the exit code or signal.
 
 Close: note the child's descendants (:class:`kxen_transport_stdio.procs.Tree`), let the stdin backlog go out
@@ -29,11 +30,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import anyio
-from anyio.abc import Process
 
 from kxen_core.errors import ClosedError, ConnectError
 from .procs import Tree, forget_server, record_server, stat
 
+from .child import Child, spawn
 from .framing import LineReader
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group
 from .options import StdioOptions
@@ -77,7 +78,7 @@ def absolute_path_entries(search: str) -> str:
 class _Stream:
     """The MessageStream of one running child."""
 
-    def __init__(self, transport: StdioTransport, proc: Process, writer: PipeWriter) -> None:
+    def __init__(self, transport: StdioTransport, proc: Child, writer: PipeWriter) -> None:
         self._t = transport
         self._writer = writer
         self._stdout = proc.stdout
@@ -110,7 +111,7 @@ class _Stream:
                 await self._t.settle()  # so the reason has the exit code and the last of stderr
                 raise ClosedError(self._t.exit_reason(), server=self._t.name)
             try:
-                chunk = await self._stdout.receive(READ_CHUNK)  # type: ignore[union-attr]
+                chunk = await self._stdout.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self._eof = True
                 self._lines.finish()
@@ -131,7 +132,7 @@ class StdioTransport:
         self.context = context
         options = context.options if isinstance(context.options, StdioOptions) else StdioOptions()
         self.max_line_bytes = options.maxLineBytes
-        self._proc: Process | None = None
+        self._proc: Child | None = None
         self._writer: PipeWriter | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._stderr: deque[bytes] = deque()
@@ -192,15 +193,7 @@ class StdioTransport:
         # stdin is our own pipe (both ends close-on-exec until the child's end becomes its fd 0)
         stdin_read, stdin_write = os.pipe()
         try:
-            self._proc = await anyio.open_process(
-                [command, *args],
-                stdin=stdin_read,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=str(cwd),
-                env=env,
-                start_new_session=True,  # its own session and process group: we stop the whole group
-            )
+            self._proc = spawn([command, *args], stdin=stdin_read, cwd=str(cwd), env=env)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env value
             os.close(stdin_write)
             raise ConnectError(f"cannot start {command!r}: {getattr(exc, 'strerror', None) or exc}", server=self.name) from exc
@@ -275,15 +268,11 @@ class StdioTransport:
         # read it to the end (the group is gone, so the end is near), bounded
         with anyio.move_on_after(EOF_GRACE_SECONDS):
             try:
-                while await proc.stdout.receive(READ_CHUNK):  # type: ignore[union-attr]
+                while await proc.stdout.receive(READ_CHUNK):
                     pass
             except Exception:  # at its end, or closed
                 pass
-        for stream in (proc.stdout, proc.stderr):
-            try:
-                await stream.aclose()  # type: ignore[union-attr]
-            except Exception:
-                pass
+        await proc.aclose()
 
 
 __all__ = ["EOF_GRACE_SECONDS", "ENV_PASSTHROUGH", "SAFE_DEFAULTS", "STDERR_TAIL_BYTES", "TERM_GRACE_SECONDS", "StdioTransport", "child_env"]
