@@ -61,6 +61,7 @@ class PipeReader:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watching = False  # asyncio: the reader callback is registered
         self._waiter: asyncio.Future | None = None  # asyncio: the receive waiting for the callback
+        self._receiver: Callable[[Any], None] | None = None  # asyncio: takes each message as it is read
 
     def start(self) -> None:
         """Choose how to watch the pipe; call from a task of the loop that will receive."""
@@ -117,11 +118,26 @@ class PipeReader:
 
     # --- asyncio: the reader callback ---------------------------------------------------------
 
+    def set_receiver(self, receiver: Callable[[Any], None] | None) -> bool:
+        """On asyncio, hand every message read from now on to ``receiver`` in the reader callback
+        (``None``: stop; messages wait for ``receive`` again) and return True; elsewhere False."""
+        if self._loop is None:
+            return False
+        self._receiver = receiver
+        if receiver is None and self._ready:
+            self._unwatch()  # what was read waits for receive, which watches again once it took it all
+        return True
+
     def _on_readable(self) -> None:
-        if self._ready:  # the last chunk's messages are not all taken: pause until they are
+        receiver = self._receiver
+        if self._ready and receiver is None:  # the last chunk's messages are not all taken: pause until they are
             self._unwatch()
         elif not self._read():
             return
+        if receiver is not None:
+            ready = self._ready
+            while ready and self._receiver is receiver:
+                receiver(ready.popleft())
         waiter = self._waiter
         if waiter is not None and (self._ready or self.eof) and not waiter.done():
             waiter.set_result(None)

@@ -26,7 +26,7 @@ import os
 import subprocess
 from collections import deque
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import anyio
 from anyio.abc import Process
@@ -98,6 +98,10 @@ class _Stream:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             await self._t.settle()
             raise ClosedError(f"cannot write to server: {self._t.exit_reason()}", server=self._t.name) from exc
+
+    def set_receiver(self, receiver: Callable[[Any], None] | None) -> bool:
+        """Hand messages to ``receiver`` as they arrive (asyncio only; see kxen_core.transport)."""
+        return self._reader.set_receiver(receiver)
 
     async def receive(self) -> Any:
         try:
