@@ -1,7 +1,9 @@
 """JSON-RPC over a :class:`~kxen_core.transport.MessageStream`, transport-agnostic.
 
-One reader task per session dispatches every incoming message: responses complete their pending
-request (a dict lookup and completing its waiter, nothing more on the hot path), server requests are answered
+One reader task per session dispatches every incoming message (or the stream pushes each one as it
+arrives, when it offers ``set_receiver``; the reader task then only learns of the end): responses
+complete their pending request (a dict lookup and completing its waiter, nothing more on the hot
+path), server requests are answered
 in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
 handler. Past ``MAX_SERVER_REQUESTS_IN_FLIGHT`` a server request costs O(1): it is answered "busy"
 inline with ``send_nowait``, or by one of at most ``MAX_REFUSALS_IN_FLIGHT`` short tasks, or dropped
