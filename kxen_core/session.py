@@ -1,7 +1,9 @@
 """JSON-RPC over a :class:`~kxen_core.transport.MessageStream`, transport-agnostic.
 
-One reader task per session dispatches every incoming message: responses complete their pending
-request (a dict lookup and completing its waiter, nothing more on the hot path), server requests are answered
+One reader task per session dispatches every incoming message (or the stream pushes each one as it
+arrives, when it offers ``set_receiver``; the reader task then only learns of the end): responses
+complete their pending request (a dict lookup and completing its waiter, nothing more on the hot
+path), server requests are answered
 in their own task (``ping`` -> ``{}``, registered handlers, else ``-32601``), notifications go to the
 handler. Past ``MAX_SERVER_REQUESTS_IN_FLIGHT`` a server request costs O(1): it is answered "busy"
 inline with ``send_nowait``, or by one of at most ``MAX_REFUSALS_IN_FLIGHT`` short tasks, or dropped
@@ -24,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 import anyio
 
+from ._replies import brief as _brief, result_of
 from ._serving import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, RequestHandler, ServerRequests
 from ._waiters import AnyioWaiters, Waiters, for_current_backend
 from .era import InitializeResult, Modern
@@ -40,24 +43,6 @@ _NO_CANCEL = ("initialize", "server/discover")
 
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
-
-
-def _text(value: Any, limit: int) -> str:
-    """``value`` as text of at most ``limit`` characters; a container by its type only (it may be
-    nested too deeply to print), a number too long to print likewise."""
-    if isinstance(value, str):
-        return value[:limit]
-    if value is None or isinstance(value, (bool, int, float)):
-        try:
-            return str(value)[:limit]
-        except ValueError:  # an int past the interpreter's digit limit
-            return "a very long number"
-    return f"(a JSON {type(value).__name__})"
-
-
-def _brief(value: Any) -> str:
-    """A value from the server, quoted and short, for a diagnostic or an error."""
-    return repr(_text(value, 40))
 
 
 class _Pending:
@@ -98,6 +83,8 @@ class Session:
         self.handlers = dict(request_handlers or {})
         #: every request waiting for its answer, by id
         self._pending: dict[int, _Pending] = {}
+        self._answering = self._pending  # what the reader answers: the map as it was at the close
+        self._push: Callable[[Any], bool] | None = None  # the stream's set_receiver, when it pushes
         self._waiters: Waiters = AnyioWaiters()  # replaced for the running backend on entry
         self._next_id = 0
         self._closed: BaseException | None = None
@@ -116,6 +103,9 @@ class Session:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._serving = ServerRequests(self._stream, self._tg, self.handlers, self.request_timeout, self._diag)
+        push = getattr(self._stream, "set_receiver", None)  # optional (kxen_core.transport.MessageStream)
+        if push is not None and push(self._take):
+            self._push = push
         self._tg.start_soon(self._reader, name=f"kxen-reader-{self.server}")
         return self
 
@@ -137,6 +127,7 @@ class Session:
         with anyio.CancelScope(shield=True):
             await self.aclose("session closed")
         assert self._tg is not None
+        self._stop_push()
         self._tg.cancel_scope.cancel()
         # child tasks never raise, so the body's own exception propagates unwrapped
         await self._tg.__aexit__(None, None, None)
@@ -231,21 +222,7 @@ class Session:
             raise RequestTimeout(method, timeout, server=self.server)
         if isinstance(response, BaseException):
             raise response
-        if "error" in response:
-            err = response["error"]
-            if not isinstance(err, dict):
-                raise ProtocolError(f"{method}: malformed error object from server", server=self.server)
-            code = err.get("code")
-            raise RemoteError(
-                code if isinstance(code, int) and not isinstance(code, bool) else -32603,
-                _text(err.get("message", ""), 2000),
-                err.get("data"),
-                method=method,
-            )
-        result = response.get("result")
-        if not isinstance(result, dict):
-            raise ProtocolError(f"{method}: result must be an object", server=self.server)
-        return result
+        return result_of(method, response, self.server)
 
     async def initialize(self) -> InitializeResult:
         """Negotiate the protocol version, then send ``notifications/initialized``."""
@@ -308,38 +285,46 @@ class Session:
             resolve(p.waiter, error)
         self._waiters.close()
 
+    def _stop_push(self) -> None:
+        push, self._push = self._push, None
+        if push is not None:
+            push(None)
+
+    def _take(self, message: Any) -> None:
+        """One message from the server: from the reader task, or pushed by the stream as it arrives."""
+        try:
+            # hot path: a response to one of our requests
+            if not isinstance(message, dict):
+                self._dispatch_other(message)  # a RequestFailed (or garbage) from the transport
+                return
+            rid = message.get("id")
+            if rid is not None and "method" not in message:
+                p = self._answering.get(rid) if type(rid) is int else None
+                if p is None:
+                    # a late reply to a cancelled or timed-out request is expected; anything else is noise
+                    self._diag(f"reply for unknown request id {_brief(rid)} ignored")
+                elif "result" not in message and "error" not in message:
+                    self._waiters.resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
+                else:
+                    self._waiters.resolve(p.waiter, message)
+                return
+            self._dispatch_other(message)
+        except Exception as exc:  # (free when nothing raises) one message's problem, never the session's
+            self._message_failed(message, exc)
+
     async def _reader(self) -> None:
-        stream = self._stream
-        pending = self._pending
-        resolve = self._waiters.resolve
+        """Take every message the stream does not push; learn of its end (a pushing stream's
+        ``receive`` returns only what arrived before it pushed, then raises ``ClosedError``)."""
+        stream, take = self._stream, self._take
         try:
             while True:
-                message = await stream.receive()
-                try:
-                    # hot path: a response to one of our requests
-                    if not isinstance(message, dict):
-                        self._dispatch_other(message)  # a RequestFailed (or garbage) from the transport
-                        continue
-                    rid = message.get("id")
-                    if rid is not None and "method" not in message:
-                        p = pending.get(rid) if type(rid) is int else None
-                        if p is None:
-                            # a late reply to a cancelled or timed-out request is expected; anything else is noise
-                            self._diag(f"reply for unknown request id {_brief(rid)} ignored")
-                            continue
-                        if "result" not in message and "error" not in message:
-                            resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
-                        else:
-                            resolve(p.waiter, message)
-                        continue
-                    self._dispatch_other(message)
-                except Exception as exc:  # (free when nothing raises) one message's problem, never the session's
-                    self._message_failed(message, exc)
+                take(await stream.receive())
         except ClosedError as exc:
             self._fail_all(exc)
         except Exception as exc:  # a transport that raises anything else is closed too
             self._fail_all(ClosedError(f"transport failed: {type(exc).__name__}: {exc}", server=self.server))
         finally:
+            self._stop_push()
             if self._closed is None:
                 self._fail_all(ClosedError("session closed", server=self.server))
 

@@ -45,7 +45,15 @@ class RequestFailed:
 
 @runtime_checkable
 class MessageStream(Protocol):
-    """The connection a transport yields. The session calls exactly these four methods."""
+    """The connection a transport yields. The session calls these four methods, and one optional:
+
+    ``set_receiver(callback) -> bool``: a stream that can hand each message over as it arrives
+    (in the event-loop callback that read it, with no task switch) offers this. Given a callable it
+    returns True and from then on calls ``callback(message)`` for every message instead of
+    returning it from ``receive`` (which then returns only what arrived before, and raises
+    ``ClosedError`` at the end as usual), or returns False and changes nothing. ``callback`` never
+    blocks and never raises ``Exception``. ``set_receiver(None)`` stops the pushing: messages wait
+    for ``receive`` again (bounded as ever)."""
 
     async def send(self, message: Message) -> None:
         """Send one JSON-RPC message, waiting for room if needed. Raises ``ClosedError`` once the

@@ -10,8 +10,7 @@ import threading
 import anyio
 import pytest
 
-from kxen_transport_stdio import child as child_mod
-from kxen_transport_stdio.child import PipeReader, spawn
+from kxen_transport_stdio.child import ByteReader, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -22,16 +21,42 @@ def _fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
 
-def _start(code: str) -> child_mod.Child:
-    stdin_read, stdin_write = os.pipe()
-    try:
-        return spawn([*PY, code], stdin=stdin_read, cwd=os.getcwd(), env={"PATH": os.defpath})
-    finally:
-        os.close(stdin_read)
-        os.close(stdin_write)  # the child sees EOF on stdin at once
+class Started:
+    """A child from ``spawn`` with its stdout as a :class:`ByteReader` (the transport reads it otherwise)."""
+
+    def __init__(self, code: str) -> None:
+        stdin_read, stdin_write = os.pipe()
+        out_read, out_write = os.pipe()
+        try:
+            self.child = spawn([*PY, code], stdin=stdin_read, stdout=out_write, cwd=os.getcwd(), env={"PATH": os.defpath})
+        except BaseException:
+            os.close(out_read)
+            raise
+        finally:
+            for fd in (stdin_read, stdin_write, out_write):  # the child sees EOF on stdin at once
+                os.close(fd)
+        self.stdout = ByteReader(out_read)
+        self.stderr, self.pid = self.child.stderr, self.child.pid
+        self.wait = self.child.wait
+
+    @property
+    def returncode(self) -> int | None:
+        return self.child.returncode
+
+    @property
+    def _pidfd(self) -> int | None:
+        return self.child._pidfd
+
+    async def aclose(self) -> None:
+        self.stdout.close()
+        await self.child.aclose()
 
 
-async def _read_all(reader: PipeReader) -> bytes:
+def _start(code: str) -> Started:
+    return Started(code)
+
+
+async def _read_all(reader: ByteReader) -> bytes:
     out = bytearray()
     with anyio.fail_after(10):
         async for chunk in reader:
@@ -117,9 +142,9 @@ async def test_a_failed_start_leaks_no_fd() -> None:
     stdin_read, stdin_write = os.pipe()
     try:
         with pytest.raises(FileNotFoundError):
-            spawn(["/nonexistent/kxen-no-such-command"], stdin=stdin_read, cwd=os.getcwd(), env={})
+            spawn(["/nonexistent/kxen-no-such-command"], stdin=stdin_read, stdout=stdin_write, cwd=os.getcwd(), env={})
         with pytest.raises(ValueError):
-            spawn([sys.executable, "a\0b"], stdin=stdin_read, cwd=os.getcwd(), env={})
+            spawn([sys.executable, "a\0b"], stdin=stdin_read, stdout=stdin_write, cwd=os.getcwd(), env={})
     finally:
         os.close(stdin_read)
         os.close(stdin_write)
@@ -141,7 +166,7 @@ async def test_no_thread_is_started_per_child() -> None:
 
 async def test_closing_wakes_a_waiting_reader() -> None:
     read_fd, write_fd = os.pipe()
-    reader = PipeReader(read_fd)
+    reader = ByteReader(read_fd)
     failed: list[BaseException] = []
     try:
         async with anyio.create_task_group() as tg:
@@ -192,7 +217,7 @@ async def test_reads_without_a_wait_give_the_loop_a_turn_each() -> None:
     """Bytes always there (a full pipe): every read after one that did not wait lets another task run."""
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b"x" * 4096)
-    reader = PipeReader(read_fd)
+    reader = ByteReader(read_fd)
     ticks = 0
     try:
         async with anyio.create_task_group() as tg:

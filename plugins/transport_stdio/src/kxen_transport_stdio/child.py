@@ -1,17 +1,19 @@
-"""The child process: started by ``subprocess.Popen``, read with ``os.read``, its exit seen on a pidfd.
+"""The child process: started by ``subprocess.Popen``, its exit seen on a pidfd, stderr read with ``os.read``.
 
 Not ``anyio.open_process``: on Python 3.11 asyncio watches every child with a thread of its own,
 and starting that thread holds the event loop until the thread first runs -- milliseconds per
 server on a busy two-core machine, and twenty times that when twenty servers start at once -- and
 every read goes through asyncio's pipe transport, a ``StreamReader`` and anyio's wrapper of it.
 Here the process is started by the same ``Popen`` (fork and exec, its own session, the given fds
-only), its stdout and stderr are our own non-blocking pipes, read with ``os.read`` when
-``anyio.wait_readable`` says they hold something, and its exit is a pidfd (Linux 5.3 and later)
-that becomes readable when the process ends; where there is none, the exit is polled
-(:data:`POLL_SECONDS` doubling up to :data:`POLL_MAX_SECONDS`). One code path on every anyio backend.
+only); its exit is a pidfd (Linux 5.3 and later) that becomes readable when the process ends, and
+where there is none, the exit is polled (:data:`POLL_SECONDS` doubling up to
+:data:`POLL_MAX_SECONDS`). The transport makes the stdin and stdout pipes itself (:mod:`.writer`,
+:mod:`.reader`); stderr is a non-blocking pipe made here, read with ``os.read`` when
+``anyio.wait_readable`` says it holds something (:class:`ByteReader`). One code path on every anyio
+backend.
 
-A reader that got bytes without waiting gives the event loop one turn before it reads again, so a
-child that writes without pause cannot keep the loop to itself.
+A :class:`ByteReader` that got bytes without waiting gives the event loop one turn before it reads
+again, so a child that writes without pause cannot keep the loop to itself.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ POLL_SECONDS = 0.001
 POLL_MAX_SECONDS = 0.05
 
 
-class PipeReader:
-    """The read end of one of the child's output pipes, as an anyio byte stream: ``receive``
+class ByteReader:
+    """The read end of a pipe (the child's stderr), as an anyio byte stream: ``receive``
     (``EndOfStream`` at the end), ``aclose``, and ``async for``."""
 
     def __init__(self, fd: int) -> None:
@@ -57,7 +59,7 @@ class PipeReader:
                 raise anyio.EndOfStream
             return data
 
-    def __aiter__(self) -> PipeReader:
+    def __aiter__(self) -> ByteReader:
         return self
 
     async def __anext__(self) -> bytes:
@@ -77,14 +79,13 @@ class PipeReader:
 
 
 class Child:
-    """A started child: ``pid``, ``returncode`` (None while it runs), ``wait()``, ``stdout`` and
-    ``stderr`` (:class:`PipeReader`), ``aclose()`` once it is reaped (or given up)."""
+    """A started child: ``pid``, ``returncode`` (None while it runs), ``wait()``, ``stderr``
+    (:class:`ByteReader`), ``aclose()`` once it is reaped (or given up)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdout: int, stderr: int) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], stderr: int) -> None:
         self._popen = popen
         self.pid = popen.pid
-        self.stdout = PipeReader(stdout)
-        self.stderr = PipeReader(stderr)
+        self.stderr = ByteReader(stderr)
         try:
             self._pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):  # not Linux, a kernel before 5.3, or a sandbox that refuses it
@@ -123,8 +124,7 @@ class Child:
             pause = min(pause * 2, POLL_MAX_SECONDS)
 
     async def aclose(self) -> None:
-        """Close both pipes and the pidfd (idempotent). The process is not waited for here."""
-        self.stdout.close()
+        """Close stderr and the pidfd (idempotent). The process is not waited for here."""
         self.stderr.close()
         pidfd, self._pidfd = self._pidfd, None
         if pidfd is not None:
@@ -139,24 +139,22 @@ def _close(fd: int) -> None:
     os.close(fd)
 
 
-def spawn(argv: Sequence[str], *, stdin: int, cwd: str, env: Mapping[str, str]) -> Child:
-    """Start ``argv`` in its own session (so its group can be stopped whole) with ``stdin`` as its
-    fd 0, new pipes as its stdout and stderr, ``cwd`` and exactly ``env``; no other fd is passed.
-    Raises ``OSError`` (and ``ValueError`` for a NUL byte) as ``Popen`` does."""
-    out_read, out_write = os.pipe()
+def spawn(argv: Sequence[str], *, stdin: int, stdout: int, cwd: str, env: Mapping[str, str]) -> Child:
+    """Start ``argv`` in its own session (so its group can be stopped whole) with ``stdin`` and
+    ``stdout`` as its fds 0 and 1 (the caller's pipe ends, which the caller closes), a new pipe as
+    its stderr, ``cwd`` and exactly ``env``; no other fd is passed. Raises ``OSError`` (and
+    ``ValueError`` for a NUL byte) as ``Popen`` does."""
     err_read, err_write = os.pipe()
     try:
         popen = subprocess.Popen(
-            list(argv), stdin=stdin, stdout=out_write, stderr=err_write, cwd=cwd, env=dict(env), start_new_session=True
+            list(argv), stdin=stdin, stdout=stdout, stderr=err_write, cwd=cwd, env=dict(env), start_new_session=True
         )
     except BaseException:
-        for fd in (out_read, err_read):
-            os.close(fd)
+        os.close(err_read)
         raise
     finally:
-        for fd in (out_write, err_write):  # the child has its copies: EOF follows the child alone
-            os.close(fd)
-    return Child(popen, out_read, err_read)
+        os.close(err_write)  # the child has its copy: EOF follows the child alone
+    return Child(popen, err_read)
 
 
-__all__ = ["Child", "POLL_MAX_SECONDS", "POLL_SECONDS", "PipeReader", "spawn"]
+__all__ = ["ByteReader", "Child", "POLL_MAX_SECONDS", "POLL_SECONDS", "spawn"]

@@ -8,11 +8,12 @@ modes, so ``python -m x`` does not import the workspace's ``x``), then the serve
 ``env`` on top (a project may not set those keys; a user may turn them off). The child's PATH keeps
 only its absolute entries, so nothing the child runs is looked up in the workspace either.
 
-The child is started by ``subprocess.Popen`` and watched without a thread (:mod:`.child`): its
-stdout and stderr are pipes read with ``os.read``, its exit a pidfd. stdin is a pipe the transport
-makes itself and writes without blocking (:mod:`.writer`): one code path on every anyio backend,
-public APIs only. stdout is one JSON message per line (:mod:`.framing`). stderr is drained into a bounded tail, shown by ``describe()`` and in the close
-reason together with the exit code or signal.
+The child is started by ``subprocess.Popen`` and watched without a thread (:mod:`.child`: its exit
+is a pidfd). stdin is a pipe the transport makes itself and writes without blocking
+(:mod:`.writer`): one code path on every anyio backend, public APIs only. stdout is a pipe it makes
+itself too, read without blocking (:mod:`.reader`), one JSON message per line (:mod:`.framing`).
+stderr is drained into a bounded tail, shown by ``describe()`` and in the close reason together
+with the exit code or signal.
 
 Close: note the child's descendants (:class:`kxen_transport_stdio.procs.Tree`), let the stdin backlog go out
 and close stdin (EOF), give the child a moment to exit, then stop its whole process group and every
@@ -24,10 +25,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections import deque
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import anyio
 
@@ -35,9 +35,9 @@ from kxen_core.errors import ClosedError, ConnectError
 from .procs import Tree, forget_server, record_server, stat
 
 from .child import Child, spawn
-from .framing import LineReader
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group
 from .options import StdioOptions
+from .reader import PipeReader
 from .stderr_log import StderrLog
 from .writer import PipeWriter
 
@@ -46,7 +46,6 @@ ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHE
 #: set in every child: the cwd is the workspace, so interpreters must not import from it
 SAFE_DEFAULTS = {"PYTHONSAFEPATH": "1"}
 STDERR_TAIL_BYTES = 16 * 1024
-READ_CHUNK = 256 * 1024
 #: after stdin is closed (its backlog sent first, within the same bound), how long the child gets to exit
 EOF_GRACE_SECONDS = 0.1
 #: after stdout ends, how long to wait for the exit code and the rest of stderr
@@ -78,13 +77,10 @@ def absolute_path_entries(search: str) -> str:
 class _Stream:
     """The MessageStream of one running child."""
 
-    def __init__(self, transport: StdioTransport, proc: Child, writer: PipeWriter) -> None:
+    def __init__(self, transport: StdioTransport, writer: PipeWriter, reader: PipeReader) -> None:
         self._t = transport
         self._writer = writer
-        self._stdout = proc.stdout
-        self._lines = LineReader(transport.max_line_bytes, transport.diag)
-        self._ready = self._lines.ready
-        self._eof = False
+        self._reader = reader
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
     def _encode(self, message: dict[str, Any]) -> bytes:
@@ -104,20 +100,17 @@ class _Stream:
             await self._t.settle()
             raise ClosedError(f"cannot write to server: {self._t.exit_reason()}", server=self._t.name) from exc
 
+    def set_receiver(self, receiver: Callable[[Any], None] | None) -> bool:
+        """Hand messages to ``receiver`` as they arrive (asyncio only; see kxen_core.transport)."""
+        return self._reader.set_receiver(receiver)
+
     async def receive(self) -> Any:
-        ready = self._ready
-        while not ready:
-            if self._eof:
-                await self._t.settle()  # so the reason has the exit code and the last of stderr
-                raise ClosedError(self._t.exit_reason(), server=self._t.name)
-            try:
-                chunk = await self._stdout.receive(READ_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self._eof = True
-                self._lines.finish()
-                continue
-            self._lines.feed(chunk)
-        return ready.popleft()
+        try:
+            return await self._reader.receive()
+        except EOFError:
+            pass
+        await self._t.settle()  # so the reason has the exit code and the last of stderr
+        raise ClosedError(self._t.exit_reason(), server=self._t.name)
 
     def describe(self) -> dict[str, Any]:
         return self._t.describe()
@@ -134,6 +127,7 @@ class StdioTransport:
         self.max_line_bytes = options.maxLineBytes
         self._proc: Child | None = None
         self._writer: PipeWriter | None = None
+        self._reader: PipeReader | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
@@ -190,23 +184,31 @@ class StdioTransport:
         command, args, cwd, env = launch.command, list(launch.args), Path(launch.cwd), child_env(launch.env)
         if not cwd.is_dir():
             raise ConnectError(f"working directory does not exist: {cwd}", server=self.name)
-        # stdin is our own pipe (both ends close-on-exec until the child's end becomes its fd 0)
+        # stdin and stdout are our own pipes (every end close-on-exec until the child's ends become
+        # its fds 0 and 1)
         stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
         try:
-            self._proc = spawn([command, *args], stdin=stdin_read, cwd=str(cwd), env=env)
+            self._proc = spawn([command, *args], stdin=stdin_read, stdout=stdout_write, cwd=str(cwd), env=env)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env value
             os.close(stdin_write)
+            os.close(stdout_read)
             raise ConnectError(f"cannot start {command!r}: {getattr(exc, 'strerror', None) or exc}", server=self.name) from exc
         except BaseException:
             os.close(stdin_write)
+            os.close(stdout_read)
             raise
         finally:
-            os.close(stdin_read)  # the child has its copy: EOF and EPIPE now follow the child alone
+            # the child has its copies: EOF and EPIPE now follow the child (and what it started) alone
+            os.close(stdin_read)
+            os.close(stdout_write)
         self.pid = self._proc.pid
         started = stat(self.pid)
         self._tree = Tree(self.pid, started.start if started is not None else None)
         record_server(self.pid, started.start if started is not None else None, command)  # for after a host crash
         self._writer = PipeWriter(stdin_write)
+        self._reader = PipeReader(stdout_read, self.max_line_bytes, self.diag)
+        self._reader.start()
         if self.context.home is not None:
             self._log = StderrLog(self.context.home, self.name, self.diag)
             self._log.start(self.pid, command)
@@ -215,7 +217,7 @@ class StdioTransport:
         await self._tg.__aenter__()
         self._tg.start_soon(self._drain_stderr)
         self._tg.start_soon(self._writer.run)
-        return _Stream(self, self._proc, self._writer)
+        return _Stream(self, self._writer, self._reader)
 
     async def _drain_stderr(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None and self._stderr_done is not None
@@ -264,15 +266,11 @@ class StdioTransport:
             await proc.wait()
         await terminate_group(proc, self._tree)
         forget_server(proc.pid)
-        # a flood the child left unread keeps its stdout pipe paused, never at EOF, never closed:
-        # read it to the end (the group is gone, so the end is near), bounded
-        with anyio.move_on_after(EOF_GRACE_SECONDS):
-            try:
-                while await proc.stdout.receive(READ_CHUNK):
-                    pass
-            except Exception:  # at its end, or closed
-                pass
-        await proc.aclose()
+        # stdout: whatever a flood left unread is dropped with the read end (a writer that outlived
+        # the group gets EPIPE); a receive still waiting ends at once
+        if self._reader is not None:
+            self._reader.close()
+        await proc.aclose()  # stderr and the pidfd
 
 
 __all__ = ["EOF_GRACE_SECONDS", "ENV_PASSTHROUGH", "SAFE_DEFAULTS", "STDERR_TAIL_BYTES", "TERM_GRACE_SECONDS", "StdioTransport", "child_env"]
