@@ -10,6 +10,7 @@ that cannot be written is given up with one diagnostic; the server runs on.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import time
@@ -30,24 +31,34 @@ def _private_dir(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
+def _start_line(at: float, pid: int, command: str) -> bytes:
+    when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(at))
+    return f"--- {when} started pid {pid}: {command}\n".encode("utf-8", "replace")
+
+
 class StderrLog:
     def __init__(self, home: Path, server: str, diag: Callable[[str], None], max_bytes: int | None = None) -> None:
-        self.path = Path(home) / "logs" / f"{server}.stderr.log"
+        self._home, self._server = home, server
         self.max_bytes = max_bytes or MAX_BYTES
         self._diag = diag
         self._fd: int | None = None
         self._size = 0
         self._broken = False
-        self._header = b""
+        self._start: tuple[float, int, str] | None = None  # (time, pid, command) of the start line
+
+    @functools.cached_property
+    def path(self) -> Path:
+        return Path(self._home) / "logs" / f"{self._server}.stderr.log"
 
     def start(self, pid: int, command: str) -> None:
-        self._header = f"--- {time.strftime('%Y-%m-%dT%H:%M:%S%z')} started pid {pid}: {command}\n".encode("utf-8", "replace")
+        """Mark a start; its line is made and written with the first bytes the server sends."""
+        self._start = (time.time(), pid, command)
 
     def write(self, chunk: bytes) -> None:
         if self._broken:
             return
-        if self._header:
-            chunk, self._header = self._header + chunk, b""
+        if self._start is not None:
+            chunk, self._start = _start_line(*self._start) + chunk, None
         try:
             if self._fd is None:
                 self._open()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import anyio
+import anyio.lowlevel
 
 from kxen_core.errors import ClosedError, ConnectError
 from .procs import Tree, forget_server, record_server, stat
@@ -203,6 +204,10 @@ class StdioTransport:
             os.close(stdin_read)
             os.close(stdout_write)
         self.pid = self._proc.pid
+        # the child is running: let the other servers starting in this loop spawn theirs before
+        # this one's bookkeeping (twenty servers started at once all run sooner); never cancelled
+        # here, where nothing would stop what was just started
+        await anyio.lowlevel.cancel_shielded_checkpoint()
         started = stat(self.pid)
         self._tree = Tree(self.pid, started.start if started is not None else None)
         record_server(self.pid, started.start if started is not None else None, command)  # for after a host crash
