@@ -239,3 +239,27 @@ async def test_reads_without_a_wait_give_the_loop_a_turn_each() -> None:
     finally:
         reader.close()
         os.close(write_fd)
+
+
+async def test_servers_started_together_all_spawn_before_any_bookkeeping(kxen_home, workspace, monkeypatch):
+    """Three servers of one Runtime: every child is spawned before the first one's /proc read."""
+    from kxen_testing import running
+    from kxen_transport_stdio import transport
+    from stdio_support import STDIO, helper
+
+    events: list[str] = []
+    real_spawn, real_stat = transport.spawn, transport.stat
+
+    def spawn(*args, **kwargs):
+        events.append("spawn")
+        return real_spawn(*args, **kwargs)
+
+    def stat(pid):
+        events.append("stat")
+        return real_stat(pid)
+
+    monkeypatch.setattr(transport, "spawn", spawn)
+    monkeypatch.setattr(transport, "stat", stat)
+    async with running(kxen_home, workspace, servers={f"s{i}": helper() for i in range(3)}, allow=STDIO) as rt:
+        assert [s["state"] for s in rt.status()] == ["ready"] * 3
+    assert events[:4] == ["spawn", "spawn", "spawn", "stat"], events
