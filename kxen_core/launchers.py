@@ -206,6 +206,25 @@ def inside(path: str, root: str) -> bool:
         return False
 
 
+#: compiled patterns and template fields, made on first use (not on import)
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+_FIELDS: dict[str, list[str]] = {}
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    compiled = _PATTERNS.get(text)
+    if compiled is None:
+        compiled = _PATTERNS[text] = re.compile(text)
+    return compiled
+
+
+def _fields(template: str) -> list[str]:
+    fields = _FIELDS.get(template)
+    if fields is None:
+        fields = _FIELDS[template] = re.findall(r"\{(\w+)\}", template)
+    return fields
+
+
 def picked_up(
     command: str,
     args: Sequence[str],
@@ -219,8 +238,10 @@ def picked_up(
     resolves the same argument several times)."""
     base = os.path.basename(command)
     found: list[tuple[Rule, str]] = []
+    scripts: dict[int, list[str]] = {}  # the workspace files among the positional arguments, by start
+    named: list[str] | None = None  # the workspace paths the arguments name (the same for every rule)
     for rule in RULES:
-        if not re.fullmatch(rule.commands, base):
+        if not _pattern(rule.commands).fullmatch(base):
             continue
         if rule.when_options and not any(a.split("=", 1)[0] in rule.when_options for a in args):
             continue
@@ -236,16 +257,11 @@ def picked_up(
         }
         for template in rule.paths:
             if template == "{script}":
-                # every positional argument that is a workspace file (relative to the cwd or absolute)
-                for arg in [a for a in args[start:] if a and not a.startswith("-") and "\0" not in a][:MAX_SCRIPT_ARGS]:
-                    joined = os.path.join(cwd, os.path.expanduser(arg))
-                    if not os.path.lexists(joined):
-                        continue  # nothing there: no file (one lstat instead of resolving each part)
-                    path = realpath(joined)
-                    if os.path.isfile(path) and under(path, workspace):
-                        found.append((rule, path))
+                if start not in scripts:
+                    scripts[start] = _script_files(args[start:], cwd, workspace, realpath)
+                found.extend((rule, path) for path in scripts[start])
                 continue
-            fields = re.findall(r"\{(\w+)\}", template)
+            fields = _fields(template)
             if any(values.get(f) is None for f in fields):
                 continue
             relative = template.format(**{f: values[f] for f in fields})
@@ -257,17 +273,9 @@ def picked_up(
                 if needle is not None and not _sniffed(path, needle):
                     continue
                 found.append((rule, path))
-        # any argument (or --option=value) that names a workspace path: npx ./pkg, uvx --from ./dir x
-        for arg in args[:MAX_PATH_ARGS]:
-            for value in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
-                if not value or "\0" in value or not (value.startswith((".", "~")) or "/" in value):
-                    continue
-                joined = os.path.join(cwd, os.path.expanduser(value))
-                if not os.path.lexists(joined):
-                    continue
-                path = realpath(joined)
-                if under(path, workspace) and os.path.lexists(path):
-                    found.append((rule, path))
+        if named is None:
+            named = _named_paths(args, cwd, workspace, realpath)
+        found.extend((rule, path) for path in named)
     seen: set[str] = set()
     unique = []
     for rule, path in found:
@@ -275,6 +283,35 @@ def picked_up(
             seen.add(path)
             unique.append((rule, path))
     return unique
+
+
+def _script_files(args: Sequence[str], cwd: str, workspace: str, realpath: Callable[[str], str]) -> list[str]:
+    """Every positional argument that is a workspace file (relative to the cwd or absolute)."""
+    found = []
+    for arg in [a for a in args if a and not a.startswith("-") and "\0" not in a][:MAX_SCRIPT_ARGS]:
+        joined = os.path.join(cwd, os.path.expanduser(arg))
+        if not os.path.lexists(joined):
+            continue  # nothing there: no file (one lstat instead of resolving each part)
+        path = realpath(joined)
+        if os.path.isfile(path) and under(path, workspace):
+            found.append(path)
+    return found
+
+
+def _named_paths(args: Sequence[str], cwd: str, workspace: str, realpath: Callable[[str], str]) -> list[str]:
+    """Any argument (or --option=value) that names a workspace path: npx ./pkg, uvx --from ./dir x."""
+    found = []
+    for arg in args[:MAX_PATH_ARGS]:
+        for value in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
+            if not value or "\0" in value or not (value.startswith((".", "~")) or "/" in value):
+                continue
+            joined = os.path.join(cwd, os.path.expanduser(value))
+            if not os.path.lexists(joined):
+                continue
+            path = realpath(joined)
+            if under(path, workspace) and os.path.lexists(path):
+                found.append(path)
+    return found
 
 
 __all__ = ["MAX_PATH_ARGS", "MAX_SCRIPT_ARGS", "MAX_SNIFF_BYTES", "RULES", "Rule", "inside", "picked_up"]
