@@ -78,7 +78,7 @@ def _read(path: Path, problems: list[str], parse: Callable[[str], Any], *, priva
     The file is read by :func:`read_limited`; its text must be UTF-8 (a BOM is refused, as are
     other encodings) and hold no lone surrogate; parsing is bounded (nesting too deep is a problem,
     not a crash)."""
-    kind = "TOML" if path.suffix == ".toml" else "JSON"
+    kind = "TOML" if str(path).endswith(".toml") else "JSON"
     try:
         data = read_limited(path, private=private)
     except FileNotFoundError:
@@ -182,6 +182,7 @@ def servers_from(
     if entries is None:
         return {}
     servers: dict[str, ServerConfig] = {}
+    registry = pm.transports if pm is not None else None
     for key, entry in entries.items():
         where = f"$.mcpServers.{key}"
         rule = check_server_key(key)
@@ -196,8 +197,9 @@ def servers_from(
             continue
         server, shape = expand_server(server, scope)  # ${VAR} from the host environment (user config only)
         shape = shape or check_server_shape(server) + _url_problems(server, settings or Settings())
-        if pm is not None and not shape:
-            shape = pm.transports.check(server, conv, pm.broken())
+        if registry is not None and not shape:
+            # the plugins that failed to load are named only for a kind nobody serves
+            shape = registry.check(server, conv, pm.broken() if pm is not None and registry.get(server.kind) is None else ())
         for suffix, rule in shape:
             problems.append(_render(file, f"{rule} @ {where}.{suffix}" if suffix else f"{rule} @ {where}"))
         if not shape:
