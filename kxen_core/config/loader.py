@@ -102,8 +102,8 @@ def _read(path: Path, problems: list[str], parse: Callable[[str], Any], *, priva
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         problems.append(f"{path}: (file): not valid {kind}: {exc}")
         return None
-    # strict UTF-8 text holds no surrogate: a parsed one can only come from a ``\u`` escape
-    bad = lone_surrogates(data) if "\\u" in text else None
+    # strict UTF-8 text holds no surrogate: a parsed one can only come from an escape (``\u``, ``\U``)
+    bad = lone_surrogates(data) if "\\u" in text or "\\U" in text else None
     if bad:  # "\ud800" escapes: valid JSON, but no UTF-8 output (a launch, a message) can carry them
         problems.extend(f"{path}: {where}: {SURROGATE_RULE}" for where in bad)
         return None
