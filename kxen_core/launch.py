@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,10 +85,26 @@ def _stat_digest(st: os.stat_result) -> str:
     return f"size:{st.st_size};mtime_ns:{st.st_mtime_ns};ctime_ns:{st.st_ctime_ns};ino:{st.st_ino}"
 
 
+#: content digests already taken, by the file's identity (device, inode, size, mtime, ctime): a
+#: command started again (a restart, a reload, twenty servers of one interpreter) is not read and
+#: hashed again -- a multi-megabyte binary costs milliseconds each time -- until any of them
+#: changes. ctime cannot be set back by whoever rewrites the file; only files whose ctime was at
+#: least :data:`SETTLED_SECONDS` old when they were hashed (and unchanged after) are kept, so a
+#: rewrite within the same coarse clock tick cannot hide behind an entry.
+_DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
+MAX_REMEMBERED_DIGESTS = 256
+SETTLED_SECONDS = 2.0
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def file_digest(path: str, *, hash_content: bool = True) -> str:
-    """``sha256:<hex>`` of the file's content (bounded read); its size, mtime, ctime and inode when
-    it is larger than :data:`MAX_DIGEST_BYTES` (or ``hash_content`` is false); ``dir`` for a
-    directory, ``unreadable`` when it cannot be read."""
+    """``sha256:<hex>`` of the file's content (bounded read; remembered for an unchanged file,
+    see :data:`_DIGESTS`); its size, mtime, ctime and inode when it is larger than
+    :data:`MAX_DIGEST_BYTES` (or ``hash_content`` is false); ``dir`` for a directory,
+    ``unreadable`` when it cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -100,6 +117,10 @@ def file_digest(path: str, *, hash_content: bool = True) -> str:
             return "special"
         if st.st_size > MAX_DIGEST_BYTES or not hash_content:
             return _stat_digest(st)
+        identity = _identity(st)
+        known = _DIGESTS.get(identity)
+        if known is not None:
+            return known
         import hashlib
 
         h = hashlib.sha256()
@@ -107,7 +128,9 @@ def file_digest(path: str, *, hash_content: bool = True) -> str:
         while total <= MAX_DIGEST_BYTES:
             chunk = os.read(fd, _CHUNK)
             if not chunk:
-                return "sha256:" + h.hexdigest()
+                digest = "sha256:" + h.hexdigest()
+                _remember(identity, digest, os.fstat(fd))
+                return digest
             total += len(chunk)
             h.update(chunk)
         return _stat_digest(st)  # it grew while read
@@ -115,6 +138,14 @@ def file_digest(path: str, *, hash_content: bool = True) -> str:
         return "unreadable"
     finally:
         os.close(fd)
+
+
+def _remember(identity: tuple[int, int, int, int, int], digest: str, after: os.stat_result) -> None:
+    if _identity(after) != identity or time.time_ns() - identity[4] < SETTLED_SECONDS * 1e9:
+        return  # changed while read, or changed too recently to be told apart from a rewrite
+    if len(_DIGESTS) >= MAX_REMEMBERED_DIGESTS:
+        del _DIGESTS[next(iter(_DIGESTS))]
+    _DIGESTS[identity] = digest
 
 
 @attrs.frozen(kw_only=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -444,3 +445,42 @@ def test_repository_file_names_reach_an_approval_without_control_characters(ws):
     assert shown["args"][0] == "evil\\x1b[2K\\x0dname\\x07.py"
     user = resolve_launch(ServerConfig(name="u", command=sys.executable, args=[name]), ws)
     assert user.held and user.held.isprintable()
+
+
+def test_an_unchanged_files_digest_is_remembered_and_a_rewrite_is_seen(tmp_path, monkeypatch):
+    """A settled file is hashed once; a rewrite (same size, even with its mtime set back) changes
+    its ctime and is hashed again; a file changed just now is not remembered at all."""
+    from kxen_core import launch as launch_mod
+
+    monkeypatch.setattr(launch_mod, "_DIGESTS", {})
+    reads: list[int] = []
+    real_read = os.read
+
+    def counting_read(fd: int, n: int) -> bytes:
+        reads.append(fd)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(launch_mod.os, "read", counting_read)
+    monkeypatch.setattr(launch_mod, "SETTLED_SECONDS", 0.05)
+    target = tmp_path / "server.bin"
+    target.write_bytes(b"a" * 1000)
+    fresh = file_digest(str(target))
+    assert fresh.startswith("sha256:") and launch_mod._DIGESTS == {}  # changed just now: not kept
+    time.sleep(0.1)  # settled (and any rewrite from now on gets a later ctime)
+    first = file_digest(str(target))
+    assert first == fresh and len(launch_mod._DIGESTS) == 1
+    reads.clear()
+    assert file_digest(str(target)) == first and reads == []  # remembered: not read again
+    st = target.stat()
+    target.write_bytes(b"b" * 1000)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime set back: ctime still moves
+    second = file_digest(str(target))
+    assert second != first and reads  # hashed again
+    monkeypatch.setattr(launch_mod, "MAX_REMEMBERED_DIGESTS", 3)
+    others = [tmp_path / f"other{i}" for i in range(5)]
+    for i, other in enumerate(others):
+        other.write_bytes(bytes([i]))
+    time.sleep(0.1)
+    for other in others:
+        file_digest(str(other))
+    assert len(launch_mod._DIGESTS) == 3  # bounded
