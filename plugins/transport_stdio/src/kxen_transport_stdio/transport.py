@@ -188,7 +188,12 @@ class StdioTransport:
         # stdin and stdout are our own pipes (every end close-on-exec until the child's ends become
         # its fds 0 and 1)
         stdin_read, stdin_write = os.pipe()
-        stdout_read, stdout_write = os.pipe()
+        try:
+            stdout_read, stdout_write = os.pipe()
+        except OSError as exc:  # out of descriptors: the first pipe is not kept either
+            os.close(stdin_read)
+            os.close(stdin_write)
+            raise ConnectError(f"cannot start {command!r}: {exc.strerror or exc}", server=self.name) from exc
         try:
             self._proc = spawn([command, *args], stdin=stdin_read, stdout=stdout_write, cwd=str(cwd), env=env)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env value
