@@ -5,7 +5,7 @@ Values from the server reach messages only quoted and short (:func:`brief`, :fun
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ProtocolError, RemoteError
 
@@ -28,6 +28,28 @@ def brief(value: Any) -> str:
     return repr(text(value, 40))
 
 
+class Pending:
+    """One request waiting for its answer: its method (for messages), its waiter, and what must see
+    its reply the moment it arrives (:meth:`kxen_core.session.Session.begin`)."""
+
+    __slots__ = ("method", "waiter", "on_reply")
+
+    def __init__(self, method: str, waiter: Any, on_reply: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.method = method
+        self.waiter = waiter
+        self.on_reply = on_reply
+
+
+#: a request ``Session.begin`` sent: its id and its pending entry, for ``Session.finish``
+Begun = tuple[int, Pending]
+
+
+def error_code(err: dict[str, Any]) -> int:
+    """The code of an error object as :class:`RemoteError` carries it (-32603 when it is no integer)."""
+    code = err.get("code")
+    return code if isinstance(code, int) and not isinstance(code, bool) else -32603
+
+
 def result_of(method: str, response: dict[str, Any], server: str) -> dict[str, Any]:
     """The ``result`` object of ``response``; raise :class:`RemoteError` for an error reply and
     :class:`ProtocolError` for a malformed one."""
@@ -35,9 +57,8 @@ def result_of(method: str, response: dict[str, Any], server: str) -> dict[str, A
         err = response["error"]
         if not isinstance(err, dict):
             raise ProtocolError(f"{method}: malformed error object from server", server=server)
-        code = err.get("code")
         raise RemoteError(
-            code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+            error_code(err),
             text(err.get("message", ""), 2000),
             err.get("data"),
             method=method,
@@ -48,4 +69,4 @@ def result_of(method: str, response: dict[str, Any], server: str) -> dict[str, A
     return result
 
 
-__all__ = ["brief", "result_of", "text"]
+__all__ = ["Begun", "Pending", "brief", "error_code", "result_of", "text"]

@@ -34,6 +34,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
 }
 #: the server capability that makes each kind available (templates come with ``resources``)
 CAPABILITY = {"tools": "tools", "resources": "resources", "resourceTemplates": "resources", "prompts": "prompts"}
+#: (capability, first page request) of every kind, in the order a server lists them on connecting
+FIRST_PAGES = tuple((CAPABILITY[kind], KINDS[kind][0]) for kind in KINDS)
 #: the most arguments one prompt may declare
 MAX_PROMPT_ARGUMENTS = 32
 #: the longest prompt argument name

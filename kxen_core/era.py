@@ -24,7 +24,7 @@ capabilities, status) is the same in both eras.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Optional, Protocol, Sequence
 from urllib.parse import urlsplit
 
 import attrs
@@ -40,7 +40,9 @@ from .era_requests import (
     modern_capabilities,
     mutual_version,
 )
+from ._replies import error_code
 from .errors import ClosedError, ConnectError, KxenError, ProtocolError, RemoteError, RequestError, RequestTimeout, TransportError
+from .handshake import Handshake, HandshakeSession, InitializeResult
 
 if TYPE_CHECKING:
     from .config import ServerConfig
@@ -53,31 +55,15 @@ DISCOVER_SECONDS = 10.0
 MAX_REMEMBERED = 1024
 
 
-@attrs.frozen(kw_only=True)
-class InitializeResult:
-    """What a server said of itself at the start: the ``initialize`` result, or in the stateless era
-    the ``server/discover`` result in the same shape."""
-
-    protocol_version: str
-    capabilities: dict[str, Any]
-    server_info: dict[str, Any]
-    instructions: str | None
-
-
-class Session(Protocol):
+class Session(HandshakeSession, Protocol):
     """What starting a session in its era needs of it (a :class:`kxen_core.session.Session`)."""
 
-    server: str
     initialize_timeout: float
-    capabilities: dict[str, Any]
     handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Any]]]
-    initialized: Optional[InitializeResult]
     modern: Optional[Modern]
     era_note: Optional[str]
 
     async def request_once(self, method: str, params: Mapping[str, Any] | None, timeout: float | None) -> dict[str, Any]: ...
-
-    async def initialize(self) -> InitializeResult: ...
 
 
 class EraMemory:
@@ -159,12 +145,27 @@ def _without_listen(caps: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _discover(session: Session, modern: Modern, timeout: float, *, probing: bool) -> InitializeResult:
+async def _discover(
+    session: Session, modern: Modern, timeout: float, *, probing: bool, then: Handshake | None = None
+) -> InitializeResult:
     """``server/discover`` (again once at a version both speak after ``-32022``). When ``probing``,
-    an answer that is not modern raises ``_Legacy``; otherwise it raises what the server said."""
+    an answer that is not modern raises ``_Legacy``; otherwise it raises what the server said.
+    ``then``: the handshake to begin the moment an error reply says "handshake era"."""
+
+    def handshake_era(reply: dict[str, Any]) -> None:
+        # exactly the errors the RemoteError branch below turns into _Legacy when probing
+        err = reply.get("error")
+        if then is not None and isinstance(err, dict) and error_code(err) not in MODERN_ERRORS:
+            then.begin()
+
     for attempt in range(2):
         try:
-            result = await session.request_once("server/discover", modern.stamp(None), timeout)
+            params = modern.stamp(None)
+            begun = session.begin("server/discover", params, on_reply=handshake_era) if probing and then is not None else None
+            if begun is not None:
+                result = await session.finish(begun, timeout)
+            else:
+                result = await session.request_once("server/discover", params, timeout)
         except RemoteError as err:
             if err.code == UNSUPPORTED_VERSION and attempt == 0:
                 version = mutual_version(err.data)
@@ -202,10 +203,12 @@ async def open_session(
     refetch_tools: Callable[[], Awaitable[None]] | None = None,
     legacy_only: bool = False,
     diag: Callable[[str], None] | None = None,
+    prefetch: Sequence[tuple[str, str]] = (),
 ) -> InitializeResult:
     """Start ``session`` in ``server``'s era (see the module docstring) and return what the server
     said of itself. ``legacy_only``: the transport speaks only the handshake era (HTTP+SSE);
-    ``diag`` hears why the probe concluded what it did."""
+    ``diag`` hears why the probe concluded what it did; ``prefetch``: the list requests a
+    handshake-era start sends with ``notifications/initialized`` (:mod:`kxen_core.handshake`)."""
     say = diag or (lambda text: None)
     setting = getattr(server, "protocolEra", "auto")
     key = EraMemory.key(server)
@@ -218,8 +221,9 @@ async def open_session(
         server=session.server,
         refetch_tools=refetch_tools,
     )
+    handshake = Handshake(session, prefetch)
     if setting == "legacy" or legacy_only:
-        return await _legacy(session, memory, key)
+        return await _legacy(handshake, memory, key)
     if setting == "modern":
         init = await _discover(session, modern, session.initialize_timeout, probing=False)
     else:
@@ -227,14 +231,14 @@ async def open_session(
         answered = True
         if known != "legacy":
             try:
-                found = await _discover(session, modern, _probe_seconds(session, server), probing=True)
+                found = await _discover(session, modern, _probe_seconds(session, server), probing=True, then=handshake)
             except _Legacy as verdict:
                 session.era_note = verdict.why
                 answered = verdict.answered
                 say(f"protocol era: handshake ({verdict.why})")
         if found is None:
             try:
-                return await _legacy(session, memory, key)
+                return await _legacy(handshake, memory, key)
             except (RemoteError, ProtocolError) as err:
                 # the stateless era after all? A -32022 naming its version says so (a probe that came
                 # too late, or a remembered-legacy endpoint that changed); after a probe that got no
@@ -267,8 +271,8 @@ def _probe_seconds(session: Session, server: ServerConfig) -> float:
     return min(DISCOVER_SECONDS, session.initialize_timeout)
 
 
-async def _legacy(session: Session, memory: EraMemory | None, key: str | None) -> InitializeResult:
-    init = await session.initialize()
+async def _legacy(handshake: Handshake, memory: EraMemory | None, key: str | None) -> InitializeResult:
+    init = await handshake.run()
     if memory is not None:
         memory.remember(key, "legacy")
     return init

@@ -18,7 +18,7 @@ import anyio.abc
 import attrs
 
 from .admission import approve_launch
-from .catalog import CAPABILITY, KINDS, Catalog, kinds_of
+from .catalog import CAPABILITY, FIRST_PAGES, KINDS, Catalog, kinds_of
 from .client_requests import client_capabilities, request_handlers
 from .era import EraMemory, handshake_only, open_session
 from .errors import AuthRequired, KxenError, Unsupported
@@ -243,7 +243,13 @@ class Server(CatalogLists, ServerView):
                 ) as session:
                     self.session = session
                     init = await open_session(
-                        session, server, env.eras, refetch_tools=self.refetch_tools, legacy_only=handshake_only(stream), diag=self.diag
+                        session,
+                        server,
+                        env.eras,
+                        refetch_tools=self.refetch_tools,
+                        legacy_only=handshake_only(stream),
+                        diag=self.diag,
+                        prefetch=FIRST_PAGES,
                     )
                     phase = Phase.CATALOG
                     self.set(State.LISTING)

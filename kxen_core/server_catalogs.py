@@ -88,7 +88,12 @@ class CatalogLists:
         hints: list[float | None] = []  # the first page's caching hint
 
         async def fetch(cursor: str | None) -> dict[str, Any]:
-            result = await session.request(method, {"cursor": cursor} if cursor is not None else None)
+            # the first page may be on its way already, sent with the handshake (kxen_core.handshake)
+            begun = session.prefetched.pop(method, None) if cursor is None else None
+            if begun is not None:
+                result = await session.finish(begun)
+            else:
+                result = await session.request(method, {"cursor": cursor} if cursor is not None else None)
             if not hints:
                 hints.append(ttl_seconds(result))
             return result

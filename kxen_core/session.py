@@ -26,33 +26,21 @@ from typing import Any, Callable, Mapping
 
 import anyio
 
-from ._replies import brief as _brief, result_of
+from ._replies import Begun, Pending as _Pending, brief as _brief, result_of
 from ._serving import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, RequestHandler, ServerRequests
 from ._waiters import AnyioWaiters, Waiters, for_current_backend
-from .era import InitializeResult, Modern
-from .era_requests import CLIENT_INFO
-from .errors import ClosedError, ProtocolError, RemoteError, RequestTimeout
+from .era_requests import CLIENT_INFO, Modern
+from .handshake import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Handshake, InitializeResult
+from .errors import ClosedError, ProtocolError, RequestTimeout
 from .transport import Message, MessageStream, RequestFailed
 
 log = logging.getLogger("kxen.session")
 
-LATEST_PROTOCOL_VERSION = "2025-11-25"
-SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 #: requests never cancelled on the wire: the handshake, and the era probe (it may reach a server before its handshake)
 _NO_CANCEL = ("initialize", "server/discover")
 
 #: a best-effort cancellation notification gets this long to go out
 CANCEL_SEND_SECONDS = 1.0
-
-
-class _Pending:
-    """One request waiting for its answer: its method (for messages) and its waiter."""
-
-    __slots__ = ("method", "waiter")
-
-    def __init__(self, method: str, waiter: Any) -> None:
-        self.method = method
-        self.waiter = waiter
 
 
 NotificationHandler = Callable[[str, Any], None]
@@ -87,6 +75,9 @@ class Session:
         self._push: Callable[[Any], bool] | None = None  # the stream's set_receiver, when it pushes
         self._waiters: Waiters = AnyioWaiters()  # replaced for the running backend on entry
         self._next_id = 0
+        #: requests sent ahead of their caller by method (the handshake's first ``tools/list``:
+        #: :mod:`kxen_core.handshake`); the caller takes its entry and :meth:`finish`\ es it
+        self.prefetched: dict[str, Begun] = {}
         self._closed: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._serving: ServerRequests | None = None  # made on entry, with the session's task group
@@ -186,78 +177,89 @@ class Session:
             raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
         if timeout is None:
             timeout = self.initialize_timeout if method == "initialize" else self.request_timeout
+        begun = self.begin(method, params)  # queued without waiting: the common case
+        if begun is not None:
+            return await self.finish(begun, timeout)
+        # backpressure (nothing queued): the send counts against the timeout too, so a server that
+        # stops reading cannot block us forever
+        start = anyio.current_time()
+        with anyio.move_on_after(timeout):
+            begun = await self._begin_waiting(method, params)
+        if begun is None:
+            raise RequestTimeout(method, timeout, server=self.server)
+        return await self.finish(begun, timeout - (anyio.current_time() - start), whole=timeout)
+
+    def begin(self, method: str, params: Mapping[str, Any] | None = None, *, on_reply: Callable[[Message], None] | None = None) -> Begun | None:
+        """Send a request now without waiting and return it for :meth:`finish`; None (nothing sent)
+        when the session is closed or the stream cannot take it without waiting.
+
+        ``on_reply`` sees the raw reply (a result or an error) in the reader, before whoever
+        awaits it wakes: what must go out the moment it arrives goes out then (it must not block;
+        what it raises is a diagnostic, and the reply is delivered all the same)."""
+        if self._closed is not None:
+            return None
+        rid, p, message = self._register(method, params, on_reply)
+        if self._stream.send_nowait(message):
+            return rid, p
+        del self._pending[rid]
+        self._next_id = rid - 1  # nothing went out: the id is the next request's (ids follow send order)
+        return None
+
+    async def _begin_waiting(self, method: str, params: Mapping[str, Any] | None) -> Begun:
+        rid, p, message = self._register(method, params, None)
+        try:
+            await self._stream.send(message)
+        except BaseException:  # cancelled or failed: nothing (whole) was sent, nothing to cancel
+            self._pending.pop(rid, None)
+            raise
+        return rid, p
+
+    def _register(self, method: str, params: Mapping[str, Any] | None, on_reply: Any) -> tuple[int, _Pending, Message]:
         self._next_id += 1
         rid = self._next_id
-        waiters = self._waiters
-        waiter = waiters.create()
-        self._pending[rid] = _Pending(method, waiter)
+        p = self._pending[rid] = _Pending(method, self._waiters.create(), on_reply)
         message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        sent = False
+        return rid, p, message
+
+    async def finish(self, begun: Begun, timeout: float | None = None, *, whole: float | None = None) -> dict[str, Any]:
+        """The ``result`` of a request :meth:`begin` sent (its timeout counting from now); raises as
+        :meth:`request_once` does. A cancelled or timed-out request is cancelled on the wire.
+        ``whole``: the timeout a ``RequestTimeout`` names, when part of it went to sending."""
+        rid, p = begun
+        method = p.method
+        if timeout is None:
+            timeout = self.initialize_timeout if method == "initialize" else self.request_timeout
         try:
-            if self._stream.send_nowait(message):
-                sent = True  # queued without waiting: the common case
-                response = await waiters.wait(waiter, timeout)
-            else:
-                # backpressure (nothing queued): the send counts against the timeout too, so a
-                # server that stops reading cannot block us forever
-                start = anyio.current_time()
-                with anyio.move_on_after(timeout):
-                    await self._stream.send(message)
-                    sent = True
-                if sent:
-                    response = await waiters.wait(waiter, timeout - (anyio.current_time() - start))
-                else:
-                    response = None
-        except BaseException:  # the caller was cancelled (or the send failed: then nothing was sent)
+            response = await self._waiters.wait(p.waiter, timeout)
+        except BaseException:  # the caller was cancelled
             self._pending.pop(rid, None)
-            if sent and method not in _NO_CANCEL and self._closed is None:
+            if method not in _NO_CANCEL and self._closed is None:
                 await self._send_cancelled(rid, "cancelled by caller")
             raise
         self._pending.pop(rid, None)
         if response is None:
-            if sent and method not in _NO_CANCEL and self._closed is None:
+            if method not in _NO_CANCEL and self._closed is None:
                 await self._send_cancelled(rid, "request timed out")
-            raise RequestTimeout(method, timeout, server=self.server)
+            raise RequestTimeout(method, timeout if whole is None else whole, server=self.server)
         if isinstance(response, BaseException):
             raise response
         return result_of(method, response, self.server)
 
+    def notify_nowait(self, method: str, params: Mapping[str, Any] | None = None) -> bool:
+        """Send a notification without waiting; False (nothing sent) when it would have to wait."""
+        if self._closed is not None:
+            return False
+        message: Message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        return self._stream.send_nowait(message)
+
     async def initialize(self) -> InitializeResult:
-        """Negotiate the protocol version, then send ``notifications/initialized``."""
-        params = {
-            "protocolVersion": LATEST_PROTOCOL_VERSION,
-            "capabilities": self.capabilities,
-            "clientInfo": CLIENT_INFO,
-        }
-        try:
-            result = await self.request("initialize", params)
-        except RemoteError as err:
-            # a server may reject the version with -32602 and data.supported; retry once with a mutual one
-            supported = err.data.get("supported") if isinstance(err.data, dict) else None
-            mutual = [v for v in SUPPORTED_PROTOCOL_VERSIONS if isinstance(supported, list) and v in supported]
-            if err.code != -32602 or not mutual:
-                raise
-            result = await self.request("initialize", {**params, "protocolVersion": mutual[0]})
-        version = result.get("protocolVersion")
-        if version not in SUPPORTED_PROTOCOL_VERSIONS:
-            raise ProtocolError(
-                f"server answered protocol version {_brief(version)}; kxen supports "
-                + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
-                server=self.server,
-            )
-        caps = result.get("capabilities")
-        info = result.get("serverInfo")
-        instructions = result.get("instructions")
-        self.initialized = InitializeResult(
-            protocol_version=version,
-            capabilities=caps if isinstance(caps, dict) else {},
-            server_info=info if isinstance(info, dict) else {},
-            instructions=instructions if isinstance(instructions, str) else None,
-        )
-        await self.notify("notifications/initialized")
-        return self.initialized
+        """Negotiate the protocol version, then send ``notifications/initialized``
+        (:class:`kxen_core.handshake.Handshake`)."""
+        return await Handshake(self).run()
 
     async def _send_cancelled(self, rid: int, reason: str) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_SECONDS):
@@ -306,11 +308,20 @@ class Session:
                 elif "result" not in message and "error" not in message:
                     self._waiters.resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
                 else:
+                    if p.on_reply is not None:
+                        self._answered(p, message)
                     self._waiters.resolve(p.waiter, message)
                 return
             self._dispatch_other(message)
         except Exception as exc:  # (free when nothing raises) one message's problem, never the session's
             self._message_failed(message, exc)
+
+    def _answered(self, p: _Pending, message: Message) -> None:
+        hook, p.on_reply = p.on_reply, None
+        try:
+            hook(message)  # type: ignore[misc]
+        except Exception as exc:  # what it would have sent is sent later by its caller, or not at all
+            self._diag(f"{p.method}: the reply hook failed: {type(exc).__name__}: {exc}")
 
     async def _reader(self) -> None:
         """Take every message the stream does not push; learn of its end (a pushing stream's
