@@ -271,7 +271,7 @@ def _workspace_files(
     return files, reasons
 
 
-def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
+def resolve_launch(server: ServerConfig, workspace: Path, *, canonical: bool = False) -> Launch:
     """The launch of a local server of any kind; raises ``ConnectError`` when a stdio command
     cannot be found.
 
@@ -279,11 +279,12 @@ def resolve_launch(server: ServerConfig, workspace: Path) -> Launch:
     host's), absolute entries only; a command with a path separator is taken relative to the cwd
     (and, when that is in the workspace, held). The cwd is the entry's ``cwd`` relative to the
     workspace, else the workspace; a project's cwd must stay inside the workspace (symlinks
-    followed).
+    followed). ``canonical``: ``workspace`` is canonical already (a Runtime's, resolved once when
+    the runtime was made), so it is not resolved again.
     """
     if server.unread:  # an untrusted workspace's entry: nothing of it was read
         raise ConnectError("the workspace is not trusted: its project file is read once it is (kxen trust)", server=server.name)
-    root = resolved_path(workspace)
+    root = workspace if canonical else resolved_path(workspace)  # canonical: resolved by the caller
     cwd = root
     try:
         if server.cwd:  # else the workspace, resolved just above

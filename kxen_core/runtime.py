@@ -109,7 +109,7 @@ class Runtime(LoginHost, ContentsHost):
         keep the result as ``self.config`` when nothing is running yet. Raises ``ConfigError``."""
         from .config import load_config
 
-        config = load_config(self.home, self.workspace, pm=self.pm)
+        config = load_config(self.home, self.workspace, pm=self.pm, canonical=True)
         if self.config is None:
             self.config = config
         return config

@@ -185,7 +185,7 @@ class Server(CatalogLists, ServerView):
         server = self.config
         launch = None
         if not server.is_remote:
-            launch = resolve_launch(server, env.workspace)  # ConnectError -> failed(transport)
+            launch = resolve_launch(server, env.workspace, canonical=True)  # ConnectError -> failed(transport)
             self.held = launch.held is not None
             if server.scope != "project" and launch.held and not env.trusted:
                 # a user server that would run what the workspace holds: never in an untrusted one

@@ -268,7 +268,7 @@ def _url_problems(server: ServerConfig, settings: Settings) -> list[tuple[str, s
 
 
 def load_config(
-    home: Path | None = None, workspace: Path | None = None, *, pm: KxenPluginManager | None = None
+    home: Path | None = None, workspace: Path | None = None, *, pm: KxenPluginManager | None = None, canonical: bool = False
 ) -> Config:
     """Load settings, user servers and project servers.
 
@@ -281,7 +281,8 @@ def load_config(
     left out and the problems are returned in ``project_problems``); the user's servers still load.
     """
     home = Path(home) if home is not None else default_home()
-    workspace = resolved(workspace or Path.cwd())
+    # ``canonical``: the caller resolved it already (a Runtime, once, when it was made)
+    workspace = workspace if canonical and workspace is not None else resolved(workspace or Path.cwd())
     conv = shared_converter()
     problems: list[str] = []
     settings = load_settings(home, problems, conv)

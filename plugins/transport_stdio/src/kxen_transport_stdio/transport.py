@@ -23,10 +23,10 @@ The close is shielded from cancellation and bounded in time, so no grandchild su
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import deque
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import anyio
@@ -67,10 +67,12 @@ def child_env(configured: Mapping[str, str], host: Mapping[str, str] | None = No
     return env
 
 
+@functools.lru_cache(maxsize=16)
 def absolute_path_entries(search: str) -> str:
     """``search`` (a PATH value) without its relative entries: an empty entry, ``.`` or ``bin``
     names a directory under the child's cwd -- the workspace -- for whatever the child runs next
-    (``os.defpath`` when nothing is left, since an empty PATH means the cwd to some)."""
+    (``os.defpath`` when nothing is left, since an empty PATH means the cwd to some). Remembered
+    for the last few values: every start of a server filters the same PATH."""
     kept = [d for d in search.split(os.pathsep) if os.path.isabs(d)]
     return os.pathsep.join(kept) if kept else os.defpath
 
@@ -182,8 +184,8 @@ class StdioTransport:
         if launch is None or launch.command is None:
             raise ConnectError("no resolved launch was given to the stdio transport", server=self.name)
         # exactly what the core resolved (and, for a project server, had approved): no second lookup
-        command, args, cwd, env = launch.command, list(launch.args), Path(launch.cwd), child_env(launch.env)
-        if not cwd.is_dir():
+        command, args, cwd, env = launch.command, list(launch.args), launch.cwd, child_env(launch.env)
+        if not os.path.isdir(cwd):
             raise ConnectError(f"working directory does not exist: {cwd}", server=self.name)
         # stdin and stdout are our own pipes (every end close-on-exec until the child's ends become
         # its fds 0 and 1)
@@ -195,7 +197,7 @@ class StdioTransport:
             os.close(stdin_write)
             raise ConnectError(f"cannot start {command!r}: {exc.strerror or exc}", server=self.name) from exc
         try:
-            self._proc = spawn([command, *args], stdin=stdin_read, stdout=stdout_write, cwd=str(cwd), env=env)
+            self._proc = spawn([command, *args], stdin=stdin_read, stdout=stdout_write, cwd=cwd, env=env)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env value
             os.close(stdin_write)
             os.close(stdout_read)
