@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from .errors import ApprovalDenied, ConfigError, ConnectError, UnknownTool
@@ -93,6 +94,9 @@ class Runtime(LoginHost, ContentsHost):
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._apply(config)
+        # one turn of the loop before the host goes on: the servers' tasks run up to their spawn
+        # first (never cancelled here: the task group is open and __aexit__ would not run)
+        await anyio.lowlevel.cancel_shielded_checkpoint()
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:

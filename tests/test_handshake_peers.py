@@ -61,3 +61,35 @@ async def test_a_tools_only_server_receives_no_other_list_request(kxen_home, tmp
     assert methods[:4] == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
     assert methods.count("tools/list") == 2 and methods.count("notifications/initialized") == 1
     assert not {"resources/list", "prompts/list", "resources/templates/list"} & set(methods)
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux: every thread's ``children`` list)."""
+    pids: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            pids.update(int(p) for p in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+async def test_entering_a_runtime_returns_with_its_local_servers_spawned(kxen_home, tmp_path):
+    """The host gets control back only after the servers' tasks ran up to their spawn: the
+    processes start while the host goes on (to ``wait_ready``, or anything else)."""
+    from kxen_core import Runtime
+    from kxen_core.plugins import make_plugin_manager
+
+    entries = {f"demo{i}": {"command": sys.executable, "args": [str(DEMO)]} for i in range(3)}
+    kxen_home.write_servers(entries)
+    before = _children()
+    rt = Runtime(home=kxen_home.path, workspace=tmp_path, pm=make_plugin_manager(allow=("stdio",)))
+    await rt.__aenter__()
+    try:
+        spawned = _children() - before
+        assert len(spawned) == 3, spawned
+        assert await rt.wait_ready(30)
+        assert {s["state"] for s in rt.status()} == {"ready"}
+    finally:
+        await rt.__aexit__(None, None, None)
