@@ -177,17 +177,29 @@ class Session:
             raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
         if timeout is None:
             timeout = self.initialize_timeout if method == "initialize" else self.request_timeout
-        begun = self.begin(method, params)  # queued without waiting: the common case
-        if begun is not None:
-            return await self.finish(begun, timeout)
+        # begin(), inline: every request of every host passes here
+        self._next_id += 1
+        rid = self._next_id
+        p = self._pending[rid] = _Pending(method, self._waiters.create())
+        message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
+        if self._stream.send_nowait(message):  # queued without waiting: the common case
+            return await self.finish((rid, p), timeout)
         # backpressure (nothing queued): the send counts against the timeout too, so a server that
         # stops reading cannot block us forever
         start = anyio.current_time()
-        with anyio.move_on_after(timeout):
-            begun = await self._begin_waiting(method, params)
-        if begun is None:
+        sent = False
+        try:
+            with anyio.move_on_after(timeout):
+                await self._stream.send(message)
+                sent = True
+        finally:
+            if not sent:  # timed out, cancelled or failed: nothing (whole) was sent, nothing to cancel
+                self._pending.pop(rid, None)
+        if not sent:
             raise RequestTimeout(method, timeout, server=self.server)
-        return await self.finish(begun, timeout - (anyio.current_time() - start), whole=timeout)
+        return await self.finish((rid, p), timeout - (anyio.current_time() - start), whole=timeout)
 
     def begin(self, method: str, params: Mapping[str, Any] | None = None, *, on_reply: Callable[[Message], None] | None = None) -> Begun | None:
         """Send a request now without waiting and return it for :meth:`finish`; None (nothing sent)
@@ -198,30 +210,17 @@ class Session:
         what it raises is a diagnostic, and the reply is delivered all the same)."""
         if self._closed is not None:
             return None
-        rid, p, message = self._register(method, params, on_reply)
-        if self._stream.send_nowait(message):
-            return rid, p
-        del self._pending[rid]
-        self._next_id = rid - 1  # nothing went out: the id is the next request's (ids follow send order)
-        return None
-
-    async def _begin_waiting(self, method: str, params: Mapping[str, Any] | None) -> Begun:
-        rid, p, message = self._register(method, params, None)
-        try:
-            await self._stream.send(message)
-        except BaseException:  # cancelled or failed: nothing (whole) was sent, nothing to cancel
-            self._pending.pop(rid, None)
-            raise
-        return rid, p
-
-    def _register(self, method: str, params: Mapping[str, Any] | None, on_reply: Any) -> tuple[int, _Pending, Message]:
         self._next_id += 1
         rid = self._next_id
         p = self._pending[rid] = _Pending(method, self._waiters.create(), on_reply)
         message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        return rid, p, message
+        if self._stream.send_nowait(message):
+            return rid, p
+        del self._pending[rid]
+        self._next_id = rid - 1  # nothing went out: the id is the next request's (ids follow send order)
+        return None
 
     async def finish(self, begun: Begun, timeout: float | None = None, *, whole: float | None = None) -> dict[str, Any]:
         """The ``result`` of a request :meth:`begin` sent (its timeout counting from now); raises as
