@@ -21,16 +21,13 @@ plain sequence.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 import attrs
 
-from ._replies import brief as _brief
+from ._replies import Begun, brief as _brief
 from .era_requests import CLIENT_INFO
 from .errors import ProtocolError, RemoteError
-
-if TYPE_CHECKING:
-    from ._replies import Begun
 
 LATEST_PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
