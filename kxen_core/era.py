@@ -27,8 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Optional, Protocol, Sequence
 from urllib.parse import urlsplit
 
-import attrs
-
+from ._replies import error_code
 from .era_requests import (
     CLIENT_INFO,
     LATEST_MODERN_VERSION,
@@ -40,7 +39,6 @@ from .era_requests import (
     modern_capabilities,
     mutual_version,
 )
-from ._replies import error_code
 from .errors import ClosedError, ConnectError, KxenError, ProtocolError, RemoteError, RequestError, RequestTimeout, TransportError
 from .handshake import Handshake, HandshakeSession, InitializeResult
 

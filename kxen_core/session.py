@@ -30,8 +30,8 @@ from ._replies import Begun, Pending as _Pending, brief as _brief, result_of
 from ._serving import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, RequestHandler, ServerRequests
 from ._waiters import AnyioWaiters, Waiters, for_current_backend
 from .era_requests import CLIENT_INFO, Modern
-from .handshake import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Handshake, InitializeResult
 from .errors import ClosedError, ProtocolError, RequestTimeout
+from .handshake import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Handshake, InitializeResult
 from .transport import Message, MessageStream, RequestFailed
 
 log = logging.getLogger("kxen.session")
