@@ -21,7 +21,7 @@ plain sequence.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, TypeGuard
 
 import attrs
 
@@ -42,6 +42,12 @@ class InitializeResult:
     capabilities: dict[str, Any]
     server_info: dict[str, Any]
     instructions: str | None
+
+
+def _speaks(version: Any) -> TypeGuard[str]:
+    """Whether the ``protocolVersion`` of an ``initialize`` result is one kxen speaks: the one rule
+    for accepting the result, as it arrives (what follows is sent then) and in :meth:`Handshake.run`."""
+    return version in SUPPORTED_PROTOCOL_VERSIONS
 
 
 class HandshakeSession(Protocol):
@@ -84,7 +90,7 @@ class Handshake:
 
     def _answered(self, message: dict[str, Any]) -> None:
         result = message.get("result")
-        if "error" in message or not isinstance(result, dict) or result.get("protocolVersion") not in SUPPORTED_PROTOCOL_VERSIONS:
+        if "error" in message or not isinstance(result, dict) or not _speaks(result.get("protocolVersion")):
             return  # run() says what is wrong, as it would have
         session = self.session
         if not session.notify_nowait("notifications/initialized"):
@@ -120,7 +126,7 @@ class Handshake:
                 raise
             result = await self._ask(mutual[0])
         version = result.get("protocolVersion")
-        if version not in SUPPORTED_PROTOCOL_VERSIONS:
+        if not _speaks(version):
             raise ProtocolError(
                 f"server answered protocol version {_brief(version)}; kxen supports " + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
                 server=session.server,
