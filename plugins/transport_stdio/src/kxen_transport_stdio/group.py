@@ -24,6 +24,7 @@ import anyio
 
 from .child import Child
 from .procs import Tree
+from .procs.tree import read_stat
 
 TERM_GRACE_SECONDS = 0.8
 KILL_WAIT_SECONDS = 2.0
@@ -91,10 +92,8 @@ def group_alive(pgid: int) -> bool:
         for entry in entries:
             if not entry.isdigit():
                 continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
+            stat = read_stat(entry)
+            if stat is None:
                 continue
             # pid (comm) state ppid pgrp ... ; comm may contain spaces and parens
             fields = stat[stat.rfind(b")") + 2 :].split()

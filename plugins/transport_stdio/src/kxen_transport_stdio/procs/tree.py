@@ -39,20 +39,37 @@ class Proc:
 
 def _parse(pid: int, raw: bytes) -> Proc | None:
     # pid (comm) state ppid pgrp session ... ; comm may hold spaces and parens: split after the last ')'
-    fields = raw[raw.rfind(b")") + 2 :].split()
+    fields = raw[raw.rfind(b")") + 2 :].split(None, 20)  # up to the start time (field 22), the rest unsplit
     try:
         return Proc(pid, fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
     except (IndexError, ValueError):
         return None
 
 
-def stat(pid: int) -> Proc | None:
-    """The process ``pid`` now, or None (gone, unreadable, not Linux)."""
+#: more than any ``/proc/<pid>/stat`` line (52 numbers and a name of at most 64 bytes)
+STAT_READ_BYTES = 4096
+
+
+def read_stat(pid: int | str) -> bytes | None:
+    """The raw ``/proc/<pid>/stat`` line, or None (gone, unreadable, not Linux). One ``os.read``
+    of a bounded size: the kernel makes the line whole on the first read, and a stop reads every
+    process of the machine this way several times (a buffered ``open`` costs twice as much)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return _parse(pid, f.read())
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        return os.read(fd, STAT_READ_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def stat(pid: int) -> Proc | None:
+    """The process ``pid`` now, or None (gone, unreadable, not Linux)."""
+    raw = read_stat(pid)
+    return None if raw is None else _parse(pid, raw)
 
 
 def table() -> dict[int, Proc]:
