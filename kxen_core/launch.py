@@ -238,14 +238,39 @@ class _Realpaths(dict[str, str]):
         return canonical
 
 
+class _Exists(dict[str, bool]):
+    """``os.path.lexists`` memoized for one launch resolution, as :class:`_Realpaths`: the argument
+    checks here and the launcher rules look at the same paths."""
+
+    def __missing__(self, path: str) -> bool:
+        there = self[path] = os.path.lexists(path)
+        return there
+
+
+def _under_cwd(cwd: str, candidate: str) -> str:
+    """``os.path.abspath(os.path.join(cwd, candidate))`` for a canonical ``cwd``; a plain name (no
+    separator, not ``.`` or ``..``) is just appended, which is what normalizing would give."""
+    if os.sep not in candidate and candidate not in (".", ".."):
+        return (cwd if cwd.endswith(os.sep) else cwd + os.sep) + candidate
+    return os.path.abspath(os.path.join(cwd, candidate))
+
+
 def _workspace_files(
-    command: str, args: tuple[str, ...], cwd: str, workspace: str, *, by_path: bool, real_of: _Realpaths
+    command: str,
+    args: tuple[str, ...],
+    cwd: str,
+    workspace: str,
+    *,
+    by_path: bool,
+    real_of: _Realpaths,
+    exists: _Exists | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Digests of the command's target and of argument files inside the workspace, and the reasons
     the launch runs something the workspace holds (launcher rules, a command named by a path into
     it; a command found on an absolute PATH entry is the user's choice, wherever that entry is)."""
     files: dict[str, str] = {}
     reasons: list[str] = []
+    exists = _Exists() if exists is None else exists
     target = real_of[command]
     files[target] = file_digest(target)
     if by_path and (under(target, workspace) or under(os.path.abspath(command), workspace)):
@@ -255,8 +280,8 @@ def _workspace_files(
         for candidate in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
             if not candidate or "\0" in candidate:
                 continue
-            path = os.path.abspath(os.path.join(cwd, candidate))
-            if not os.path.lexists(path):
+            path = _under_cwd(cwd, candidate)
+            if not exists[path]:
                 continue  # nothing there (an option, a number): no file, whatever links lead to it
             target_of = real_of[path]
             # a workspace path (or a link that leads into it): its content, and where a link points
@@ -264,7 +289,7 @@ def _workspace_files(
                 content = file_digest(target_of, hash_content=count < MAX_DIGEST_FILES)
                 files[path] = content + ("" if target_of == path else f"; target={printable(target_of)}")
                 count += 1
-    for rule, path in picked_up(command, args, cwd, workspace, realpath=real_of.__getitem__):
+    for rule, path in picked_up(command, args, cwd, workspace, realpath=real_of.__getitem__, lexists=exists.__getitem__):
         picked = real_of[path]
         files.setdefault(picked, file_digest(picked))
         reasons.append(f"{rule.name}: {rule.how}, and the workspace holds {printable(path)}")

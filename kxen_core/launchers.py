@@ -218,6 +218,21 @@ def _pattern(text: str) -> re.Pattern[str]:
     return compiled
 
 
+#: the rules whose commands match a basename, by basename (a host starts the same few commands again)
+_RULES_FOR: dict[str, tuple[Rule, ...]] = {}
+_RULES_FOR_MAX = 256
+
+
+def _rules_for(base: str) -> tuple[Rule, ...]:
+    """The :data:`RULES` whose ``commands`` match ``base`` in full, in their order."""
+    rules = _RULES_FOR.get(base)
+    if rules is None:
+        rules = tuple(rule for rule in RULES if _pattern(rule.commands).fullmatch(base))
+        if len(_RULES_FOR) < _RULES_FOR_MAX:
+            _RULES_FOR[base] = rules
+    return rules
+
+
 def _fields(template: str) -> list[str]:
     fields = _FIELDS.get(template)
     if fields is None:
@@ -232,17 +247,16 @@ def picked_up(
     workspace: str,
     *,
     realpath: Callable[[str], str] = real,
+    lexists: Callable[[str], bool] = os.path.lexists,
 ) -> list[tuple[Rule, str]]:
     """``(rule, path)`` for every workspace path a launcher would pick up from ``cwd``: ``cwd`` and
-    ``workspace`` are canonical (realpath). ``realpath`` may be a caller's memo of it (one launch
-    resolves the same argument several times)."""
+    ``workspace`` are canonical (realpath). ``realpath`` and ``lexists`` may be a caller's memos of
+    them (one launch looks at the same arguments several times)."""
     base = os.path.basename(command)
     found: list[tuple[Rule, str]] = []
     scripts: dict[int, list[str]] = {}  # the workspace files among the positional arguments, by start
     named: list[str] | None = None  # the workspace paths the arguments name (the same for every rule)
-    for rule in RULES:
-        if not _pattern(rule.commands).fullmatch(base):
-            continue
+    for rule in _rules_for(base):
         if rule.when_options and not any(a.split("=", 1)[0] in rule.when_options for a in args):
             continue
         start = 0
@@ -258,7 +272,7 @@ def picked_up(
         for template in rule.paths:
             if template == "{script}":
                 if start not in scripts:
-                    scripts[start] = _script_files(args[start:], cwd, workspace, realpath)
+                    scripts[start] = _script_files(args[start:], cwd, workspace, realpath, lexists)
                 found.extend((rule, path) for path in scripts[start])
                 continue
             fields = _fields(template)
@@ -267,14 +281,14 @@ def picked_up(
             relative = template.format(**{f: values[f] for f in fields})
             for directory in _directories(cwd, workspace):
                 path = os.path.join(directory, relative)
-                if not os.path.lexists(path):
+                if not lexists(path):
                     continue
                 needle = rule.sniff.get(relative)
                 if needle is not None and not _sniffed(path, needle):
                     continue
                 found.append((rule, path))
         if named is None:
-            named = _named_paths(args, cwd, workspace, realpath)
+            named = _named_paths(args, cwd, workspace, realpath, lexists)
         found.extend((rule, path) for path in named)
     seen: set[str] = set()
     unique = []
@@ -285,12 +299,23 @@ def picked_up(
     return unique
 
 
-def _script_files(args: Sequence[str], cwd: str, workspace: str, realpath: Callable[[str], str]) -> list[str]:
+def _joined(cwd: str, arg: str) -> str:
+    """``os.path.join(cwd, os.path.expanduser(arg))``, without the calls for the common case."""
+    if arg.startswith("~"):
+        arg = os.path.expanduser(arg)
+    if arg.startswith(os.sep):
+        return arg
+    return (cwd if cwd.endswith(os.sep) else cwd + os.sep) + arg
+
+
+def _script_files(
+    args: Sequence[str], cwd: str, workspace: str, realpath: Callable[[str], str], lexists: Callable[[str], bool]
+) -> list[str]:
     """Every positional argument that is a workspace file (relative to the cwd or absolute)."""
     found = []
     for arg in [a for a in args if a and not a.startswith("-") and "\0" not in a][:MAX_SCRIPT_ARGS]:
-        joined = os.path.join(cwd, os.path.expanduser(arg))
-        if not os.path.lexists(joined):
+        joined = _joined(cwd, arg)
+        if not lexists(joined):
             continue  # nothing there: no file (one lstat instead of resolving each part)
         path = realpath(joined)
         if os.path.isfile(path) and under(path, workspace):
@@ -298,18 +323,20 @@ def _script_files(args: Sequence[str], cwd: str, workspace: str, realpath: Calla
     return found
 
 
-def _named_paths(args: Sequence[str], cwd: str, workspace: str, realpath: Callable[[str], str]) -> list[str]:
+def _named_paths(
+    args: Sequence[str], cwd: str, workspace: str, realpath: Callable[[str], str], lexists: Callable[[str], bool]
+) -> list[str]:
     """Any argument (or --option=value) that names a workspace path: npx ./pkg, uvx --from ./dir x."""
     found = []
     for arg in args[:MAX_PATH_ARGS]:
         for value in (arg, arg.partition("=")[2] if arg.startswith("-") else ""):
             if not value or "\0" in value or not (value.startswith((".", "~")) or "/" in value):
                 continue
-            joined = os.path.join(cwd, os.path.expanduser(value))
-            if not os.path.lexists(joined):
+            joined = _joined(cwd, value)
+            if not lexists(joined):
                 continue
             path = realpath(joined)
-            if under(path, workspace) and os.path.lexists(path):
+            if under(path, workspace) and lexists(path):
                 found.append(path)
     return found
 
