@@ -72,7 +72,7 @@ def _render(file: str, raw: str) -> str:
 MISSING = object()  # a file that does not exist (as opposed to one holding JSON null)
 
 
-def _read(path: Path, problems: list[str], parse: Callable[[str], Any], *, private: bool = False) -> Any:
+def _read(path: Path | str, problems: list[str], parse: Callable[[str], Any], *, private: bool = False) -> Any:
     """The parsed file, ``MISSING`` when it does not exist, or ``None`` after recording a problem.
 
     The file is read by :func:`read_limited`; its text must be UTF-8 (a BOM is refused, as are
@@ -121,9 +121,9 @@ def _structure(conv: cattrs.Converter, data: Any, cls: type, file: str, path: st
     return None
 
 
-def load_settings(home: Path, problems: list[str], conv: cattrs.Converter | None = None) -> Settings:
+def load_settings(home: Path | str, problems: list[str], conv: cattrs.Converter | None = None) -> Settings:
     conv = conv or shared_converter()
-    path = home / "config.toml"
+    path = os.path.join(home, "config.toml")
     before = len(problems)
     data = _read(path, problems, tomllib.loads, private=True)
     if data is MISSING or len(problems) > before:
@@ -148,7 +148,7 @@ def _entries(data: Any, file: str, problems: list[str]) -> dict[Any, Any] | None
 
 
 def load_servers(
-    path: Path,
+    path: Path | str,
     scope: str,
     problems: list[str],
     conv: cattrs.Converter | None = None,
@@ -207,15 +207,20 @@ def servers_from(
     return servers
 
 
+def project_file_name(workspace: Path | str) -> str:
+    """The project file of ``workspace``, as a string (what the loader reads and reports)."""
+    return os.path.join(workspace, ".kxen", "mcp.json")
+
+
 def project_file(workspace: Path) -> Path:
-    return workspace / ".kxen" / "mcp.json"
+    return Path(project_file_name(workspace))
 
 
 #: the most project server names an untrusted workspace's file may show
 MAX_UNREAD_NAMES = 100
 
 
-def unread_project_servers(path: Path, problems: list[str]) -> dict[str, ServerConfig]:
+def unread_project_servers(path: Path | str, problems: list[str]) -> dict[str, ServerConfig]:
     """The project entries of an *untrusted* workspace, by name only.
 
     The file gets the same bounded, non-blocking read as any config file and is decoded as JSON, but
@@ -286,7 +291,7 @@ def load_config(
     conv = shared_converter()
     problems: list[str] = []
     settings = load_settings(home, problems, conv)
-    user_file = home / "mcp.json"
+    user_file = os.path.join(home, "mcp.json")
     user = load_servers(user_file, "user", problems, conv, settings, pm)
     if problems:
         raise ConfigError(problems)
@@ -294,7 +299,7 @@ def load_config(
     # the recorded strings as they are (only normalized as text): resolving them again here would
     # let a symlink planted later at a trusted path carry the trust to wherever it points
     trusted = str(workspace) in {os.path.normpath(p) for p in settings.trusted_workspaces}
-    pfile = project_file(workspace)
+    pfile = project_file_name(workspace)
     pproblems: list[str] = []
     if not trusted:  # a repository the user merely opened: its servers' names, nothing more
         project = unread_project_servers(pfile, pproblems)
@@ -302,7 +307,7 @@ def load_config(
         project = load_servers(pfile, "project", pproblems, conv, settings, pm)
         for name, server in project.items():
             for suffix, rule in project_problems(server):
-                pproblems.append(_render(str(pfile), f"{rule} @ $.mcpServers.{name}.{suffix}"))
+                pproblems.append(_render(pfile, f"{rule} @ $.mcpServers.{name}.{suffix}"))
         if pproblems:
             project = {}
     merged = dict(user)
@@ -315,5 +320,5 @@ def load_config(
         user_servers=user,
         project_problems=tuple(map(printable, pproblems)),  # keys from a repository: one safe line each
         trusted=trusted,
-        files=(str(home / "config.toml"), str(user_file), str(pfile)),
+        files=(os.path.join(home, "config.toml"), user_file, pfile),
     )

@@ -59,7 +59,11 @@ def child_env(configured: Mapping[str, str], host: Mapping[str, str] | None = No
     then :data:`SAFE_DEFAULTS`, then the configured ``env`` on top; PATH keeps its absolute
     entries only."""
     source: Mapping[str, str] = os.environ if host is None else host
-    env = {k: source[k] for k in ENV_PASSTHROUGH if k in source}
+    env = {}
+    for key in ENV_PASSTHROUGH:
+        value = source.get(key)  # one lookup (``in`` and ``[]`` each encode the key again)
+        if value is not None:
+            env[key] = value
     env.update(SAFE_DEFAULTS)
     env.update(configured)
     if "PATH" in env:
