@@ -263,14 +263,13 @@ def _workspace_files(
     *,
     by_path: bool,
     real_of: _Realpaths,
-    exists: _Exists | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Digests of the command's target and of argument files inside the workspace, and the reasons
     the launch runs something the workspace holds (launcher rules, a command named by a path into
     it; a command found on an absolute PATH entry is the user's choice, wherever that entry is)."""
     files: dict[str, str] = {}
     reasons: list[str] = []
-    exists = _Exists() if exists is None else exists
+    exists = _Exists()  # shared with the launcher rules below
     target = real_of[command]
     files[target] = file_digest(target)
     if by_path and (under(target, workspace) or under(os.path.abspath(command), workspace)):
