@@ -122,3 +122,34 @@ async def test_everything_streamable_http(everything_peer) -> None:
                 missing = await session.request("tools/call", {"name": "nope", "arguments": {}})
                 assert missing["isError"] is True
                 assert stream.describe()["session"] is True
+
+
+@pytest.mark.parametrize("peer", ["sdk-stateful", "sdk-json", "everything"])
+async def test_answers_are_pushed_to_the_session(sdk_peer, everything_peer, peer: str) -> None:
+    """The twin of test_http_push against real servers: every answer (JSON body or SSE stream)
+    reaches its caller pushed by the stream; the session's reader gets nothing from ``receive``."""
+    if peer == "everything":
+        url, call = f"http://127.0.0.1:{everything_peer('streamableHttp')}/mcp", ("echo", {"message": "hi"})
+    else:
+        url, call = sdk_peer(peer.removeprefix("sdk-")), ("echo", {"text": "hi"})
+    returned: list = []
+    with anyio.fail_after(LIMIT):
+        async with open_streamable_http(_server(url), TransportContext(workspace=Path.cwd())) as stream:
+            receive = stream.receive
+
+            async def counting():
+                message = await receive()
+                returned.append(message)
+                return message
+
+            stream.receive = counting  # type: ignore[method-assign]
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                assert (await session.request("tools/list"))["tools"]
+                async with anyio.create_task_group() as tg:
+                    for _ in range(4):
+                        tg.start_soon(session.request, "tools/call", {"name": call[0], "arguments": call[1]})
+                echoed = await session.request("tools/call", {"name": call[0], "arguments": call[1]})
+                assert "hi" in echoed["content"][0]["text"]
+                assert stream.describe()["received"] >= 7
+    assert returned == []

@@ -77,3 +77,25 @@ async def test_everything_sse(everything_peer) -> None:
                 assert isinstance(structured["structuredContent"], dict)
                 missing = await session.request("tools/call", {"name": "nope", "arguments": {}})
                 assert missing["isError"] is True
+
+
+async def test_python_sdk_sse_answers_are_pushed_to_the_session(sdk_peer) -> None:
+    """Answers arrive on the SSE stream and are pushed to the session as they are read: the
+    session's reader gets nothing from ``receive``."""
+    returned: list = []
+    with anyio.fail_after(LIMIT):
+        async with open_legacy_sse(_server(sdk_peer("sse")), TransportContext(workspace=Path.cwd())) as stream:
+            receive = stream.receive
+
+            async def counting():
+                message = await receive()
+                returned.append(message)
+                return message
+
+            stream.receive = counting  # type: ignore[method-assign]
+            async with Session(stream, server="t") as session:
+                await session.initialize()
+                added = await session.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
+                assert added["structuredContent"] == {"result": 5}
+                assert stream.describe()["received"] >= 2
+    assert returned == []

@@ -14,8 +14,9 @@ Everything HTTP both transports share is :mod:`kxen_transport_http.plumbing`.
 Hot path (see docs/performance.md, W6): on asyncio a request's task is a plain asyncio task (no
 anyio task-group wrapper, see :mod:`._tasks`); when no plugin implements ``kxen_credential_lookup``
 the POST headers are built once (again only when the session id or the protocol version changes)
-and ``send_nowait`` starts the request without an ``await``; answers go into the queue and come out
-of it without a checkpoint unless it is full or empty.
+and ``send_nowait`` starts the request without an ``await``; the session's receiver takes each
+answer in the request's task as it is read (``set_receiver``: no hop through the queue and the
+session's reader task, one event-loop iteration less per request).
 
 * ``Mcp-Session-Id`` is taken from the answer to ``initialize`` and sent on every later request;
   ``MCP-Protocol-Version`` is taken from the initialize result as it passes through and sent after.

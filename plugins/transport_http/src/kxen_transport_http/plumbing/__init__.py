@@ -36,7 +36,8 @@ here. It has one owner: nothing below is written twice in either transport.
   reconnections (``Last-Event-ID``, the server's ``retry``, a bounded number of attempts; a ``GET``
   answered 400/404/405 is not retried); :func:`messages_in` and :func:`check_event_stream` go with it.
 * **Skeleton** -- :class:`HttpTransport` (the async context manager an opener returns) and
-  :class:`HttpMessageStream` (the queue ``receive`` reads, the sticky failure, closing) hold the
+  :class:`HttpMessageStream` (the queue ``receive`` reads or the push to the session's receiver, the
+  sticky failure, closing) hold the
   life cycle both transports share: leaving closes everything, shielded, each step bounded by
   :data:`CLOSE_STEP_SECONDS`.
 """

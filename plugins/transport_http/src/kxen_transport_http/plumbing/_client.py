@@ -66,7 +66,9 @@ class HttpMessageStream:
 
     It holds the server, the context, the client, the transport's task group and its options; a
     :class:`Redactor`; one bounded queue (``options.queueSize``) that :meth:`deliver` fills and
-    ``receive`` empties, without a checkpoint unless it is full or empty; one sticky failure
+    ``receive`` empties, without a checkpoint unless it is full or empty -- or, once the session
+    set a receiver (:meth:`set_receiver`), :meth:`deliver` hands each message to it in the task
+    that read it, with no hop through the queue and the session's reader task; one sticky failure
     (:meth:`fail`), after which every call raises :meth:`closed_error`. :class:`HttpTransport`
     drives its life: :meth:`start`, then on leaving :meth:`cancel_tasks`, :meth:`shutdown` (which
     ends with :meth:`farewell`) and :meth:`join`.
@@ -92,6 +94,7 @@ class HttpMessageStream:
             connect=options.connectTimeoutSeconds, read=server.timeouts.requestSeconds, write=30.0, pool=30.0
         )
         self._feed, self._inbox = anyio.create_memory_object_stream[Message | RequestFailed](options.queueSize)
+        self._receiver: Callable[[Any], None] | None = None  # set_receiver's: the session's taker
         #: the first failure: a TransportError, or an AuthRequired when the server refused kxen's
         #: credentials for good, or the PluginHookError of a credential plugin that broke
         self.failure: KxenError | None = None
@@ -110,9 +113,34 @@ class HttpMessageStream:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise self.closed_error()  # (its cause is kept, the context is not shown)
 
+    def set_receiver(self, receiver: Callable[[Any], None] | None) -> bool:
+        """Hand every message delivered from now on to ``receiver``, in the task that read it (no
+        hop through the queue and the session's reader task); ``None``: queue them again. True.
+
+        A :class:`RequestFailed` still goes through the queue: the failure that fails a request
+        often ends the transport too, and the reader must take the one before it learns the other."""
+        self._receiver = receiver
+        return True
+
     async def deliver(self, message: Message | RequestFailed) -> None:
-        """Queue ``message`` for ``receive``; waits only while the queue is full. Dropped once closed."""
+        """Hand ``message`` to the receiver, after whatever still waits in the queue (in order), or
+        queue it for ``receive`` (waits only while the queue is full). Dropped once closed."""
         self.received += 1
+        receiver = self._receiver
+        if receiver is not None and type(message) is not RequestFailed:
+            if self.failure is not None:
+                return  # closed: nobody takes any more
+            inbox = self._inbox
+            while True:  # what was queued before the receiver was set goes first (bounded: the queue's size)
+                try:
+                    receiver(inbox.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+                if self._receiver is not receiver:
+                    break
+            if self._receiver is receiver:
+                receiver(message)
+                return
         try:
             self._feed.send_nowait(message)  # no checkpoint unless the queue is full
         except anyio.WouldBlock:
