@@ -62,6 +62,10 @@ class PipeReader:
         self._watching = False  # asyncio: the reader callback is registered
         self._waiter: asyncio.Future | None = None  # asyncio: the receive waiting for the callback
         self._receiver: Callable[[Any], None] | None = None  # asyncio: takes each message as it is read
+        #: called once after the first read from the pipe (bytes or its end); on asyncio in a callback
+        #: of its own, after whatever that read woke (the session's step comes first)
+        self.after_first_read: Callable[[], None] | None = None
+        self._first_read_due: Callable[[], None] | None = None
 
     def start(self) -> None:
         """Choose how to watch the pipe; call from a task of the loop that will receive."""
@@ -79,6 +83,8 @@ class PipeReader:
             return False
         except OSError:  # the pipe is broken: its end
             chunk = b""
+        if self.after_first_read is not None:
+            self._first_read_due, self.after_first_read = self.after_first_read, None
         if chunk:
             self._lines.feed(chunk)
         else:
@@ -114,7 +120,17 @@ class PipeReader:
                     continue
                 if not self._closed:
                     self._read()
+                    self._first_read_done()
         return ready.popleft()
+
+    def _first_read_done(self) -> None:
+        hook, self._first_read_due = self._first_read_due, None
+        if hook is None:
+            return
+        if self._loop is not None:
+            self._loop.call_soon(hook)
+        else:
+            hook()
 
     # --- asyncio: the reader callback ---------------------------------------------------------
 
@@ -141,6 +157,8 @@ class PipeReader:
         waiter = self._waiter
         if waiter is not None and (self._ready or self.eof) and not waiter.done():
             waiter.set_result(None)
+        if self._first_read_due is not None:
+            self._first_read_done()
 
     def _watch(self) -> None:
         if not self._closed and not self.eof:

@@ -15,6 +15,13 @@ itself too, read without blocking (:mod:`.reader`), one JSON message per line (:
 stderr is drained into a bounded tail, shown by ``describe()`` and in the close reason together
 with the exit code or signal.
 
+The child's start time (with its pid, its identity for :class:`~kxen_transport_stdio.procs.Tree`
+and the ledger) is read once the child first wrote to stdout (so before kxen sends it anything but
+its first request), :data:`IDENTIFY_AFTER_SECONDS` after the spawn if it says nothing before, or
+when a stop or the child's own exit needs it -- whichever comes first, and always before the child
+is reaped. Not at the spawn: reading ``/proc/<pid>/stat`` while the child is still in ``exec`` waits
+for the exec, and that would hold the event loop for milliseconds.
+
 Close: note the child's descendants (:class:`kxen_transport_stdio.procs.Tree`), let the stdin backlog go out
 and close stdin (EOF), give the child a moment to exit, then stop its whole process group and every
 noted descendant (:mod:`.group`: SIGTERM, SIGKILL after a grace period) and reap it.
@@ -52,6 +59,9 @@ EOF_GRACE_SECONDS = 0.1
 #: after stdout ends, how long to wait for the exit code and the rest of stderr
 EXIT_SETTLE_SECONDS = 0.5
 STDERR_SETTLE_SECONDS = 0.1
+#: how long after the spawn the child's start time is read (for its tree and the ledger) when the
+#: child has not written to stdout yet and no stop needed it sooner (see the module's docstring)
+IDENTIFY_AFTER_SECONDS = 0.05
 
 
 def child_env(configured: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -142,6 +152,8 @@ class StdioTransport:
         self._settled: anyio.Event | None = None
         self.pid: int | None = None
         self._tree: Tree | None = None
+        self._command = ""
+        self._identified = False  # the child's start time was read (into the tree and the ledger)
         self._log: StderrLog | None = None  # the full stderr on disk (home/logs), when there is a home
 
     def diag(self, message: str) -> None:
@@ -175,6 +187,7 @@ class StdioTransport:
             await self._settled.wait()
             return
         self._settled = anyio.Event()
+        self._identify()  # before the exit is reaped: a reaped pid may be someone else's
         try:
             with anyio.move_on_after(EXIT_SETTLE_SECONDS):
                 await proc.wait()
@@ -219,11 +232,13 @@ class StdioTransport:
         # this one's bookkeeping (twenty servers started at once all run sooner); never cancelled
         # here, where nothing would stop what was just started
         await anyio.lowlevel.cancel_shielded_checkpoint()
-        started = stat(self.pid)
-        self._tree = Tree(self.pid, started.start if started is not None else None)
-        record_server(self.pid, started.start if started is not None else None, command)  # for after a host crash
+        # its start time (the tree's and the ledger's identity of the process) is read later: see
+        # IDENTIFY_AFTER_SECONDS; until the child is reaped its pid cannot be anyone else's
+        self._tree = Tree(self.pid)
+        self._command = command
         self._writer = PipeWriter(stdin_write)
         self._reader = PipeReader(stdout_read, self.max_line_bytes, self.diag)
+        self._reader.after_first_read = self._identify  # the child runs its program by then
         self._reader.start()
         if self.context.home is not None:
             self._log = StderrLog(self.context.home, self.name, self.diag)
@@ -233,7 +248,23 @@ class StdioTransport:
         await self._tg.__aenter__()
         self._tg.start_soon(self._drain_stderr)
         self._tg.start_soon(self._writer.run)
+        self._tg.start_soon(self._identify_soon)
         return _Stream(self, self._writer, self._reader)
+
+    def _identify(self) -> None:
+        """Read the child's start time once: into its tree, and into the ledger (for after a host
+        crash). Called before anything reaps the child or signals its group."""
+        if self._identified or self.pid is None or self._tree is None:
+            return
+        self._identified = True
+        started = stat(self.pid)
+        start = started.start if started is not None else None
+        self._tree.root_start = start
+        record_server(self.pid, start, self._command)
+
+    async def _identify_soon(self) -> None:
+        await anyio.sleep(IDENTIFY_AFTER_SECONDS)
+        self._identify()
 
     async def _drain_stderr(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None and self._stderr_done is not None
@@ -267,6 +298,7 @@ class StdioTransport:
         proc, writer = self._proc, self._writer
         if proc is None or writer is None:
             return
+        self._identify()
         if self._tree is not None:
             self._tree.update()  # before EOF: what the child detached is known before it can exit
         # EOF: what is still queued for stdin goes out whole if the child takes it in time, then

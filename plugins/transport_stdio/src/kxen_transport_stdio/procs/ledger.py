@@ -101,7 +101,8 @@ def close_ledger() -> None:
 
 
 def record_server(pid: int, start: int | None, command: str) -> None:
-    """Called by a transport right after it started a server (no-op without an open ledger)."""
+    """Called by a transport once it read the start time of a server it started (soon after the
+    spawn, before any stop); a no-op without an open ledger."""
     if _ledger is not None and start is not None:
         _ledger.add(pid, start, command)
 
