@@ -16,8 +16,8 @@ stderr is drained into a bounded tail, shown by ``describe()`` and in the close 
 with the exit code or signal.
 
 The child's start time (with its pid, its identity for :class:`~kxen_transport_stdio.procs.Tree`
-and the ledger) is read once the child first wrote to stdout (so before kxen sends it anything but
-its first request), :data:`IDENTIFY_AFTER_SECONDS` after the spawn if it says nothing before, or
+and the ledger) is read in the event-loop turn in which the child's first output arrives (before
+anything it writes next is taken), :data:`IDENTIFY_AFTER_SECONDS` after the spawn if it says nothing, or
 when a stop or the child's own exit needs it -- whichever comes first, and always before the child
 is reaped. Not at the spawn: reading ``/proc/<pid>/stat`` while the child is still in ``exec`` waits
 for the exec, and that would hold the event loop for milliseconds.
