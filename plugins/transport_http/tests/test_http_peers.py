@@ -11,6 +11,7 @@ from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
+from kxen_testing import returned_by_receive
 from kxen_transport_http.streamable import open_streamable_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
@@ -132,17 +133,9 @@ async def test_answers_are_pushed_to_the_session(sdk_peer, everything_peer, peer
         url, call = f"http://127.0.0.1:{everything_peer('streamableHttp')}/mcp", ("echo", {"message": "hi"})
     else:
         url, call = sdk_peer(peer.removeprefix("sdk-")), ("echo", {"text": "hi"})
-    returned: list = []
     with anyio.fail_after(LIMIT):
         async with open_streamable_http(_server(url), TransportContext(workspace=Path.cwd())) as stream:
-            receive = stream.receive
-
-            async def counting():
-                message = await receive()
-                returned.append(message)
-                return message
-
-            stream.receive = counting  # type: ignore[method-assign]
+            returned = returned_by_receive(stream)
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 assert (await session.request("tools/list"))["tools"]

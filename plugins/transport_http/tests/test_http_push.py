@@ -19,6 +19,7 @@ from kxen_core.transport import TransportContext
 from kxen_transport_http.options import HttpOptions
 from kxen_transport_http.plumbing import HttpMessageStream
 from kxen_transport_http.streamable import open_streamable_http
+from kxen_testing import returned_by_receive
 
 from test_http_mock import LIMIT, App
 
@@ -94,21 +95,13 @@ async def test_the_session_gets_its_answers_pushed_and_the_reader_only_the_end()
                 return httpx.Response(200, headers={"content-type": "application/json"}, content=b"{not json")
             return await super().call(rid, method, params, request)
 
-    returned: list[Any] = []
     with anyio.fail_after(LIMIT):
         async with open_streamable_http(
             ServerConfig(name="t", url="http://mock.test/mcp", transport="http"),
             TransportContext(workspace=Path.cwd()),
             http_transport=httpx.MockTransport(Garbled()),
         ) as stream:
-            receive = stream.receive
-
-            async def counting() -> Any:
-                message = await receive()
-                returned.append(message)
-                return message
-
-            stream.receive = counting  # type: ignore[method-assign]
+            returned = returned_by_receive(stream)
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 answers = [await session.request("tools/call", {"name": "x", "arguments": {"i": i}}) for i in range(5)]

@@ -10,6 +10,7 @@ import pytest
 from kxen_core.config.models import ServerConfig
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
+from kxen_testing import returned_by_receive
 from kxen_transport_sse.legacy import open_legacy_sse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
@@ -82,17 +83,9 @@ async def test_everything_sse(everything_peer) -> None:
 async def test_python_sdk_sse_answers_are_pushed_to_the_session(sdk_peer) -> None:
     """Answers arrive on the SSE stream and are pushed to the session as they are read: the
     session's reader gets nothing from ``receive``."""
-    returned: list = []
     with anyio.fail_after(LIMIT):
         async with open_legacy_sse(_server(sdk_peer("sse")), TransportContext(workspace=Path.cwd())) as stream:
-            receive = stream.receive
-
-            async def counting():
-                message = await receive()
-                returned.append(message)
-                return message
-
-            stream.receive = counting  # type: ignore[method-assign]
+            returned = returned_by_receive(stream)
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 added = await session.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .fake import FakeError, FakeServer, text_result
-    from .helpers import Answers, Channel, mem, running
+    from .helpers import Answers, Channel, mem, returned_by_receive, running
     from .memory import MemoryTransport, clear_fakes, get_fake, register_fake
 
 # loaded on first use, so the ``memory`` entry point (kxen_testing.hooks) stays cheap to import
@@ -32,6 +32,7 @@ _LAZY = {
     "Answers": "helpers",
     "Channel": "helpers",
     "mem": "helpers",
+    "returned_by_receive": "helpers",
     "running": "helpers",
     "MemoryTransport": "memory",
     "clear_fakes": "memory",

@@ -7,6 +7,8 @@
 * :class:`Channel` -- a scriptable approval channel plugin: it records every
   :class:`~kxen_core.policy.ApprovalRequest` it is shown and answers yes, no, or passes.
 * :class:`Answers` -- a scriptable plugin answering servers' sampling and elicitation requests.
+* :func:`returned_by_receive` -- what a transport's stream hands out through ``receive`` (for a
+  transport that pushes its messages to the session, nothing but the end).
 
 A typical test (with the fixtures of ``kxen_testing.pytest_plugin``)::
 
@@ -166,3 +168,19 @@ class Answers:
 
     def __repr__(self) -> str:
         return f"Answers(name={self.__name__!r})"
+
+
+def returned_by_receive(stream: Any) -> list[Any]:
+    """Wrap the ``receive`` of ``stream`` (a :class:`kxen_core.MessageStream`) so that every message
+    it returns is also appended to the list returned here. A stream that pushes each message to the
+    session as it arrives (``set_receiver``) leaves the list empty: its ``receive`` only ends."""
+    returned: list[Any] = []
+    receive = stream.receive
+
+    async def recording() -> Any:
+        message = await receive()
+        returned.append(message)
+        return message
+
+    stream.receive = recording
+    return returned
