@@ -110,8 +110,11 @@ async def test_a_child_that_exits_by_itself_is_identified_before_it_is_reaped(tm
     with anyio.fail_after(LIMIT):
         async with t as stream:
             reads.proc = t._proc
+            assert t._reader is not None
+            t._reader.after_first_read = None  # as if its first output had not been taken yet: settle must read it
             async with Session(stream, server="s", request_timeout=10) as session:
                 await session.initialize()
+                assert reads.calls == []
                 with pytest.raises(ClosedError):
                     await session.request("tools/call", {"name": "die", "arguments": {"code": 3}})
             await t.settle()
