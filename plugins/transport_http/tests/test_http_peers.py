@@ -126,13 +126,15 @@ async def test_everything_streamable_http(everything_peer) -> None:
 
 
 @pytest.mark.parametrize("peer", ["sdk-stateful", "sdk-json", "everything"])
-async def test_answers_are_pushed_to_the_session(sdk_peer, everything_peer, peer: str) -> None:
+async def test_answers_are_pushed_to_the_session(request: pytest.FixtureRequest, peer: str) -> None:
     """The twin of test_http_push against real servers: every answer (JSON body or SSE stream)
-    reaches its caller pushed by the stream; the session's reader gets nothing from ``receive``."""
+    reaches its caller pushed by the stream; the session's reader gets nothing from ``receive``.
+    (Each case asks only for its own peer's fixture: the SDK cases need no node.)"""
     if peer == "everything":
-        url, call = f"http://127.0.0.1:{everything_peer('streamableHttp')}/mcp", ("echo", {"message": "hi"})
+        port = request.getfixturevalue("everything_peer")("streamableHttp")
+        url, call = f"http://127.0.0.1:{port}/mcp", ("echo", {"message": "hi"})
     else:
-        url, call = sdk_peer(peer.removeprefix("sdk-")), ("echo", {"text": "hi"})
+        url, call = request.getfixturevalue("sdk_peer")(peer.removeprefix("sdk-")), ("echo", {"text": "hi"})
     with anyio.fail_after(LIMIT):
         async with open_streamable_http(_server(url), TransportContext(workspace=Path.cwd())) as stream:
             returned = returned_by_receive(stream)
