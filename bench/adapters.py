@@ -70,8 +70,9 @@ class ServerSpec:
     def launch(self) -> tuple[str, list[str], Path, dict[str, str]]:
         """(command, args, cwd, env) exactly as kxen's stdio transport starts the process: the
         launch the core resolves, with the environment the transport gives the child."""
-        from kxen_core.launch import resolve_launch
         from kxen_transport_stdio.transport import child_env
+
+        from kxen_core.launch import resolve_launch
 
         launch = resolve_launch(self.server_config(), Path.cwd())
         assert launch.command is not None
@@ -466,8 +467,6 @@ class KxenHttpClient(KxenStdioClient):
         finally:
             if peer is not None:
                 await peer.close()
-
-
 
 
 async def _open_session(client: Any, transport: Any, session_class: Any, label: str) -> None:

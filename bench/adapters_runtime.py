@@ -30,6 +30,7 @@ def _render(result: dict[str, Any], *, server: str, tool: str) -> Any:
     _render = render_tool_result
     return render_tool_result(result, server=server, tool=tool)
 
+
 #: what the bench's config allows; every other tool is the server's default (ask: no channel, so no)
 ALLOWED = {"echo": "allow"}
 
@@ -193,4 +194,3 @@ class ClientFleet:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
-

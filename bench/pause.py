@@ -26,7 +26,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=200, help="round trips per gap (median shown)")
     reps = max(1, min(ap.parse_args().reps, 10_000))
-    proc = subprocess.Popen([sys.executable, "-I", "-S", str(SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+    )
     assert proc.stdin is not None and proc.stdout is not None
     write, readline = proc.stdin.write, proc.stdout.readline
 

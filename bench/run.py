@@ -156,11 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W5b,W6,import", help="comma-separated, e.g. W1,W2,import")
     ap.add_argument("--reps", type=int, help="repetitions per side for every workload (default: per workload)")
     ap.add_argument(
-        "--sides", default=",".join(SIDES), help="of raw,kxen,session,sdk (the verdicts need raw and kxen; W1's CPU also sdk)"
+        "--sides",
+        default=",".join(SIDES),
+        help="of raw,kxen,session,sdk (the verdicts need raw and kxen; W1's CPU also sdk)",
     )
-    ap.add_argument(
-        "--transport", default="stdio", choices=sorted(ADAPTERS), help="for W1-W5 (W6 is always http)"
-    )
+    ap.add_argument("--transport", default="stdio", choices=sorted(ADAPTERS), help="for W1-W5 (W6 is always http)")
     ap.add_argument("--json", dest="json_out", help="write every sample and the summary here")
     opts = ap.parse_args(argv)
 

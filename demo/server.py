@@ -116,7 +116,10 @@ def main() -> None:
                 total = args.get("a", 0) + args.get("b", 0)
                 reply(
                     rid,
-                    {"content": [{"type": "text", "text": json.dumps({"sum": total})}], "structuredContent": {"sum": total}},
+                    {
+                        "content": [{"type": "text", "text": json.dumps({"sum": total})}],
+                        "structuredContent": {"sum": total},
+                    },
                 )
             elif name == "slow":
                 threading.Thread(target=slow, args=(rid, float(args.get("seconds", 1))), daemon=True).start()

@@ -27,12 +27,12 @@ from .hookspecs import hookimpl
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .agent_output import AgentOutput, BinaryRef
     from .asks import ElicitationRequest, SamplingRequest
     from .auth import AuthFlow, LoginRequest
-    from .agent_output import AgentOutput, BinaryRef
     from .catalog import CatalogPage, Verdict
-    from .contents import ResourceContent
     from .config import Config, ServerConfig, Settings, load_config
+    from .contents import ResourceContent
     from .errors import (
         ApprovalDenied,
         AuthRequired,

@@ -5,7 +5,8 @@ Values from the server reach messages only quoted and short (:func:`brief`, :fun
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import ProtocolError, RemoteError
 

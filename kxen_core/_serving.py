@@ -8,7 +8,8 @@ power of two), so a flood neither grows memory nor delays closing.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
 import anyio.abc

@@ -9,7 +9,7 @@ needs its exact launch approved; that is asked when it starts: :func:`approve_la
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -99,11 +99,11 @@ class Gated(Protocol):
 
     env: Any
     config: ServerConfig
-    fingerprint: Optional[str]
+    fingerprint: str | None
     state: State
-    note: Optional[str]
+    note: str | None
 
-    def set(self, state: State, phase: Any = None, error: Optional[str] = None) -> None: ...
+    def set(self, state: State, phase: Any = None, error: str | None = None) -> None: ...
 
 
 async def approve_launch(target: Gated, launch: Launch) -> tuple[ServerConfig, Launch | None] | None:

@@ -35,6 +35,7 @@ MAX_BINARY_REFS = 10_000
 #: MIME types longer than this are shortened in descriptors
 MAX_MIME_CHARS = 200
 
+
 @attrs.frozen(kw_only=True)
 class BinaryRef:
     """A binary content the agent was not shown: where it is and what it is.
@@ -153,7 +154,9 @@ def render_tool_result(result: Any, *, server: str, tool: str, limit: int = DEFA
     return _build(budget, is_error=result.get("isError") is True, refs=refs, raw=result)
 
 
-def _block(budget: Budget, refs: list[BinaryRef], block: Any, path: tuple[str | int, ...], *, server: str, tool: str) -> bool:
+def _block(
+    budget: Budget, refs: list[BinaryRef], block: Any, path: tuple[str | int, ...], *, server: str, tool: str
+) -> bool:
     """Render one content block; True when it was text (or a text resource)."""
     index = path[-1]
     kind = block.get("type") if isinstance(block, dict) else None
@@ -162,8 +165,13 @@ def _block(budget: Budget, refs: list[BinaryRef], block: Any, path: tuple[str | 
         return True
     if kind in ("image", "audio"):
         ref = BinaryRef(
-            server=server, tool=tool, kind=str(kind), mime_type=_mime(block.get("mimeType")),
-            size=base64_size(block.get("data")), path=path, field="data",
+            server=server,
+            tool=tool,
+            kind=str(kind),
+            mime_type=_mime(block.get("mimeType")),
+            size=base64_size(block.get("data")),
+            path=path,
+            field="data",
         )
         _describe(budget, refs, ref)
         return False
@@ -177,14 +185,22 @@ def _block(budget: Budget, refs: list[BinaryRef], block: Any, path: tuple[str | 
             budget.add(res["text"])
             return True
         ref = BinaryRef(
-            server=server, tool=tool, uri=uri, kind="blob", mime_type=_mime(res.get("mimeType")),
-            size=base64_size(res.get("blob")), path=(*path, "resource"), field="blob",
+            server=server,
+            tool=tool,
+            uri=uri,
+            kind="blob",
+            mime_type=_mime(res.get("mimeType")),
+            size=base64_size(res.get("blob")),
+            path=(*path, "resource"),
+            field="blob",
         )
         _describe(budget, refs, ref)
         return False
     if kind == "resource_link" and isinstance(block, dict):
         budget.add("[resource link: ")
-        budget.add_json({k: block[k] for k in ("uri", "name", "title", "description", "mimeType", "size") if k in block})
+        budget.add_json(
+            {k: block[k] for k in ("uri", "name", "title", "description", "mimeType", "size") if k in block}
+        )
         budget.add("]")
         return False
     shown = repr(kind[:40]) if isinstance(kind, str) else "without a type"
@@ -221,8 +237,13 @@ def render_read(result: Any, *, server: str, uri: str, limit: int = DEFAULT_OUTP
             budget.add(item["text"])
             continue
         ref = BinaryRef(
-            server=server, uri=item_uri, kind="blob", mime_type=_mime(item.get("mimeType")),
-            size=base64_size(item.get("blob")), path=("contents", i), field="blob",
+            server=server,
+            uri=item_uri,
+            kind="blob",
+            mime_type=_mime(item.get("mimeType")),
+            size=base64_size(item.get("blob")),
+            path=("contents", i),
+            field="blob",
         )
         _describe(budget, refs, ref)
     return _build(budget, is_error=False, refs=refs, raw=result)
@@ -252,18 +273,30 @@ def render_prompt(result: Any, *, server: str, name: str, limit: int = DEFAULT_O
     return _build(budget, is_error=False, refs=refs, raw=result)
 
 
-def _prompt_content(content: dict[str, Any], refs: list[BinaryRef], path: tuple[str | int, ...], *, server: str, name: str) -> Any:
+def _prompt_content(
+    content: dict[str, Any], refs: list[BinaryRef], path: tuple[str | int, ...], *, server: str, name: str
+) -> Any:
     kind = content.get("type")
     if kind in ("image", "audio"):
         ref = BinaryRef(
-            server=server, tool=None, kind=str(kind), mime_type=_mime(content.get("mimeType")),
-            size=base64_size(content.get("data")), path=path, field="data",
+            server=server,
+            tool=None,
+            kind=str(kind),
+            mime_type=_mime(content.get("mimeType")),
+            size=base64_size(content.get("data")),
+            path=path,
+            field="data",
         )
     elif kind == "resource" and isinstance(content.get("resource"), dict) and "blob" in content["resource"]:
         res = content["resource"]
         ref = BinaryRef(
-            server=server, uri=res.get("uri") if isinstance(res.get("uri"), str) else None, kind="blob",
-            mime_type=_mime(res.get("mimeType")), size=base64_size(res.get("blob")), path=(*path, "resource"), field="blob",
+            server=server,
+            uri=res.get("uri") if isinstance(res.get("uri"), str) else None,
+            kind="blob",
+            mime_type=_mime(res.get("mimeType")),
+            size=base64_size(res.get("blob")),
+            path=(*path, "resource"),
+            field="blob",
         )
     else:
         return content

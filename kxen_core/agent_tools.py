@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-
 from .tool_names import SEPARATOR, model_name
+
 
 def qualified_name(server: str, tool: str) -> str:
     """The model-facing name of ``tool`` of ``server``: ``<server>__<tool>`` when that is provider-safe,

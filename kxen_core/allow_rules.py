@@ -1,4 +1,4 @@
-""""Always allow this tool": the rule a person's yes leaves behind, in the user's own config.
+""" "Always allow this tool": the rule a person's yes leaves behind, in the user's own config.
 
 An approval channel may answer a tool call with ``remember="always"``. For a user server (never a
 project one: a repository must not be able to approve its own tools), the runtime then writes
@@ -9,8 +9,9 @@ runtime remembers the tool for the rest of the process; the next start reads the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import ConfigError
 from .policy import ApprovalRequest

@@ -15,7 +15,8 @@ channel that fails, the answer is no. Nothing is persisted.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -95,8 +96,6 @@ class Approvals:
             answer = attrs.evolve(answer, reason="declined")
         return answer
 
-
-
     def _remember(self, request: ApprovalRequest, answer: ApprovalDecision) -> ApprovalDecision:
         how = answer.remember if answer.remember in request.remember_choices else "call"
         if how == "always" and self.allow_always is not None:
@@ -140,7 +139,13 @@ def server_identity(server: ServerConfig, launch: Launch | None = None) -> dict[
         identity["launch"] = launch.fingerprint
     else:
         identity["config"] = fingerprint(
-            {"command": server.command, "args": server.args, "cwd": server.cwd, "env": server.env, "options": server.options}
+            {
+                "command": server.command,
+                "args": server.args,
+                "cwd": server.cwd,
+                "env": server.env,
+                "options": server.options,
+            }
         )
     return identity
 
@@ -159,7 +164,9 @@ def call_fingerprint(call: ToolCall) -> str:
 
 def tool_key(call: ToolCall) -> str:
     """What "allow this tool for the process" remembers: the tool, bound to the server's identity."""
-    return "tool:" + fingerprint({"server": call.server.name, "identity": server_identity(call.server, call.launch), "tool": call.tool})
+    return "tool:" + fingerprint(
+        {"server": call.server.name, "identity": server_identity(call.server, call.launch), "tool": call.tool}
+    )
 
 
 def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
@@ -221,4 +228,12 @@ def how_to_allow(call: ToolCall, fp: str) -> str:
     return f"{once}; to allow the tool always: {line} in server {call.server.name!r} of {call.server.source or 'the user mcp.json'}."
 
 
-__all__ = ["MIN_PREFIX", "Approvals", "authorize", "how_to_allow", "call_fingerprint", "canonical_url", "server_identity"]
+__all__ = [
+    "MIN_PREFIX",
+    "Approvals",
+    "authorize",
+    "how_to_allow",
+    "call_fingerprint",
+    "canonical_url",
+    "server_identity",
+]

@@ -9,7 +9,7 @@ forgets what was stored; ``kxen_authorize_url`` lets a host (or a test) take an 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
@@ -35,9 +35,9 @@ class LoginRequest:
     too.
     """
 
-    settings: Optional[Settings] = None
-    home: Optional[Path] = None
-    pm: Optional[pluggy.PluginManager] = attrs.field(default=None, eq=False, repr=False)
+    settings: Settings | None = None
+    home: Path | None = None
+    pm: pluggy.PluginManager | None = attrs.field(default=None, eq=False, repr=False)
     open_browser: bool = False
     scopes: tuple[str, ...] = attrs.field(default=(), converter=_scopes)
     forget_client: bool = False

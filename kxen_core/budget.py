@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 #: JSON strings are encoded this many characters at a time (a huge string is never encoded whole)
 CHUNK_CHARS = 65_536

@@ -9,7 +9,8 @@ sees the result, not the expiry.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import kxen_tools, tool_names
 from .approvals import authorize
@@ -127,7 +128,11 @@ async def tool_policy(rt: CallHost, server: str, tool: str) -> tuple[str, list[s
 
 
 async def _send(
-    target: Server, session: Session, params: dict[str, Any], timeout: float | None, on_progress: ProgressCallback | None
+    target: Server,
+    session: Session,
+    params: dict[str, Any],
+    timeout: float | None,
+    on_progress: ProgressCallback | None,
 ) -> dict[str, Any]:
     if on_progress is None:
         return await session.request("tools/call", params, timeout=timeout)

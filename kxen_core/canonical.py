@@ -14,7 +14,9 @@ def fingerprint(payload: Any) -> str:
     import hashlib  # on first use: importing kxen need not load OpenSSL's digests
     import json
 
-    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    data = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
     return hashlib.sha256(data).hexdigest()
 
 

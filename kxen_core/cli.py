@@ -17,12 +17,12 @@ import argparse
 import json
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import anyio
 
-from .errors import ConfigError
 from . import cli_commands as commands
 from . import cli_contents as contents
 from . import cli_login as login
@@ -30,8 +30,9 @@ from . import cli_manage as manage
 from . import cli_output as output
 from . import cli_setup as setup
 from . import cli_status
+from .cli_output import print_json, say, table, use_config
 from .cli_wait import wait_visibly
-from .cli_output import print_json, print_problems, say, table, use_config
+from .errors import ConfigError
 from .safe_text import safe_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -105,7 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool")
     call.add_argument("--args", default="{}", help="the tool arguments as a JSON object")
     call.add_argument("--timeout", type=_seconds, help="seconds to wait for the result")
-    doctor = mcp.add_parser("doctor", help="start one server and check each step: gate, transport, auth, initialize, tools, a call")
+    doctor = mcp.add_parser(
+        "doctor", help="start one server and check each step: gate, transport, auth, initialize, tools, a call"
+    )
     doctor.add_argument("server")
     doctor.add_argument("--call", metavar="TOOL", help="also call this tool (through policy and approval) and time it")
     doctor.add_argument("--args", default="{}", help="the arguments of --call as a JSON object")
@@ -122,9 +125,14 @@ def _parser() -> argparse.ArgumentParser:
     manage.add_commands(mcp)
     login.add_commands(mcp, _seconds)
 
-    for verb, text in (("trust", "trust a workspace: its project servers may load"), ("untrust", "stop trusting a workspace")):
+    for verb, text in (
+        ("trust", "trust a workspace: its project servers may load"),
+        ("untrust", "stop trusting a workspace"),
+    ):
         tp = sub.add_parser(verb, help=text)
-        tp.add_argument("path", nargs="?", type=_path, help="the workspace (default: --workspace or the current directory)")
+        tp.add_argument(
+            "path", nargs="?", type=_path, help="the workspace (default: --workspace or the current directory)"
+        )
     remote = sub.add_parser("remote", help="turn remote MCP (http, sse servers) on or off in user settings")
     remote.add_argument("switch", choices=["on", "off"])
     plugins = sub.add_parser("plugins", help="loaded plugins and load failures")
@@ -132,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="config_command", required=True)
     check = config.add_parser("check", help="validate every config file and list every problem")
     check.add_argument("--json", action="store_true")
-    completion = sub.add_parser("completion", help="print a shell completion script (eval \"$(kxen completion bash)\")")
+    completion = sub.add_parser("completion", help='print a shell completion script (eval "$(kxen completion bash)")')
     completion.add_argument("shell", choices=["bash", "zsh"])
     return p
 
@@ -186,8 +194,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 STOP_SIGNALS = tuple(
     getattr(signal, n)
     for n in (
-        "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
-        "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGPOLL", "SIGPWR",
+        "SIGINT",
+        "SIGTERM",
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGALRM",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGPOLL",
+        "SIGPWR",
     )
     if hasattr(signal, n)
 )
@@ -279,7 +298,9 @@ async def _mcp(args: argparse.Namespace) -> int:
             return EXIT_USAGE
 
     pm = getattr(args, "pm", None)
-    async with Runtime(home=args.home, workspace=args.workspace, pm=pm, only=only, approve=args.approve, role=args.role) as rt:
+    async with Runtime(
+        home=args.home, workspace=args.workspace, pm=pm, only=only, approve=args.approve, role=args.role
+    ) as rt:
         if only and not set(only) <= set(rt.servers):
             say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
             return EXIT_USAGE
@@ -324,7 +345,9 @@ async def _tools(rt: Any, args: argparse.Namespace) -> int:
             ],
         )
         if any(t["policy"] == "ask" for t in tools):
-            say("tools whose policy is 'ask' need an approval for each call (a terminal asks; else kxen --approve, or toolPolicies)")
+            say(
+                "tools whose policy is 'ask' need an approval for each call (a terminal asks; else kxen --approve, or toolPolicies)"
+            )
     failed = [s for s in rt.status() if s["state"] == "failed"]
     for s in failed:
         say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)

@@ -134,8 +134,13 @@ def plan(args: argparse.Namespace) -> int:
         "what would start",
         ["name", "scope", "transport", "starts", "why not / next step"],
         [
-            [r["name"], r["scope"] + (" (user entry used)" if r["runs"] == "user" and r["scope"] == "project" else ""),
-             r["transport"], "yes" if r["start"] else r["state"], r["reason"] or ""]
+            [
+                r["name"],
+                r["scope"] + (" (user entry used)" if r["runs"] == "user" and r["scope"] == "project" else ""),
+                r["transport"],
+                "yes" if r["start"] else r["state"],
+                r["reason"] or "",
+            ]
             for r in rows
         ],
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Iterator
+from collections.abc import Iterator
 
 SHELLS = ("bash", "zsh")
 

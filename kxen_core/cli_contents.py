@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .agent_output import AgentOutput, error_output
 from .cli_output import print_json, say, table
@@ -74,7 +75,10 @@ def resources(rt: Any, args: argparse.Namespace) -> int:
     if args.json:
         print_json(page)
     else:
-        rows = [[r["server"], r["uri"], r.get("name"), r.get("mimeType"), _short(r.get("description"))] for r in page["resources"]]
+        rows = [
+            [r["server"], r["uri"], r.get("name"), r.get("mimeType"), _short(r.get("description"))]
+            for r in page["resources"]
+        ]
         table("resources", ["server", "uri", "name", "mimeType", "description"], rows)
         if page["nextCursor"]:
             say(safe_text(f"more: --cursor {page['nextCursor']}"))
@@ -86,7 +90,10 @@ def templates(rt: Any, args: argparse.Namespace) -> int:
     if args.json:
         print_json({"resourceTemplates": items})
     else:
-        rows = [[t["server"], t["uriTemplate"], t.get("name"), t.get("mimeType"), _short(t.get("description"))] for t in items]
+        rows = [
+            [t["server"], t["uriTemplate"], t.get("name"), t.get("mimeType"), _short(t.get("description"))]
+            for t in items
+        ]
         table("resource templates", ["server", "uriTemplate", "name", "mimeType", "description"], rows)
     return _failed_servers(rt)
 
@@ -162,7 +169,9 @@ def _progress_printer() -> Callable[[Any], None]:
             return
         last[0] = now
         of = f"/{update.total:g}" if update.total is not None else ""
-        say(safe_text(f"progress {update.progress:g}{of}" + (f": {update.message}" if update.message else "")), err=True)
+        say(
+            safe_text(f"progress {update.progress:g}{of}" + (f": {update.message}" if update.message else "")), err=True
+        )
 
     return show
 

@@ -42,7 +42,12 @@ def diagnose(rt: Any, name: str, waited: float) -> list[dict[str, Any]]:
         return ok
 
     if state in ("awaiting_trust", "awaiting_approval", "disabled"):
-        step("gate", False, None, f"{state}: {error or row['note'] or ''} -- next: {next_step(row, rt.workspace, server.config.source)}")
+        step(
+            "gate",
+            False,
+            None,
+            f"{state}: {error or row['note'] or ''} -- next: {next_step(row, rt.workspace, server.config.source)}",
+        )
         return steps
     step("gate", True, None, f"{row['scope']} server, {row['transport']}" + (f"; {row['note']}" if row["note"] else ""))
     # a server that wants a sign-in was reached (SSE's refused stream never got to initialize)
@@ -50,7 +55,11 @@ def diagnose(rt: Any, name: str, waited: float) -> list[dict[str, Any]]:
     if not step("transport", reached, _ms(t0, init), None if reached else error or state):
         return steps
     remote = server.config.is_remote
-    auth_failed = state == "needs_login" or phase == "auth" or (bool(error) and any(f"HTTP {code}" in error for code in (401, 403)))
+    auth_failed = (
+        state == "needs_login"
+        or phase == "auth"
+        or (bool(error) and any(f"HTTP {code}" in error for code in (401, 403)))
+    )
     headers = sorted(server.config.headers)
     auth = ("headers set: " + ", ".join(headers)) if headers else ("none configured" if remote else "not used (local)")
     failed_auth = f"{error} -- next: {row['next']}" if auth_failed and row.get("next") else error
@@ -69,7 +78,12 @@ def diagnose(rt: Any, name: str, waited: float) -> list[dict[str, Any]]:
     if ready is None:
         step("tools", False, None, error or f"still {state}")
         return steps
-    step("tools", True, _ms(listing, ready), f"{row['tools']} tool(s), {row['resources']} resource(s), {row['prompts']} prompt(s)")
+    step(
+        "tools",
+        True,
+        _ms(listing, ready),
+        f"{row['tools']} tool(s), {row['resources']} resource(s), {row['prompts']} prompt(s)",
+    )
     if phase is not None and state == "failed":  # ready once, failed since
         step("connection", False, None, error)
     return steps
@@ -82,7 +96,14 @@ async def doctor(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) -
         try:
             result = await rt.call_tool(args.call, call_args, server=args.server, timeout=args.timeout)
         except Exception as exc:  # the exact error is the point
-            steps.append({"step": "call", "ok": False, "ms": _ms(start, time.monotonic()), "detail": f"{type(exc).__name__}: {exc}"})
+            steps.append(
+                {
+                    "step": "call",
+                    "ok": False,
+                    "ms": _ms(start, time.monotonic()),
+                    "detail": f"{type(exc).__name__}: {exc}",
+                }
+            )
         else:
             failed = bool(result.get("isError"))
             steps.append({"step": "call", "ok": not failed, "ms": _ms(start, time.monotonic()),
@@ -93,7 +114,11 @@ async def doctor(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) -
     else:
         for s in steps:
             took = f" ({s['ms']:g} ms)" if s["ms"] is not None else ""
-            say(safe_text(f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']}{took}" + (f": {s['detail']}" if s["detail"] else "")))
+            say(
+                safe_text(
+                    f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']}{took}" + (f": {s['detail']}" if s["detail"] else "")
+                )
+            )
     return EXIT_OK if ok else EXIT_FAILED
 
 

@@ -34,7 +34,13 @@ def plan(
     candidate = copy.deepcopy(current)
     rows: list[dict[str, Any]] = []
     for item in imported:
-        row: dict[str, Any] = {"name": item.name, "status": "refused", "entry": None, "reasons": list(item.reasons), "notes": list(item.notes)}
+        row: dict[str, Any] = {
+            "name": item.name,
+            "status": "refused",
+            "entry": None,
+            "reasons": list(item.reasons),
+            "notes": list(item.notes),
+        }
         rows.append(row)
         if item.entry is None:
             continue
@@ -87,7 +93,9 @@ def run_import(args: argparse.Namespace, home: Path, workspace: Path, pm: Any) -
         def mutate(servers: dict[str, Any]) -> None:
             taken = sorted(set(chosen) & set(servers))
             if taken:  # written by someone else since the plan was made
-                raise ConfigError([f"{target}: mcpServers.{name}: added meanwhile; run the import again" for name in taken])
+                raise ConfigError(
+                    [f"{target}: mcpServers.{name}: added meanwhile; run the import again" for name in taken]
+                )
             servers.update(chosen)
 
         update_servers(home, workspace, args.scope, mutate, pm=pm)

@@ -40,17 +40,29 @@ COMMANDS = ("login", "logout")
 
 def add_commands(mcp: Any, seconds: Any) -> None:
     """Register ``login`` and ``logout`` on the ``kxen mcp`` subparsers."""
-    login = mcp.add_parser("login", help="sign in to a remote server (OAuth, through a sign-in plugin such as kxen-oauth)")
+    login = mcp.add_parser(
+        "login", help="sign in to a remote server (OAuth, through a sign-in plugin such as kxen-oauth)"
+    )
     login.add_argument("server")
     login.add_argument("--no-browser", action="store_true", help="print the sign-in URL only; do not open a browser")
     login.add_argument(
-        "--timeout", type=seconds, default=DEFAULT_TIMEOUT, help=f"seconds to wait for the sign-in (default {DEFAULT_TIMEOUT:g})"
+        "--timeout",
+        type=seconds,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds to wait for the sign-in (default {DEFAULT_TIMEOUT:g})",
     )
     login.add_argument(
-        "--scope", action="append", default=[], metavar="SCOPE", help="ask for this scope too (repeatable; space-separated lists too)"
+        "--scope",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="ask for this scope too (repeatable; space-separated lists too)",
     )
     login.add_argument(
-        "--wait", type=seconds, default=DEFAULT_WAIT, help="seconds to wait for the server to be ready after the sign-in"
+        "--wait",
+        type=seconds,
+        default=DEFAULT_WAIT,
+        help="seconds to wait for the server to be ready after the sign-in",
     )
     logout = mcp.add_parser("logout", help="forget the tokens stored for a remote server")
     logout.add_argument("server")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +57,14 @@ def add_commands(mcp: Any) -> None:
     rm.add_argument("name")
     rm.add_argument("--scope", choices=SCOPES, help="which file (needed when both have NAME)")
     rm.add_argument("--json", action="store_true", help="print JSON for scripts")
-    imp = mcp.add_parser("import", help="import servers from Claude Desktop, Claude Code, Cursor, VS Code or Gemini files")
+    imp = mcp.add_parser(
+        "import", help="import servers from Claude Desktop, Claude Code, Cursor, VS Code or Gemini files"
+    )
     imp.add_argument("file", type=Path)
     imp.add_argument("--scope", choices=SCOPES, default="user", help="which file to write (default: user)")
-    imp.add_argument("--from", dest="source_format", choices=["auto", *_formats()], default="auto", help="the file's format")
+    imp.add_argument(
+        "--from", dest="source_format", choices=["auto", *_formats()], default="auto", help="the file's format"
+    )
     imp.add_argument("--yes", action="store_true", help="write without asking")
     imp.add_argument("--json", action="store_true", help="print JSON for scripts")
 
@@ -74,8 +77,12 @@ def _formats() -> tuple[str, ...]:
 
 def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", choices=SCOPES, default="user", help="which file (default: user)")
-    p.add_argument("--env", action="append", default=[], metavar="K=V", help="an env variable of a stdio server (repeatable)")
-    p.add_argument("--header", action="append", default=[], metavar="K:V", help="a header of a remote server (repeatable)")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="K=V", help="an env variable of a stdio server (repeatable)"
+    )
+    p.add_argument(
+        "--header", action="append", default=[], metavar="K:V", help="a header of a remote server (repeatable)"
+    )
     p.add_argument("--url", help="a remote server's endpoint")
     p.add_argument("--transport", help="the transport kind (default: stdio with a command, http with --url)")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -156,7 +163,11 @@ def _list(args: argparse.Namespace) -> int:
 
     print_problems(problems)
     if not rows:
-        say(safe_text(f"no servers configured (kxen mcp add, or kxen mcp import FILE; files: {', '.join(config.files[1:])})"))
+        say(
+            safe_text(
+                f"no servers configured (kxen mcp add, or kxen mcp import FILE; files: {', '.join(config.files[1:])})"
+            )
+        )
         return EXIT_OK
     table(
         "MCP servers (from config; nothing started)",
@@ -189,7 +200,14 @@ def _get(args: argparse.Namespace) -> int:
     elif len(entries) > 1:  # the one in force: the project entry replaces the user's
         entries = [(s, extra) for s, extra in entries if s.scope == "project"]
     if not entries:
-        say(safe_text(f"kxen: error: no server named {args.name!r}" + (f" in {args.scope} config" if args.scope else "") + " is configured"), err=True)
+        say(
+            safe_text(
+                f"kxen: error: no server named {args.name!r}"
+                + (f" in {args.scope} config" if args.scope else "")
+                + " is configured"
+            ),
+            err=True,
+        )
         return EXIT_USAGE
     server, extra = entries[0]
     others = [
@@ -289,7 +307,9 @@ def _write_entry(args: argparse.Namespace, scope: str, entry: dict[str, Any], as
         return EXIT_OK
     say(safe_text(f"added server {args.name!r} to {path} ({scope} config)"))
     if scope == "project":
-        say("project servers start only in a trusted workspace (kxen trust), stdio ones once their launch is approved (kxen mcp approvals)")
+        say(
+            "project servers start only in a trusted workspace (kxen trust), stdio ones once their launch is approved (kxen mcp approvals)"
+        )
     return EXIT_OK
 
 

@@ -64,7 +64,9 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     except UnicodeEncodeError:
         # a terminal that cannot show some character: the same table in ASCII with escapes
         for row in rows:
-            say("  ".join(safe_text(v).encode("ascii", "backslashreplace").decode("ascii") for v in row))  # scrubbed by _say
+            say(
+                "  ".join(safe_text(v).encode("ascii", "backslashreplace").decode("ascii") for v in row)
+            )  # scrubbed by _say
 
 
 def scrubbed(text: str) -> str:

@@ -7,8 +7,8 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 #: global options that take a value, and those that do not
 VALUED = ("--home", "--workspace", "--approve", "--role", "--log-file")

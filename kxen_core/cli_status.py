@@ -26,11 +26,13 @@ def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | 
         return f"kxen trust {workspace}  (then approve its launch: kxen mcp approvals)"
     if state == "awaiting_approval":
         fingerprint = row.get("fingerprint")
-        return f"kxen --approve {fingerprint} mcp status  (see what it runs: kxen mcp approvals)" if fingerprint else None
+        return (
+            f"kxen --approve {fingerprint} mcp status  (see what it runs: kxen mcp approvals)" if fingerprint else None
+        )
     if state == "disabled":
         if "remote MCP is off" in (row.get("note") or ""):
             return "kxen remote on"
-        return f"set \"enabled\": true for it in {source}" if source else None
+        return f'set "enabled": true for it in {source}' if source else None
     if state == "failed":
         if row.get("phase") == "transport" and "not found" in error:
             return "install the command, or fix 'command' in its config (kxen mcp plan shows what would run)"
@@ -62,8 +64,15 @@ def status(rt: Any, args: argparse.Namespace) -> int:
             "MCP servers",
             ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
             [
-                [s["name"], s["scope"], transport_cell(s), s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
-                 s["tools"], s["resources"], s["prompts"]]
+                [
+                    s["name"],
+                    s["scope"],
+                    transport_cell(s),
+                    s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
+                    s["tools"],
+                    s["resources"],
+                    s["prompts"],
+                ]
                 for s in servers
             ],
         )

@@ -56,7 +56,9 @@ async def _spinner(rt: Any, start: float, finished: anyio.Event) -> None:
     with console.status("") as status:
         while not finished.is_set():
             names = loading(rt)
-            status.update(safe_text(f"starting {len(names)} server(s) ({time.monotonic() - start:.0f} s): {', '.join(names)}"))
+            status.update(
+                safe_text(f"starting {len(names)} server(s) ({time.monotonic() - start:.0f} s): {', '.join(names)}")
+            )
             with anyio.move_on_after(TICK):
                 await finished.wait()
 
@@ -69,7 +71,10 @@ async def _notices(rt: Any, start: float, finished: anyio.Event) -> None:
             return
         names = loading(rt)
         if names:
-            say(safe_text(f"kxen: still waiting after {time.monotonic() - start:.0f} s for: {', '.join(names)}"), err=True)
+            say(
+                safe_text(f"kxen: still waiting after {time.monotonic() - start:.0f} s for: {', '.join(names)}"),
+                err=True,
+            )
         wait = NOTICE_EVERY
 
 

@@ -12,7 +12,8 @@ error ``-1`` "declined". The bounds of serving (how many at once, how long each)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._serving import ReplyError
 from .asks import ElicitationRequest, SamplingRequest

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -96,7 +97,11 @@ def decode_cursor(cursor: str | None) -> int:
     """The offset a kxen cursor stands for (0 for None); ``InvalidArguments`` for anything else."""
     if cursor is None:
         return 0
-    problem = f"invalid cursor {cursor[:80]!r}: pass a nextCursor kxen returned" if isinstance(cursor, str) else "cursor must be a string"
+    problem = (
+        f"invalid cursor {cursor[:80]!r}: pass a nextCursor kxen returned"
+        if isinstance(cursor, str)
+        else "cursor must be a string"
+    )
     if not isinstance(cursor, str) or len(cursor) > 64:
         raise InvalidArguments(problem)
     try:
@@ -136,7 +141,9 @@ def ready_with(rt: Host, name: Any, capability: str) -> Server:
     if server is None:
         raise UnknownTool(f"no server named {name[:40]!r}")
     if server.state != State.READY or server.session is None:
-        raise ServerNotReady(server.name, server.state.value, server.phase.value if server.phase else None, server.error)
+        raise ServerNotReady(
+            server.name, server.state.value, server.phase.value if server.phase else None, server.error
+        )
     if not declares(server, capability):
         raise InvalidArguments(f"server {name!r} does not offer {capability} (it did not declare the capability)")
     return server

@@ -15,10 +15,10 @@ import difflib
 import functools
 from typing import Any, Literal, get_args, get_origin
 
+import attrs
 import cattrs
 from cattrs.cols import list_structure_factory, mapping_structure_factory
 from cattrs.gen import make_dict_structure_fn, override
-import attrs
 
 
 def _exact(kind: type, label: str):
@@ -157,7 +157,10 @@ def configure_converter(c: cattrs.Converter) -> cattrs.Converter:
 
         return factory
 
-    for origin, base, label in ((list, list_structure_factory, "a list"), (dict, mapping_structure_factory, "an object")):
+    for origin, base, label in (
+        (list, list_structure_factory, "a list"),
+        (dict, mapping_structure_factory, "an object"),
+    ):
         c.register_structure_hook_factory(_is_collection(origin), strict(base, origin, label))
 
     def attrs_factory(cl: type) -> Any:

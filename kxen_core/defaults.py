@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .hookspecs import hookimpl
 from .policy import READ_ONLY_METHODS, ToolCall, Vote
@@ -237,7 +238,9 @@ def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is not None:
         try:
-            encode = make(None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+            encode = make(
+                None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+            )
             if "".join(encode({"a": [1, "\u00e9"]}, 0)) == _COMPACT.encode({"a": [1, "\u00e9"]}):
                 return encode
         except Exception:  # another interpreter's private encoder: use the public one

@@ -60,7 +60,9 @@ def describe(server: ServerConfig, *, brief: bool = False) -> dict[str, Any]:
         options=dict(server.options),
         toolPolicies=dict(server.toolPolicies),
         defaultToolPolicy=None if unread else server.defaultToolPolicy,
-        timeouts=None if unread else {"requestSeconds": server.timeouts.requestSeconds, "initializeSeconds": server.timeouts.initializeSeconds},
+        timeouts=None
+        if unread
+        else {"requestSeconds": server.timeouts.requestSeconds, "initializeSeconds": server.timeouts.initializeSeconds},
         protocolEra=None if unread else server.protocolEra,
         fromEnvironment=sorted(refs),
         read=not unread,

@@ -24,7 +24,8 @@ capabilities, status) is the same in both eras.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Optional, Protocol, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from ._replies import error_code
@@ -39,7 +40,16 @@ from .era_requests import (
     modern_capabilities,
     mutual_version,
 )
-from .errors import ClosedError, ConnectError, KxenError, ProtocolError, RemoteError, RequestError, RequestTimeout, TransportError
+from .errors import (
+    ClosedError,
+    ConnectError,
+    KxenError,
+    ProtocolError,
+    RemoteError,
+    RequestError,
+    RequestTimeout,
+    TransportError,
+)
 from .handshake import Handshake, HandshakeSession, InitializeResult
 
 if TYPE_CHECKING:
@@ -58,10 +68,12 @@ class Session(HandshakeSession, Protocol):
 
     initialize_timeout: float
     handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Any]]]
-    modern: Optional[Modern]
-    era_note: Optional[str]
+    modern: Modern | None
+    era_note: str | None
 
-    async def request_once(self, method: str, params: Mapping[str, Any] | None, timeout: float | None) -> dict[str, Any]: ...
+    async def request_once(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+    ) -> dict[str, Any]: ...
 
 
 class EraMemory:
@@ -159,7 +171,11 @@ async def _discover(
     for attempt in range(2):
         try:
             params = modern.stamp(None)
-            begun = session.begin("server/discover", params, on_reply=handshake_era) if probing and then is not None else None
+            begun = (
+                session.begin("server/discover", params, on_reply=handshake_era)
+                if probing and then is not None
+                else None
+            )
             if begun is not None:
                 result = await session.finish(begun, timeout)
             else:
@@ -177,7 +193,9 @@ async def _discover(
             raise  # not an era: the connection is gone, or never was
         except (RequestError, TransportError) as exc:  # a timeout, an HTTP status, a bad reply
             if probing:
-                raise _Legacy(f"server/discover: {type(exc).__name__}", answered=not isinstance(exc, RequestTimeout)) from None
+                raise _Legacy(
+                    f"server/discover: {type(exc).__name__}", answered=not isinstance(exc, RequestTimeout)
+                ) from None
             raise
         kind = result.get("resultType", "complete")
         if kind != "complete":
@@ -242,7 +260,11 @@ async def open_session(
                 # too late, or a remembered-legacy endpoint that changed); after a probe that got no
                 # answer in time (a slow start, a crowded machine), any refusal of the handshake
                 # earns the probe one more try, with the handshake's own timeout
-                version = mutual_version(err.data) if isinstance(err, RemoteError) and err.code == UNSUPPORTED_VERSION else None
+                version = (
+                    mutual_version(err.data)
+                    if isinstance(err, RemoteError) and err.code == UNSUPPORTED_VERSION
+                    else None
+                )
                 if version is None and answered:
                     raise
                 modern.version = version or modern.version

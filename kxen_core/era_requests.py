@@ -22,7 +22,8 @@ one timeout, as a handshake-era call that the server interrupts with an elicitat
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
 
@@ -121,7 +122,9 @@ class Modern:
         out["_meta"] = {**(own if isinstance(own, dict) else {}), **self.envelope()}
         return out
 
-    async def request(self, send: SendOnce, method: str, params: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
+    async def request(
+        self, send: SendOnce, method: str, params: Mapping[str, Any] | None, timeout: float
+    ) -> dict[str, Any]:
         """Send ``method`` (through ``send``: one request as is) until it has a complete result."""
         deadline = anyio.current_time() + timeout
         base = dict(params or {})
@@ -145,15 +148,22 @@ class Modern:
             if kind != "input_required":
                 raise ProtocolError(f"{method}: unknown resultType {_brief(kind)}", server=self.server)
             if method not in INPUT_METHODS:
-                raise ProtocolError(f"{method}: the server asked for input where the protocol allows none", server=self.server)
+                raise ProtocolError(
+                    f"{method}: the server asked for input where the protocol allows none", server=self.server
+                )
             rounds += 1
             if rounds > MAX_INPUT_ROUNDS:
-                raise ProtocolError(f"{method}: the server still asked for input after {MAX_INPUT_ROUNDS} rounds", server=self.server)
+                raise ProtocolError(
+                    f"{method}: the server still asked for input after {MAX_INPUT_ROUNDS} rounds", server=self.server
+                )
             self.input_rounds += 1
             requests = result.get("inputRequests")
             state = result.get("requestState")
             if state is not None and (not isinstance(state, str) or len(state) > MAX_REQUEST_STATE_CHARS):
-                raise ProtocolError(f"{method}: requestState must be a string of at most {MAX_REQUEST_STATE_CHARS} characters", server=self.server)
+                raise ProtocolError(
+                    f"{method}: requestState must be a string of at most {MAX_REQUEST_STATE_CHARS} characters",
+                    server=self.server,
+                )
             current = {k: v for k, v in base.items() if k not in ("inputResponses", "requestState")}
             if requests:
                 delay = STATE_ONLY_BACKOFF[0]
@@ -209,14 +219,18 @@ class Modern:
         if not isinstance(requests, dict):
             raise ProtocolError(f"{method}: inputRequests must be an object", server=self.server)
         if len(requests) > MAX_INPUT_REQUESTS:
-            raise ProtocolError(f"{method}: more than {MAX_INPUT_REQUESTS} input requests in one round", server=self.server)
+            raise ProtocolError(
+                f"{method}: more than {MAX_INPUT_REQUESTS} input requests in one round", server=self.server
+            )
         answers: dict[str, Any] = {}
         for key, request in requests.items():
             asked = request.get("method") if isinstance(request, dict) else None
             params = request.get("params") if isinstance(request, dict) else None
             handler = self.handlers.get(asked) if isinstance(asked, str) else None
             if handler is None:
-                raise ProtocolError(f"{method}: the server asked for input kxen cannot give ({_brief(asked)})", server=self.server)
+                raise ProtocolError(
+                    f"{method}: the server asked for input kxen cannot give ({_brief(asked)})", server=self.server
+                )
             try:
                 answers[key] = await handler(params if isinstance(params, dict) else {})
             except Exception as exc:  # a declined sampling request (ReplyError), or a handler bug

@@ -34,7 +34,8 @@ Messages never contain secrets: header values, tokens and env values are never f
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 class KxenError(Exception):

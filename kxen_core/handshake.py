@@ -21,11 +21,13 @@ plain sequence.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, TypeGuard
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeGuard
 
 import attrs
 
-from ._replies import Begun, brief as _brief
+from ._replies import Begun
+from ._replies import brief as _brief
 from .era_requests import CLIENT_INFO
 from .errors import ProtocolError, RemoteError
 
@@ -55,16 +57,22 @@ class HandshakeSession(Protocol):
 
     server: str
     capabilities: dict[str, Any]
-    initialized: Optional[InitializeResult]
+    initialized: InitializeResult | None
     prefetched: dict[str, Begun]
 
     def begin(
-        self, method: str, params: Mapping[str, Any] | None = None, *, on_reply: Callable[[dict[str, Any]], None] | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        on_reply: Callable[[dict[str, Any]], None] | None = None,
     ) -> Begun | None: ...
 
     async def finish(self, begun: Begun, timeout: float | None = None) -> dict[str, Any]: ...
 
-    async def request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]: ...
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]: ...
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None: ...
 
@@ -128,7 +136,8 @@ class Handshake:
         version = result.get("protocolVersion")
         if not _speaks(version):
             raise ProtocolError(
-                f"server answered protocol version {_brief(version)}; kxen supports " + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
+                f"server answered protocol version {_brief(version)}; kxen supports "
+                + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
                 server=session.server,
             )
         caps = result.get("capabilities")
@@ -145,4 +154,10 @@ class Handshake:
         return session.initialized
 
 
-__all__ = ["Handshake", "HandshakeSession", "InitializeResult", "LATEST_PROTOCOL_VERSION", "SUPPORTED_PROTOCOL_VERSIONS"]
+__all__ = [
+    "Handshake",
+    "HandshakeSession",
+    "InitializeResult",
+    "LATEST_PROTOCOL_VERSION",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+]

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
-    from .catalog import CatalogPage, Verdict
     from .asks import ElicitationRequest, SamplingRequest
     from .auth import AuthFlow, LoginRequest
+    from .catalog import CatalogPage, Verdict
     from .config.models import ServerConfig
     from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from .transport import CredentialRequest, RegisterTransport
@@ -269,5 +269,3 @@ def _all_hook_names() -> list[str]:
 HOOK_NAMES: tuple[str, ...] = tuple(_all_hook_names())
 
 __all__ = ["ASYNC_HOOKS", "HOOK_NAMES", "hookimpl"] + list(HOOK_NAMES)
-
-

@@ -15,9 +15,10 @@ The core holds no process code: each guard is a plugin's.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, cast
+from typing import Any, cast
 
 import pluggy
 
@@ -64,7 +65,9 @@ async def host_guard(
         for impl in reversed(pm.hook.kxen_host_guard.get_hookimpls()):
             plugin = display(impl.plugin_name)
             try:
-                guard = cast("AbstractAsyncContextManager[Any] | None", impl.function(*[kwargs[a] for a in impl.argnames]))
+                guard = cast(
+                    "AbstractAsyncContextManager[Any] | None", impl.function(*[kwargs[a] for a in impl.argnames])
+                )
                 if guard is not None:
                     await stack.enter_async_context(_Isolated(guard, plugin, problems))
             except (Exception, SystemExit) as exc:  # a plugin's sys.exit() must not end the host

@@ -15,7 +15,8 @@ class by the host's one converter, so a typo or a bad value is a problem with it
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -165,9 +166,13 @@ def collect(pm: pluggy.PluginManager, display: Callable[[str], str] = str) -> Tr
         name = impl.plugin_name
         mine: list[TransportKind] = []
 
-        def register(kind: str, opener: Opener, *, options: type | None = None, _mine: list = mine, _name: str = name) -> None:
+        def register(
+            kind: str, opener: Opener, *, options: type | None = None, _mine: list = mine, _name: str = name
+        ) -> None:
             if not isinstance(kind, str) or not KIND_NAME_RE.fullmatch(kind):
-                raise ValueError(f"transport kind names are 1-32 characters of a-z 0-9 _ -, starting with a letter (got {kind!r})")
+                raise ValueError(
+                    f"transport kind names are 1-32 characters of a-z 0-9 _ -, starting with a letter (got {kind!r})"
+                )
             if not callable(opener):
                 raise TypeError(f"the opener of transport kind {kind!r} is not callable")
             if options is not None and not attrs.has(options):

@@ -15,14 +15,14 @@ many items as fit the output bound, so ``nextCursor`` (written first) always lea
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from . import agent_output, contents
 from .agent_output import AgentOutput
 from .catalog import CAPABILITY
 from .errors import ApprovalDenied, InvalidArguments, KxenError, PolicyDenied, UnknownTool
 from .tool_names import server_of
-
 
 
 class AgentHost(contents.Host, Protocol):
@@ -32,8 +32,14 @@ class AgentHost(contents.Host, Protocol):
     def output_limit(self) -> int: ...
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, server: str | None = None, timeout: float | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]: ...
+
 
 LIST_RESOURCES = "kxen_list_resources"
 LIST_TEMPLATES = "kxen_list_resource_templates"
@@ -51,7 +57,12 @@ ENVELOPE_CHARS = 2000
 _SERVER = {"type": "string", "description": "a server name; omit for every server"}
 _PAGING = {
     "cursor": {"type": "string", "description": "the nextCursor of the previous page"},
-    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "description": f"items per page (default {DEFAULT_PAGE})"},
+    "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_PAGE,
+        "description": f"items per page (default {DEFAULT_PAGE})",
+    },
 }
 
 
@@ -103,7 +114,11 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
         },
     ),
 }
-_LIST_METHOD = {"resources": "resources/list", "resourceTemplates": "resources/templates/list", "prompts": "prompts/list"}
+_LIST_METHOD = {
+    "resources": "resources/list",
+    "resourceTemplates": "resources/templates/list",
+    "prompts": "prompts/list",
+}
 
 
 def is_kxen_tool(name: str) -> bool:
@@ -116,7 +131,9 @@ def available(rt: AgentHost) -> list[dict[str, Any]]:
     out = []
     for name, (kind, description, schema) in TOOLS.items():
         if CAPABILITY[kind] in declared:
-            out.append({"server": None, "name": name, "qualifiedName": name, "description": description, "inputSchema": schema})
+            out.append(
+                {"server": None, "name": name, "qualifiedName": name, "description": description, "inputSchema": schema}
+            )
     return out
 
 
@@ -248,4 +265,15 @@ def _for_agent(kind: str, pair: contents.Pair, *, brief: bool = False) -> dict[s
     return item
 
 
-__all__ = ["agent_call", "GET_PROMPT", "LIST_PROMPTS", "LIST_RESOURCES", "LIST_TEMPLATES", "READ_RESOURCE", "TOOLS", "available", "call", "is_kxen_tool"]
+__all__ = [
+    "agent_call",
+    "GET_PROMPT",
+    "LIST_PROMPTS",
+    "LIST_RESOURCES",
+    "LIST_TEMPLATES",
+    "READ_RESOURCE",
+    "TOOLS",
+    "available",
+    "call",
+    "is_kxen_tool",
+]

@@ -40,7 +40,20 @@ if TYPE_CHECKING:
     from .config.models import ServerConfig
 
 #: env-key fragments (case-insensitive) whose values are shown only as a SHA-256 digest
-SENSITIVE_ENV_WORDS = ("token", "secret", "key", "password", "passwd", "pwd", "credential", "auth", "cookie", "session", "private", "pat")
+SENSITIVE_ENV_WORDS = (
+    "token",
+    "secret",
+    "key",
+    "password",
+    "passwd",
+    "pwd",
+    "credential",
+    "auth",
+    "cookie",
+    "session",
+    "private",
+    "pat",
+)
 
 _USERINFO_RE = re.compile(r"://[^/?#\s]*@")
 
@@ -284,11 +297,17 @@ def _workspace_files(
                 continue  # nothing there (an option, a number): no file, whatever links lead to it
             target_of = real_of[path]
             # a workspace path (or a link that leads into it): its content, and where a link points
-            if path not in files and (under(path, workspace) or under(target_of, workspace)) and os.path.isfile(target_of):
+            if (
+                path not in files
+                and (under(path, workspace) or under(target_of, workspace))
+                and os.path.isfile(target_of)
+            ):
                 content = file_digest(target_of, hash_content=count < MAX_DIGEST_FILES)
                 files[path] = content + ("" if target_of == path else f"; target={printable(target_of)}")
                 count += 1
-    for rule, path in picked_up(command, args, cwd, workspace, realpath=real_of.__getitem__, lexists=exists.__getitem__):
+    for rule, path in picked_up(
+        command, args, cwd, workspace, realpath=real_of.__getitem__, lexists=exists.__getitem__
+    ):
         picked = real_of[path]
         files.setdefault(picked, file_digest(picked))
         reasons.append(f"{rule.name}: {rule.how}, and the workspace holds {printable(path)}")
@@ -307,14 +326,18 @@ def resolve_launch(server: ServerConfig, workspace: Path, *, canonical: bool = F
     the runtime was made), so it is not resolved again.
     """
     if server.unread:  # an untrusted workspace's entry: nothing of it was read
-        raise ConnectError("the workspace is not trusted: its project file is read once it is (kxen trust)", server=server.name)
+        raise ConnectError(
+            "the workspace is not trusted: its project file is read once it is (kxen trust)", server=server.name
+        )
     root = workspace if canonical else resolved_path(workspace)  # canonical: resolved by the caller
     cwd = root
     try:
         if server.cwd:  # else the workspace, resolved just above
             cwd = resolved_path(cwd / (server.cwd if server.scope == "project" else os.path.expanduser(server.cwd)))
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte: from config, not a crash
-        why = "it holds a NUL byte" if isinstance(exc, ValueError) else getattr(exc, "strerror", None) or "a symlink loop"
+        why = (
+            "it holds a NUL byte" if isinstance(exc, ValueError) else getattr(exc, "strerror", None) or "a symlink loop"
+        )
         raise ConnectError(f"cwd cannot be resolved ({why})", server=server.name) from None
     if server.scope == "project" and not under(str(cwd), str(root)):
         raise ConnectError(f"the project cwd {server.cwd!r} leads outside the workspace", server=server.name)

@@ -33,7 +33,9 @@ MAX_PATH_ARGS = 256
 
 # patterns as text: each is compiled (and cached by ``re``) when a launch is first checked, not on import
 _PYTHON = r"python(\d+(\.\d+)?)?[a-z]?(\.exe)?|pypy\d*(\.\d+)?"
-_SCRIPT_RUNNERS = r"node(js)?|tsx|ts-node|bun|deno|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|lua|Rscript|osascript|java|" + _PYTHON
+_SCRIPT_RUNNERS = (
+    r"node(js)?|tsx|ts-node|bun|deno|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|lua|Rscript|osascript|java|" + _PYTHON
+)
 
 
 @attrs.frozen
@@ -101,8 +103,13 @@ RULES: tuple[Rule, ...] = (
         module_option="-m",
         how="python -m imports from the cwd when its safe-path mode cannot apply",
     ),
-    Rule("uvx", r"uvx", ("uv.toml", "pyproject.toml"), sniff={"pyproject.toml": "[tool.uv"},
-         how="uvx reads the workspace's uv settings (indexes, sources)"),  # fmt: skip
+    Rule(
+        "uvx",
+        r"uvx",
+        ("uv.toml", "pyproject.toml"),
+        sniff={"pyproject.toml": "[tool.uv"},
+        how="uvx reads the workspace's uv settings (indexes, sources)",
+    ),  # fmt: skip
     Rule(
         "uv run",
         r"uv",
@@ -110,13 +117,33 @@ RULES: tuple[Rule, ...] = (
         subcommands=("run",),
         how="uv run runs the workspace's project and its environment",
     ),
-    Rule("uv tool run", r"uv", ("uv.toml", "pyproject.toml"), subcommands=("tool",), sniff={"pyproject.toml": "[tool.uv"},
-         how="uv tool reads the workspace's uv settings"),  # fmt: skip
+    Rule(
+        "uv tool run",
+        r"uv",
+        ("uv.toml", "pyproject.toml"),
+        subcommands=("tool",),
+        sniff={"pyproject.toml": "[tool.uv"},
+        how="uv tool reads the workspace's uv settings",
+    ),  # fmt: skip
     Rule(
         "project runner",
         r"poetry|pdm|hatch|pipenv|cargo|go|make|just|rake|bundle|gradle|mvn",
-        ("pyproject.toml", "Pipfile", "Cargo.toml", "go.mod", "Makefile", "makefile", "GNUmakefile", "justfile",
-         "Rakefile", "Gemfile", "build.gradle", "build.gradle.kts", "pom.xml", "{script}"),
+        (
+            "pyproject.toml",
+            "Pipfile",
+            "Cargo.toml",
+            "go.mod",
+            "Makefile",
+            "makefile",
+            "GNUmakefile",
+            "justfile",
+            "Rakefile",
+            "Gemfile",
+            "build.gradle",
+            "build.gradle.kts",
+            "pom.xml",
+            "{script}",
+        ),
         how="a project runner runs what the workspace's project file says",
     ),  # fmt: skip
     Rule("script", _SCRIPT_RUNNERS, ("{script}",), how="the interpreter runs the workspace's script"),
@@ -133,7 +160,19 @@ def _positional(args: Sequence[str], start: int = 0) -> str | None:
             continue
         if arg == "--":
             return args[i + 1] if i + 1 < len(args) else None
-        if arg in ("-p", "--package", "-m", "-c", "--call", "--from", "--with", "-e", "--eval", "--directory", "--project"):
+        if arg in (
+            "-p",
+            "--package",
+            "-m",
+            "-c",
+            "--call",
+            "--from",
+            "--with",
+            "-e",
+            "--eval",
+            "--directory",
+            "--project",
+        ):
             skip_next = True  # the option's value is not what runs (npx -p pkg bin, uvx --from pkg bin)
             continue
         if arg.startswith("-"):
@@ -168,7 +207,7 @@ def _module(args: Sequence[str], option: str) -> str | None:
             top = args[i + 1].split(".", 1)[0]
             return top if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", top) else None
         if arg.startswith(option) and len(arg) > len(option) and not arg.startswith("--"):
-            top = arg[len(option):].split(".", 1)[0]  # python -mmod
+            top = arg[len(option) :].split(".", 1)[0]  # python -mmod
             return top if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", top) else None
         if not arg.startswith("-"):
             return None  # a script comes first: python script.py -m x passes -m to the script

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import attrs
@@ -102,11 +103,13 @@ def flows(host: Host) -> OrderedDict[str, _Flow]:
     kept: OrderedDict[str, _Flow] | None = getattr(host, "_login_flows", None)
     if kept is None:
         kept = OrderedDict()
-        setattr(host, "_login_flows", kept)
+        host._login_flows = kept
     return kept
 
 
-def login_request(host: Host, scopes: Sequence[str] = (), open_browser: bool = False, forget_client: bool = False) -> LoginRequest:
+def login_request(
+    host: Host, scopes: Sequence[str] = (), open_browser: bool = False, forget_client: bool = False
+) -> LoginRequest:
     config = host.config
     return LoginRequest(
         settings=config.settings if config else None,
@@ -131,9 +134,13 @@ async def start(host: Host, name: str, scopes: Sequence[str], open_browser: bool
     except (AuthRequired, PluginHookError):
         raise
     except Exception as exc:
-        raise PluginHookError(f"a plugin raised in kxen_auth_login: {type(exc).__name__}: {exc}", hook="kxen_auth_login") from exc
+        raise PluginHookError(
+            f"a plugin raised in kxen_auth_login: {type(exc).__name__}: {exc}", hook="kxen_auth_login"
+        ) from exc
     if flow is None:
-        raise Unsupported(f"no installed plugin can sign in to server {name!r} (install kxen-oauth; it signs in to http and sse servers)")
+        raise Unsupported(
+            f"no installed plugin can sign in to server {name!r} (install kxen-oauth; it signs in to http and sse servers)"
+        )
     url = await _started(flow, name)
     import secrets  # here, not at import: it loads OpenSSL's digests
 
@@ -183,13 +190,19 @@ async def _started(flow: AuthFlow, name: str) -> str:
     except BaseException as exc:
         await _close(flow)
         if isinstance(exc, TimeoutError):
-            raise AuthRequired(f"the sign-in to {name!r} did not start within {START_SECONDS:g} s", next_step=f"kxen mcp login {name}") from None
+            raise AuthRequired(
+                f"the sign-in to {name!r} did not start within {START_SECONDS:g} s", next_step=f"kxen mcp login {name}"
+            ) from None
         if isinstance(exc, Exception) and not isinstance(exc, KxenError):
-            raise PluginHookError(f"the sign-in flow of {name!r} failed to start: {type(exc).__name__}: {exc}", hook="kxen_auth_login") from exc
+            raise PluginHookError(
+                f"the sign-in flow of {name!r} failed to start: {type(exc).__name__}: {exc}", hook="kxen_auth_login"
+            ) from exc
         raise
     if not isinstance(url, str):
         await _close(flow)
-        raise PluginHookError(f"the sign-in flow of {name!r} started with a {type(url).__name__}, not a URL", hook="kxen_auth_login")
+        raise PluginHookError(
+            f"the sign-in flow of {name!r} started with a {type(url).__name__}, not a URL", hook="kxen_auth_login"
+        )
     return url
 
 

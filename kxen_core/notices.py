@@ -16,9 +16,8 @@ import inspect
 import json
 import logging
 from collections import deque
-from typing import Any, Awaitable, Callable, Union
-
-import anyio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .safe_text import safe_text
 
@@ -91,7 +90,7 @@ class ServerLog:
         ]
 
 
-UpdateCallback = Callable[[str], Union[None, Awaitable[None]]]
+UpdateCallback = Callable[[str], None | Awaitable[None]]
 
 
 class Subscription:

@@ -65,7 +65,9 @@ def _row(config: Config, workspace: Path, approvals: Approvals, entry: ServerCon
     row["fingerprint"] = launch.fingerprint
     row["approved"] = approvals.is_approved(launch.fingerprint)
     if launch.held and run.scope != "project" and not config.trusted:
-        row.update(start=False, state=State.AWAITING_TRUST.value, reason=f"held: {launch.held}; the workspace is not trusted")
+        row.update(
+            start=False, state=State.AWAITING_TRUST.value, reason=f"held: {launch.held}; the workspace is not trusted"
+        )
     elif not row["approved"]:
         row.update(
             start=False,

@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
@@ -142,7 +143,11 @@ def discover(failures: list[LoadFailure] | None = None) -> list[_Discovered]:
             mine = [ep for ep in dist.entry_points if ep.group == GROUP]
         except Exception as exc:  # a malformed entry_points.txt: that dist only
             if failures is not None:
-                failures.append(LoadFailure(dist=key, entry_point="?", error=f"unreadable entry points: {type(exc).__name__}: {exc}"))
+                failures.append(
+                    LoadFailure(
+                        dist=key, entry_point="?", error=f"unreadable entry points: {type(exc).__name__}: {exc}"
+                    )
+                )
             continue
         found.extend(_Discovered(ep) for ep in mine)
     found.sort(key=lambda d: (d.ep.name, getattr(d.ep, "value", "")))
@@ -205,7 +210,9 @@ class KxenPluginManager(pluggy.PluginManager):
         for kind, plugins in sorted(registry.clashes.items()):
             for name in plugins:
                 others = ", ".join(self.display_name(p) for p in plugins if p != name)
-                out.append(self._failure(name, f"transport kind {kind!r} is also claimed by {others}; neither serves it"))
+                out.append(
+                    self._failure(name, f"transport kind {kind!r} is also claimed by {others}; neither serves it")
+                )
         return out
 
     def broken(self) -> list[str]:
@@ -285,7 +292,9 @@ def make_plugin_manager(
             names = {d.ep.name, d.dist or ""} if (allow_set is not None or block_set) else {d.ep.name}
             if (allow_set is not None and not names & allow_set) or names & block_set:
                 pm.entry_failures.append(
-                    LoadFailure(dist=d.dist, entry_point=d.ep.name, error="not loaded (allowlist/blocklist)", skipped=True)
+                    LoadFailure(
+                        dist=d.dist, entry_point=d.ep.name, error="not loaded (allowlist/blocklist)", skipped=True
+                    )
                 )
                 continue
             wanted.append(d)
@@ -295,7 +304,9 @@ def make_plugin_manager(
         for d in wanted:
             claimants = claims[d.ep.name]
             if len(claimants) > 1:  # nobody wins a name: each claimant fails, naming the others
-                others = ", ".join(f"{o.dist or '?'}[{o.ep.name}] ({getattr(o.ep, 'value', '?')})" for o in claimants if o is not d)
+                others = ", ".join(
+                    f"{o.dist or '?'}[{o.ep.name}] ({getattr(o.ep, 'value', '?')})" for o in claimants if o is not d
+                )
                 pm.entry_failures.append(
                     LoadFailure(
                         dist=d.dist,
@@ -316,9 +327,7 @@ def make_plugin_manager(
                 continue
             try:
                 plugin = d.ep.load()
-                pm.register_from(
-                    plugin, d.ep.name, source="entry point", discovered=d
-                )
+                pm.register_from(plugin, d.ep.name, source="entry point", discovered=d)
                 _validate(pm, plugin)
             except BaseException as exc:  # a broken plugin must never take the host down, not even by SystemExit
                 if pm.has_plugin(d.ep.name):

@@ -105,7 +105,14 @@ class ApprovalDecision:
     remember: str = attrs.field(default="call", validator=attrs.validators.in_(REMEMBER))
 
 
-
-
-
-__all__ = ["REMEMBER", "READ_ONLY_METHODS", "ApprovalDecision", "ApprovalRequest", "Decision", "ToolCall", "Vote", "combine", "fingerprint"]
+__all__ = [
+    "REMEMBER",
+    "READ_ONLY_METHODS",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "Decision",
+    "ToolCall",
+    "Vote",
+    "combine",
+    "fingerprint",
+]

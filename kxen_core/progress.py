@@ -12,9 +12,10 @@ unknown tokens (late, or made up) are dropped and counted.
 from __future__ import annotations
 
 import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from itertools import count
-from typing import Any, AsyncIterator, Awaitable, Callable, Union
+from typing import Any
 
 import anyio
 import attrs
@@ -32,7 +33,7 @@ class Progress:
     message: str | None = None
 
 
-ProgressCallback = Callable[[Progress], Union[None, Awaitable[None]]]
+ProgressCallback = Callable[[Progress], None | Awaitable[None]]
 
 
 def parse(params: Any) -> tuple[Any, Progress] | None:

@@ -14,7 +14,8 @@ and routes the agent's calls through the policy votes. States: see :class:`.serv
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -144,7 +145,8 @@ class Runtime(LoginHost, ContentsHost):
         keep = {
             n: s
             for n, s in self.servers.items()
-            if config.servers.get(n) == s.entry and admit(config, s.entry) == s.admission
+            if config.servers.get(n) == s.entry
+            and admit(config, s.entry) == s.admission
             # a held launch depends on workspace trust: started again when trust changed
             and not (s.held and s.env is not None and s.env.trusted != config.trusted)
             and not (s.state in (State.FAILED, State.NEEDS_LOGIN) and s.done.is_set())  # a reload retries it

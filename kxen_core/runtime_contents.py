@@ -7,7 +7,8 @@ its first call, so importing the runtime does not load them (see docs/performanc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .agent_output import AgentOutput
@@ -31,7 +32,12 @@ class ContentsHost:
         def _server(self, name: str) -> Server: ...
 
         async def call_tool(
-            self, name: str, arguments: Mapping[str, Any] | None = None, *, server: str | None = None, timeout: float | None = None
+            self,
+            name: str,
+            arguments: Mapping[str, Any] | None = None,
+            *,
+            server: str | None = None,
+            timeout: float | None = None,
         ) -> dict[str, Any]: ...
 
     @property
@@ -50,7 +56,9 @@ class ContentsHost:
             self._server(server)  # UnknownTool for a name no server has
         return contents.entries(self.servers.values(), kind, server)
 
-    def resources(self, server: str | None = None, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    def resources(
+        self, server: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
         """``{"resources": [{"server", "uri", ...as sent}], "nextCursor": C or None}`` of the ready
         servers (or one); from ``cursor`` on, at most ``limit`` (None: all). ``InvalidArguments``
         for a cursor kxen did not hand out."""
@@ -93,7 +101,12 @@ class ContentsHost:
         return render_prompt(raw, server=server, name=name, limit=self.output_limit)
 
     async def agent_call(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, server: str | None = None, timeout: float | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
     ) -> AgentOutput:
         """Call any tool of :meth:`tools` and return exactly what the agent gets: the result (or the
         error) as text within the output bound, binary as descriptors. Raises no kxen error."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -24,9 +25,9 @@ from .era import EraMemory, handshake_only, open_session
 from .errors import AuthRequired, KxenError, Unsupported
 from .failures import failure_text, real_cause
 from .launch import Launch, resolve_launch
-from .reconnect import Backoff
 from .notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from .progress import ProgressRoutes
+from .reconnect import Backoff
 from .server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
 from .server_view import ServerView
 from .session import Session
@@ -175,7 +176,9 @@ class Server(CatalogLists, ServerView):
                 self.set(State.FAILED, phase, "stopped unexpectedly")
             self.done.set()
             try:
-                env.pm.hook.kxen_transport_closed(server=server, reason=self.close_reason or self.error or self.state.value)
+                env.pm.hook.kxen_transport_closed(
+                    server=server, reason=self.close_reason or self.error or self.state.value
+                )
             except Exception as exc:  # an observer must not take the runtime down
                 self.diag(f"a kxen_transport_closed observer failed: {type(exc).__name__}: {exc}")
 

@@ -22,11 +22,14 @@ timer on asyncio, an Event with a cancel scope elsewhere).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 
-from ._replies import Begun, Pending as _Pending, brief as _brief, result_of
+from ._replies import Begun, result_of
+from ._replies import Pending as _Pending
+from ._replies import brief as _brief
 from ._serving import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, RequestHandler, ServerRequests
 from ._waiters import AnyioWaiters, Waiters, for_current_backend
 from .era_requests import CLIENT_INFO, Modern
@@ -169,9 +172,13 @@ class Session:
         era it goes through :class:`kxen_core.era_requests.Modern` (envelope, input-required rounds)."""
         if self.modern is None:
             return await self.request_once(method, params, timeout)
-        return await self.modern.request(self.request_once, method, params, self.request_timeout if timeout is None else timeout)
+        return await self.modern.request(
+            self.request_once, method, params, self.request_timeout if timeout is None else timeout
+        )
 
-    async def request_once(self, method: str, params: Mapping[str, Any] | None, timeout: float | None) -> dict[str, Any]:
+    async def request_once(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+    ) -> dict[str, Any]:
         """One request, sent as it is (no era handling)."""
         if self._closed is not None:
             raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
@@ -201,7 +208,9 @@ class Session:
             raise RequestTimeout(method, timeout, server=self.server)
         return await self.finish((rid, p), timeout - (anyio.current_time() - start), whole=timeout)
 
-    def begin(self, method: str, params: Mapping[str, Any] | None = None, *, on_reply: Callable[[Message], None] | None = None) -> Begun | None:
+    def begin(
+        self, method: str, params: Mapping[str, Any] | None = None, *, on_reply: Callable[[Message], None] | None = None
+    ) -> Begun | None:
         """Send a request now without waiting and return it for :meth:`finish`; None (nothing sent)
         when the session is closed or the stream cannot take it without waiting.
 
@@ -305,7 +314,9 @@ class Session:
                     # a late reply to a cancelled or timed-out request is expected; anything else is noise
                     self._diag(f"reply for unknown request id {_brief(rid)} ignored")
                 elif "result" not in message and "error" not in message:
-                    self._waiters.resolve(p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server))
+                    self._waiters.resolve(
+                        p.waiter, ProtocolError(f"{p.method}: reply has neither result nor error", server=self.server)
+                    )
                 else:
                     if p.on_reply is not None:
                         self._answered(p, message)
@@ -350,7 +361,9 @@ class Session:
             p = None
         what = type(exc).__name__  # only its type: its text may be as unprintable as the message
         if p is not None:
-            self._waiters.resolve(p.waiter, ProtocolError(f"{p.method}: the reply could not be handled ({what})", server=self.server))
+            self._waiters.resolve(
+                p.waiter, ProtocolError(f"{p.method}: the reply could not be handled ({what})", server=self.server)
+            )
         else:
             self._diag(f"ignored a message that could not be handled ({what})")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 #: what every model-facing name matches (the strictest common provider rule)
 MODEL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -16,11 +16,25 @@ and ``unevaluatedProperties`` of that schema are ignored too) and ``uniqueItems`
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: keywords whose value is one schema, a list of schemas, or a map of names to schemas
-_ONE = frozenset({"items", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties",
-                  "not", "if", "then", "else", "contains", "propertyNames"})
+_ONE = frozenset(
+    {
+        "items",
+        "additionalItems",
+        "additionalProperties",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+        "propertyNames",
+    }
+)
 _LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 _MAP = frozenset({"properties", "$defs", "definitions", "dependentSchemas", "patternProperties"})
 #: an instance with more values than this is not checked
@@ -86,7 +100,9 @@ def error_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-def check_result(tool: dict[str, Any], result: dict[str, Any], diag: Callable[[str], None] | None = None) -> dict[str, Any]:
+def check_result(
+    tool: dict[str, Any], result: dict[str, Any], diag: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """``result`` when it conforms to ``tool``'s ``outputSchema`` (or there is none, or it is an
     error result), else an ``isError`` result naming the value and the rule. ``diag`` gets a note
     when the result could not be checked."""
@@ -99,12 +115,16 @@ def check_result(tool: dict[str, Any], result: dict[str, Any], diag: Callable[[s
     instance = result["structuredContent"]
     if _count(instance, MAX_CHECKED_VALUES) > MAX_CHECKED_VALUES:
         if diag is not None:
-            diag(f"tool {name!r}: structuredContent holds more than {MAX_CHECKED_VALUES} values; not checked against its outputSchema")
+            diag(
+                f"tool {name!r}: structuredContent holds more than {MAX_CHECKED_VALUES} values; not checked against its outputSchema"
+            )
         return result
     try:
         error = next(iter(_checker(schema).iter_errors(instance)), None)
     except RecursionError:
-        return error_result(f"kxen: the structuredContent of tool {name!r} nests too deeply to check against its outputSchema")
+        return error_result(
+            f"kxen: the structuredContent of tool {name!r} nests too deeply to check against its outputSchema"
+        )
     except Exception as exc:  # a schema the library cannot use (a bad keyword value, a reference it cannot resolve)
         if diag is not None:
             diag(f"tool {name!r}: its outputSchema could not be used to check the result ({type(exc).__name__})")

@@ -17,8 +17,9 @@ connection ends it raises :class:`kxen_core.errors.ClosedError` from ``receive``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypeVar, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -99,13 +100,13 @@ class TransportContext(Generic[OptionsT]):
     workspace: Path
     diagnostic: Callable[[str], None] = _no_diagnostic
     #: the host's plugin manager, for the credential seam (call it through kxen_core.hookcall)
-    pm: Optional[pluggy.PluginManager] = None
-    settings: Optional[Settings] = None
-    options: Optional[OptionsT] = None
-    launch: Optional[Launch] = None
+    pm: pluggy.PluginManager | None = None
+    settings: Settings | None = None
+    options: OptionsT | None = None
+    launch: Launch | None = None
     #: the host's kxen home: a transport may keep per-server files under it (the stdio transport's
     #: stderr logs in ``home/logs``); None when there is none (a context built by hand)
-    home: Optional[Path] = None
+    home: Path | None = None
 
 
 Opener = Callable[["ServerConfig", "TransportContext[Any]"], Transport]
@@ -114,7 +115,7 @@ Opener = Callable[["ServerConfig", "TransportContext[Any]"], Transport]
 class RegisterTransport(Protocol):
     """The ``register`` callback of ``kxen_register_transports``."""
 
-    def __call__(self, name: str, opener: Opener, *, options: Union[type, None] = None) -> None: ...
+    def __call__(self, name: str, opener: Opener, *, options: type | None = None) -> None: ...
 
 
 #: the most of a ``WWW-Authenticate`` value an :class:`AuthChallenge` keeps (characters)
@@ -148,8 +149,8 @@ class CredentialRequest:
 
     method: str
     url: str
-    challenge: Optional[AuthChallenge] = None
-    context: Optional[TransportContext[Any]] = attrs.field(default=None, eq=False, repr=False)
+    challenge: AuthChallenge | None = None
+    context: TransportContext[Any] | None = attrs.field(default=None, eq=False, repr=False)
 
 
 __all__ = [

@@ -77,7 +77,18 @@ def fixed(impl: Any) -> bool:
 class _Plan:
     """One tool's votes: the fixed ones counted, the others to ask, and the inputs they came from."""
 
-    __slots__ = ("server", "role", "settings", "launch", "impls", "slots", "ask", "fixed_votes", "decided", "allows_flat")
+    __slots__ = (
+        "server",
+        "role",
+        "settings",
+        "launch",
+        "impls",
+        "slots",
+        "ask",
+        "fixed_votes",
+        "decided",
+        "allows_flat",
+    )
 
     def __init__(self, call: ToolCall, impls: list[Any], slots: list[Any]) -> None:
         self.server, self.role, self.settings, self.impls = call.server, call.role, call.settings, impls

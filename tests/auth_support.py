@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -25,7 +26,9 @@ class Credentials:
     """A credential plugin: answers ``Bearer <first>``, and ``Bearer <on_challenge>`` when asked
     again after a 401/403 (``None``: it has nothing better). Records every request it was asked."""
 
-    def __init__(self, first: str | None = GOOD, on_challenge: str | None = None, *, scoped: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, first: str | None = GOOD, on_challenge: str | None = None, *, scoped: dict[str, str] | None = None
+    ) -> None:
         self.first = first
         self.on_challenge = on_challenge
         self.scoped = scoped or {}  # scope asked by a 403 -> the token that has it
@@ -94,7 +97,7 @@ def assert_no_token(where: str, text: str) -> None:
 class FakeFlow:
     """A sign-in that finishes when the test releases it: then the credential plugin has the good token."""
 
-    def __init__(self, plugin: "SignIn", server: Any, request: Any) -> None:
+    def __init__(self, plugin: SignIn, server: Any, request: Any) -> None:
         self.plugin, self.server, self.request = plugin, server, request
         self.release = anyio.Event()
         self.finished = False
@@ -111,7 +114,9 @@ class FakeFlow:
         if self.plugin.deny:
             from kxen_core.errors import AuthRequired
 
-            raise AuthRequired("the person declined the sign-in (access_denied)", next_step=f"kxen mcp login {self.server.name}")
+            raise AuthRequired(
+                "the person declined the sign-in (access_denied)", next_step=f"kxen mcp login {self.server.name}"
+            )
         self.plugin.creds.first = GOOD  # what a real flow stores: the next request carries it
         self.finished = True
 
@@ -122,7 +127,14 @@ class FakeFlow:
 class SignIn:
     """A sign-in plugin (``kxen_auth_login``, ``kxen_auth_logout``) over a :class:`Credentials`."""
 
-    def __init__(self, creds: Credentials, *, url: str = "https://auth.example/authorize?client_id=kxen&state=abc", deny: bool = False, auto: bool = False) -> None:
+    def __init__(
+        self,
+        creds: Credentials,
+        *,
+        url: str = "https://auth.example/authorize?client_id=kxen&state=abc",
+        deny: bool = False,
+        auto: bool = False,
+    ) -> None:
         self.creds, self.url, self.deny, self.auto = creds, url, deny, auto
         self.start_error: BaseException | None = None  # what start() raises, if anything
         self.flows: list[FakeFlow] = []

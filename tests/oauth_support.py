@@ -12,8 +12,9 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import httpx
@@ -90,7 +91,9 @@ class Follower:
             form = _FORM.search(body)
             if form:
                 target = urllib.parse.urljoin(final, form.group(1))
-                data = urllib.parse.urlencode({"tx": form.group(2), "user": "alice", "password": self.password}).encode()
+                data = urllib.parse.urlencode(
+                    {"tx": form.group(2), "user": "alice", "password": self.password}
+                ).encode()
                 with opener.open(target, data=data, timeout=20) as response:
                     final = response.geturl()
             return final

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -24,9 +25,9 @@ if sys.version_info < (3, 11):  # pragma: no cover - anyio brings the backport t
     from exceptiongroup import BaseExceptionGroup
 import attrs
 import pytest
+from kxen_testing import text_result
 
 from kxen_core import Runtime
-from kxen_testing import text_result
 
 WAIT = 20  # seconds for any one wait on servers
 
@@ -94,7 +95,16 @@ class Response:
 
 Responder = Callable[[Request], Awaitable[Response]]
 
-REASONS = {200: "OK", 202: "Accepted", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    202: "Accepted",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 class LocalHTTP:
@@ -145,7 +155,11 @@ class LocalHTTP:
                     head_lines += [f"Content-Type: {response.content_type}", f"Content-Length: {len(response.body)}"]
                     await conn.send(("\r\n".join(head_lines) + "\r\n\r\n").encode() + response.body)
                     return
-                head_lines += ["Content-Type: text/event-stream", "Cache-Control: no-store", "Transfer-Encoding: chunked"]
+                head_lines += [
+                    "Content-Type: text/event-stream",
+                    "Cache-Control: no-store",
+                    "Transfer-Encoding: chunked",
+                ]
                 await conn.send(("\r\n".join(head_lines) + "\r\n\r\n").encode())
                 async for chunk in response.stream():
                     await conn.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
@@ -198,7 +212,11 @@ def echo_of(request: Request) -> str:
 def failing_body(request: Request, rid: Any, as_jsonrpc: bool) -> tuple[bytes, str]:
     """An error body that echoes every request header (values included)."""
     if as_jsonrpc:
-        error = {"code": -32001, "message": f"not allowed; you sent:\n{echo_of(request)}", "data": {"headers": request.headers}}
+        error = {
+            "code": -32001,
+            "message": f"not allowed; you sent:\n{echo_of(request)}",
+            "data": {"headers": request.headers},
+        }
         return json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}).encode(), "application/json"
     return f"not allowed; you sent:\n{echo_of(request)}".encode(), "text/plain"
 
@@ -218,7 +236,9 @@ def streamable_responder(fail_on: str, status: int, as_jsonrpc: bool) -> Respond
             body, ctype = failing_body(request, message["id"], as_jsonrpc)
             return Response(status, body, ctype)
         result = mcp_result(message["method"], message.get("params") or {})
-        return Response(200, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode(), "application/json")
+        return Response(
+            200, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode(), "application/json"
+        )
 
     return respond
 

@@ -147,7 +147,7 @@ def test_json_pieces_write_what_json_dumps_writes(value):
 
 
 def test_json_pieces_chunk_a_long_string_and_stay_equal():
-    value = {"k": "é\"\\\n" * 100_000}
+    value = {"k": 'é"\\\n' * 100_000}
     pieces = list(json_pieces(value))
     assert max(len(p) for p in pieces) < 300_000
     assert "".join(pieces) == json.dumps(value, ensure_ascii=False)
@@ -203,7 +203,15 @@ def test_image_audio_and_embedded_blobs_are_descriptors_never_base64():
     assert described == [
         {"server": "ev", "tool": "media", "content": 1, "type": "image", "mimeType": "image/png", "bytes": 2 * MiB},
         {"server": "ev", "tool": "media", "content": 2, "type": "audio", "mimeType": "audio/wav", "bytes": MiB},
-        {"server": "ev", "tool": "media", "uri": "file:///x.bin", "content": 3, "type": "blob", "mimeType": "text/plain", "bytes": 3 * MiB},
+        {
+            "server": "ev",
+            "tool": "media",
+            "uri": "file:///x.bin",
+            "content": 3,
+            "type": "blob",
+            "mimeType": "text/plain",
+            "bytes": 3 * MiB,
+        },
     ]
     # the host gets the bytes
     assert [out.binary_data(i)[:1] for i in range(3)] == [b"\x89", b"\x00", b"\xff"]
@@ -220,7 +228,9 @@ def test_base64_size_of_no_string_is_none():
 
 
 def test_a_bad_base64_blob_is_an_error_for_the_host_not_a_crash():
-    out = render_tool_result({"content": [{"type": "image", "data": "%%%", "mimeType": "image/png"}]}, server="s", tool="t")
+    out = render_tool_result(
+        {"content": [{"type": "image", "data": "%%%", "mimeType": "image/png"}]}, server="s", tool="t"
+    )
     with pytest.raises(ValueError, match="not valid base64"):
         out.binary_data(0)
 
@@ -246,7 +256,9 @@ def test_malformed_results_are_named_errors():
 
 
 def test_a_text_read_comes_back_as_its_text():
-    out = render_read({"contents": [{"uri": "file:///a", "text": "body", "mimeType": "text/plain"}]}, server="s", uri="file:///a")
+    out = render_read(
+        {"contents": [{"uri": "file:///a", "text": "body", "mimeType": "text/plain"}]}, server="s", uri="file:///a"
+    )
     assert out.text == "body" and not out.binary
 
 
@@ -262,7 +274,12 @@ def test_a_blob_read_is_a_descriptor_whatever_its_mime_type():
     lines = out.text.splitlines()
     assert lines[:2] == ["[resource file:///a (text/markdown)]", "first"]
     assert json.loads(lines[2][len("[binary content not shown: ") : -1]) == {
-        "server": "s", "uri": "file:///b", "content": 1, "type": "blob", "mimeType": "text/plain", "bytes": 1000
+        "server": "s",
+        "uri": "file:///b",
+        "content": 1,
+        "type": "blob",
+        "mimeType": "text/plain",
+        "bytes": 1000,
     }
     assert blob[:100] not in out.text and out.binary_data(0) == b"\x89" * 1000
 
@@ -282,7 +299,15 @@ def test_a_prompt_result_is_json_with_binary_as_descriptors():
     assert data["description"] == "d" and data["messages"][0] == {"role": "user", "content": text_block("hi")}
     assert data["messages"][1]["content"] == {
         "type": "image",
-        "binary": {"server": "s", "message": 1, "type": "image", "mimeType": "image/png", "bytes": 5000, "prompt": "p", "shown": False},
+        "binary": {
+            "server": "s",
+            "message": 1,
+            "type": "image",
+            "mimeType": "image/png",
+            "bytes": 5000,
+            "prompt": "p",
+            "shown": False,
+        },
     }
     assert data["messages"][2]["content"]["binary"]["uri"] == "file:///b"
     assert image[:100] not in out.text

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Channel, mem, running, text_result
 
 from kxen_core.admission import admit
 from kxen_core.approvals import Approvals, authorize, call_fingerprint, canonical_url, server_identity
@@ -16,7 +16,6 @@ from kxen_core.config.trust import trust
 from kxen_core.errors import ApprovalDenied
 from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ToolCall
-from kxen_testing import Channel, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -76,10 +75,16 @@ def test_identity_of_a_local_server_and_its_scope():
     assert server_identity(user) != server_identity(ServerConfig(name="s", command="y"))
     assert server_identity(user) != server_identity(ServerConfig(name="s", command="x", args=["--evil"]))
     assert server_identity(user) != server_identity(ServerConfig(name="s", command="x", scope="project"))
-    fps = {call_fingerprint(ToolCall(server=s, tool="t", arguments={})) for s in (
-        user, ServerConfig(name="s", command="x", env={"A": "1"}), ServerConfig(name="s", command="x", cwd="sub"),
-        remote("s", "https://127.0.0.1/mcp"), remote("s", "https://127.0.0.1/mcp", scope="project"),
-    )}
+    fps = {
+        call_fingerprint(ToolCall(server=s, tool="t", arguments={}))
+        for s in (
+            user,
+            ServerConfig(name="s", command="x", env={"A": "1"}),
+            ServerConfig(name="s", command="x", cwd="sub"),
+            remote("s", "https://127.0.0.1/mcp"),
+            remote("s", "https://127.0.0.1/mcp", scope="project"),
+        )
+    }
     assert len(fps) == 5
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import demo_entry, settle, state, write_project
 
 from kxen_core import cli, hookimpl
 from kxen_core.approvals import MIN_PREFIX, Approvals
@@ -16,7 +17,6 @@ from kxen_core.errors import ApprovalDenied
 from kxen_core.launch import resolve_launch
 from kxen_core.plugins import make_plugin_manager
 from kxen_core.runtime import Runtime
-from support import demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -122,7 +122,8 @@ def _pm(channel):
 
 
 @pytest.mark.parametrize(
-    "remember, asked", [("once", 3), ("call", 2), ("tool", 1)]  # echo(a), echo(a), echo(b)
+    "remember, asked",
+    [("once", 3), ("call", 2), ("tool", 1)],  # echo(a), echo(a), echo(b)
 )
 async def test_how_long_a_yes_holds(kxen_home, ws, remember, asked):
     kxen_home.write_servers({"d": demo_entry()})
@@ -173,6 +174,7 @@ def test_the_terminal_offers_what_the_request_allows():
     import io
 
     from kxen_approval_tty.hooks import ask_blocking, question
+
     from kxen_core.policy import ApprovalRequest
 
     call = ApprovalRequest(kind="tool_call", server="d", summary="s", fingerprint="f" * 64, tool_key="tool:x",

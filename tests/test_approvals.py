@@ -14,17 +14,16 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Channel
+from support import DEMO, Spy, demo_entry, settle, state, write_project
 
-from kxen_core import cli
+from kxen_core import cli, hookimpl
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
-from kxen_core import hookimpl
 from kxen_core.launch import Launch, digest, resolve_launch, sensitive_key
 from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, fingerprint
 from kxen_core.runtime import Runtime
-from kxen_testing import Channel
-from support import DEMO, Spy, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -105,9 +104,10 @@ def test_fingerprint_is_canonical_and_covers_env_values():
     s2 = Launch(command="/bin/x", args=(), cwd="/w", env={"API_TOKEN": "two"})
     assert s1.fingerprint != s2.fingerprint
     # args are ordered and not joined: ["a b"] is not ["a", "b"]
-    assert Launch(command="/x", args=("a b",), cwd="/", env={}).fingerprint != Launch(
-        command="/x", args=("a", "b"), cwd="/", env={}
-    ).fingerprint
+    assert (
+        Launch(command="/x", args=("a b",), cwd="/", env={}).fingerprint
+        != Launch(command="/x", args=("a", "b"), cwd="/", env={}).fingerprint
+    )
     assert fingerprint({"x": 1, "y": [1, 2]}) == fingerprint({"y": [1, 2], "x": 1})
 
 

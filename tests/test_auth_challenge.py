@@ -11,6 +11,8 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kxen_transport_http.plumbing import Redactor, auth_required, challenge_of, challenge_params, refused_for_auth
+from kxen_transport_http.streamable import open_streamable_http
 
 from kxen_core import AuthChallenge, CredentialRequest, hookimpl
 from kxen_core.config.models import ServerConfig
@@ -18,8 +20,6 @@ from kxen_core.errors import AuthRequired, ClosedError
 from kxen_core.plugins import KxenPluginManager
 from kxen_core.session import Session
 from kxen_core.transport import CHALLENGE_MAX_CHARS, TransportContext
-from kxen_transport_http.plumbing import Redactor, auth_required, challenge_of, challenge_params, refused_for_auth
-from kxen_transport_http.streamable import open_streamable_http
 
 SERVER = ServerConfig(name="r", url="https://mcp.example/mcp", transport="http")
 
@@ -29,7 +29,10 @@ def response(status: int, *challenges: str) -> httpx.Response:
 
 
 def test_a_challenge_is_every_value_joined_and_bounded():
-    assert challenge_of(response(401, 'Bearer realm="a"', 'DPoP algs="ES256"')).www_authenticate == 'Bearer realm="a", DPoP algs="ES256"'
+    assert (
+        challenge_of(response(401, 'Bearer realm="a"', 'DPoP algs="ES256"')).www_authenticate
+        == 'Bearer realm="a", DPoP algs="ES256"'
+    )
     huge = challenge_of(response(401, *["Bearer " + "x" * 5000] * 100))
     assert len(huge.www_authenticate) <= CHALLENGE_MAX_CHARS
     assert AuthChallenge(status=401, www_authenticate="y" * 100_000).www_authenticate == "y" * CHALLENGE_MAX_CHARS
@@ -50,8 +53,12 @@ def test_the_params_of_a_challenge():
     )
     params = challenge_params(challenge)
     assert params["error"] == "insufficient_scope" and params["scope"] == "files:read files:write"
-    assert params["resource_metadata"].endswith("/oauth-protected-resource") and params["error_description"] == 'say "hi"'
-    assert challenge_params(AuthChallenge(status=401, www_authenticate='Bearer ERROR=invalid_token')) == {"error": "invalid_token"}
+    assert (
+        params["resource_metadata"].endswith("/oauth-protected-resource") and params["error_description"] == 'say "hi"'
+    )
+    assert challenge_params(AuthChallenge(status=401, www_authenticate="Bearer ERROR=invalid_token")) == {
+        "error": "invalid_token"
+    }
 
 
 @settings(max_examples=200, deadline=None)
@@ -59,7 +66,9 @@ def test_the_params_of_a_challenge():
 def test_any_challenge_text_parses_to_safe_one_line_reasons(text):
     challenge = AuthChallenge(status=401, www_authenticate=text)
     assert isinstance(challenge_params(challenge), dict)
-    error = auth_required(SERVER, TransportContext(workspace=Path(".")), challenge, "https://mcp.example/mcp", Redactor())
+    error = auth_required(
+        SERVER, TransportContext(workspace=Path(".")), challenge, "https://mcp.example/mcp", Redactor()
+    )
     assert str(error).startswith("HTTP 401 Unauthorized from https://mcp.example/mcp")
     assert all(c.isprintable() for c in str(error)) and len(str(error)) < 1000
 

@@ -8,10 +8,10 @@ import json
 import webbrowser
 
 import pytest
-
 from auth_support import GOOD, Credentials, LoginPlugin, SignIn, assert_no_token, gated
-from kxen_core import cli_login
 from remote_support import REMOTE_ON, remote
+
+from kxen_core import cli_login
 
 
 @pytest.fixture
@@ -51,7 +51,9 @@ def gated_server(kx, kxen_home, start_peer, monkeypatch) -> str:
     return url
 
 
-def test_login_no_browser_prints_the_url_waits_and_the_server_goes_ready(kx, gated_server, extra_plugins, opened, monkeypatch):
+def test_login_no_browser_prints_the_url_waits_and_the_server_goes_ready(
+    kx, gated_server, extra_plugins, opened, monkeypatch
+):
     creds = Credentials(first=None)
     sign_in = SignIn(creds, url="https://auth.example/authorize?client_id=kxen&state=s1&x=\x1b[31mred")
     extra_plugins += [creds, sign_in]
@@ -145,7 +147,9 @@ def test_status_names_the_missing_scope(kx, gated_server, extra_plugins, kxen_ho
     extra_plugins += [Credentials(first=GOOD), LoginPlugin()]
     code, out, err = kx("mcp", "status", "--json", "--wait", "30")
     (row,) = json.loads(out)["servers"]
-    assert (row["state"], row["next"], row["scopes"]) == ("needs_login", "kxen mcp login r --scope admin", ["admin"]), row
+    assert (row["state"], row["next"], row["scopes"]) == ("needs_login", "kxen mcp login r --scope admin", ["admin"]), (
+        row
+    )
     assert_no_token("the output", out + err)
 
 

@@ -9,12 +9,12 @@ import json
 
 import anyio
 import pytest
-
 from auth_support import GOOD, Credentials, SignIn, assert_no_token, gated
-from kxen_core import LoginStarted, LoginStatus
-from kxen_core.errors import AuthRequired, InvalidArguments, PluginHookError, UnknownTool, Unsupported
 from kxen_testing import mem, running, text_result
 from remote_support import REMOTE_OFF, REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of
+
+from kxen_core import LoginStarted, LoginStatus
+from kxen_core.errors import AuthRequired, InvalidArguments, PluginHookError, UnknownTool, Unsupported
 
 pytestmark = pytest.mark.anyio
 
@@ -146,7 +146,9 @@ async def test_a_flow_that_cannot_start_is_closed_and_says_why(kxen_home, ws):
     sign_in = SignIn(creds)
     # remote MCP is off: the server is disabled, yet a sign-in can be prepared for it
     kxen_home.write_settings(REMOTE_OFF)
-    async with running(kxen_home, ws, creds, sign_in, servers={"r": remote("https://mcp.example/mcp")}, allow=REMOTE_PLUGINS) as rt:
+    async with running(
+        kxen_home, ws, creds, sign_in, servers={"r": remote("https://mcp.example/mcp")}, allow=REMOTE_PLUGINS
+    ) as rt:
         assert status_of(rt, "r")["state"] == "disabled"
         for raised, expected in [
             (AuthRequired("the authorization server does not offer PKCE S256"), AuthRequired),

@@ -11,11 +11,11 @@ import json
 import anyio
 import httpx
 import pytest
-
-from kxen_core import LoginStatus
 from kxen_testing import running
 from oauth_support import _FORM, OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_stats, stored
 from remote_support import remote, status_of
+
+from kxen_core import LoginStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +78,10 @@ def follow_sync(url: str) -> bool:
         response = client.get(url)
         form = _FORM.search(response.text)
         if form:
-            client.post(str(response.url.join(form.group(1))), data={"tx": form.group(2), "user": "alice", "password": "wonderland"})
+            client.post(
+                str(response.url.join(form.group(1))),
+                data={"tx": form.group(2), "user": "alice", "password": "wonderland"},
+            )
     return True
 
 

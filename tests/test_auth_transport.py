@@ -10,12 +10,12 @@ import logging
 
 import anyio
 import pytest
-
 from auth_support import GOOD, STALE, Credentials, LoginPlugin, Refuses, assert_no_token, gate_stats, gated
-from kxen_core import hookimpl
-from kxen_core.errors import AuthRequired, ServerNotReady
 from kxen_testing import running
 from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of
+
+from kxen_core import hookimpl
+from kxen_core.errors import AuthRequired, ServerNotReady
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,9 @@ async def test_401_at_initialize_without_a_credential_plugin_needs_login(kxen_ho
         with pytest.raises(ServerNotReady, match="needs_login") as info:
             await rt.call_tool("r__echo", {"text": "x"})
         assert info.value.state == "needs_login" and info.value.phase == "auth"
-        assert str(info.value).endswith("; next: add credentials (headers) in user config or install kxen-oauth)"), info.value
+        assert str(info.value).endswith("; next: add credentials (headers) in user config or install kxen-oauth)"), (
+            info.value
+        )
 
 
 @pytest.mark.parametrize("mode", KINDS)
@@ -83,7 +85,9 @@ async def test_a_better_token_on_the_challenge_is_sent_once_and_works(kxen_home,
 
 @pytest.mark.parametrize("mode", KINDS)
 @pytest.mark.parametrize("again", [None, STALE], ids=["none", "same"])
-async def test_no_better_credential_on_the_challenge_needs_login_without_a_resend(kxen_home, ws, start_peer, caplog, mode, again):
+async def test_no_better_credential_on_the_challenge_needs_login_without_a_resend(
+    kxen_home, ws, start_peer, caplog, mode, again
+):
     caplog.set_level(logging.DEBUG)
     url = gated(start_peer, mode)
     creds = Credentials(first=STALE, on_challenge=again)
@@ -103,7 +107,9 @@ async def test_no_better_credential_on_the_challenge_needs_login_without_a_resen
 async def test_a_401_on_tools_list_after_initialize_needs_login_not_an_exception_group(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode, "--deny", "tools/list")
     kxen_home.write_settings(REMOTE_ON)
-    async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
+    async with running(
+        kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS
+    ) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["phase"], s["next"]) == ("needs_login", "auth", "kxen mcp login r"), s
         assert "ExceptionGroup" not in s["error"] and "TaskGroup" not in s["error"], s
@@ -112,11 +118,15 @@ async def test_a_401_on_tools_list_after_initialize_needs_login_not_an_exception
 
 
 @pytest.mark.parametrize("mode", KINDS)
-async def test_a_call_refused_for_good_fails_with_auth_required_and_the_server_needs_login(kxen_home, ws, start_peer, caplog, mode):
+async def test_a_call_refused_for_good_fails_with_auth_required_and_the_server_needs_login(
+    kxen_home, ws, start_peer, caplog, mode
+):
     caplog.set_level(logging.DEBUG)
     url = gated(start_peer, mode, "--deny", "tools/call")
     kxen_home.write_settings(REMOTE_ON)
-    async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
+    async with running(
+        kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS
+    ) as rt:
         assert status_of(rt, "r")["state"] == "ready"
         with anyio.fail_after(WAIT), pytest.raises(AuthRequired) as info:
             await rt.call_tool("r__echo", {"text": "x"})
@@ -152,7 +162,9 @@ async def test_the_agent_is_told_what_a_person_does_about_a_refused_call(kxen_ho
 async def test_a_403_insufficient_scope_shows_the_missing_scope(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode, "--need", "tools/call=admin")
     kxen_home.write_settings(REMOTE_ON)
-    async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
+    async with running(
+        kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS
+    ) as rt:
         with anyio.fail_after(WAIT), pytest.raises(AuthRequired) as info:
             await rt.call_tool("r__echo", {"text": "x"})
         assert (info.value.status, info.value.scopes) == (403, ("admin",))
@@ -248,7 +260,9 @@ async def test_calls_in_flight_when_the_server_refuses_all_fail_with_auth_requir
         except Exception as exc:
             errors.append(exc)
 
-    async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, "stateful")}, allow=REMOTE_PLUGINS) as rt:
+    async with running(
+        kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, "stateful")}, allow=REMOTE_PLUGINS
+    ) as rt:
         with anyio.fail_after(WAIT):
             async with anyio.create_task_group() as tg:
                 for i in range(8):
@@ -271,10 +285,14 @@ async def test_the_stateless_era_meets_the_challenge_the_same_way(kxen_home, ws,
             result = await rt.call_tool("r__echo", {"text": "through"})
         assert result["content"][0]["text"] == "through"
         stats = await gate_stats(url)
-        assert stats.get(f"401 POST server/discover {STALE}") == 1 and stats.get(f"ok POST server/discover {GOOD}") == 1, stats
+        assert (
+            stats.get(f"401 POST server/discover {STALE}") == 1 and stats.get(f"ok POST server/discover {GOOD}") == 1
+        ), stats
         assert not any(" POST initialize " in key for key in stats), stats
     url = gated(start_peer, "stateful")
-    async with running(kxen_home, ws, Credentials(first=STALE), servers={"r": entry(url, "stateful", "auto")}, allow=REMOTE_PLUGINS) as rt:
+    async with running(
+        kxen_home, ws, Credentials(first=STALE), servers={"r": entry(url, "stateful", "auto")}, allow=REMOTE_PLUGINS
+    ) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["phase"]) == ("needs_login", "auth"), s
         assert await gate_stats(url) == {f"401 POST server/discover {STALE}": 1}

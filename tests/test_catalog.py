@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import anyio
 import attrs
@@ -262,7 +263,15 @@ def test_conflicting_duplicate_keeps_first_and_is_diagnosed():
 
 def test_resources_are_keyed_by_uri():
     pager = Pager(
-        [Page([{"uri": "file:///a", "name": "x"}, {"uri": "file:///b", "name": "x"}, {"uri": "file:///a", "name": "y"}])],
+        [
+            Page(
+                [
+                    {"uri": "file:///a", "name": "x"},
+                    {"uri": "file:///b", "name": "x"},
+                    {"uri": "file:///a", "name": "y"},
+                ]
+            )
+        ],
         field="resources",
     )
     catalog = run("resources", pager)
@@ -461,7 +470,9 @@ def test_no_fetch_ahead_when_the_page_may_reach_the_item_limit_or_the_page_limit
         return seen, pager, run("tools", pager, judge=judge, **limits)
 
     # page 2 could fill the catalog (1 + 3 items, 3 allowed): the walk may end there, so no page 3 yet
-    seen, pager, catalog = walk([Page([tool("a")], "2"), Page([tool("b"), tool("c"), tool("d")], "3"), Page([])], max_items=3)
+    seen, pager, catalog = walk(
+        [Page([tool("a")], "2"), Page([tool("b"), tool("c"), tool("d")], "3"), Page([])], max_items=3
+    )
     assert seen == [2, 2] and pager.calls == 2
     assert names(catalog) == ["a", "b", "c"] and not catalog.complete
     # page 2 is the last allowed: nothing is fetched after it
@@ -546,7 +557,9 @@ def reference_walk(kind: str, pages: Sequence[Page], decide, max_pages: int, max
             for plugin, v in decide(CatalogPage(kind=kind, number=number, items=tuple(valid))):
                 if v.action == "reject" and v.index not in rejected:
                     rejected.add(v.index)
-                    catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected by {plugin}: {v.reason}")
+                    catalog.diag(
+                        f"{_label(valid[v.index], key_field, number, v.index)} rejected by {plugin}: {v.reason}"
+                    )
                 elif v.action == "annotate":
                     notes.setdefault(v.index, {})[v.key] = v.value
         for i, item in enumerate(valid):
@@ -555,7 +568,9 @@ def reference_walk(kind: str, pages: Sequence[Page], decide, max_pages: int, max
             key = item[key_field]
             if key in index:
                 if index[key] != item:
-                    catalog.diag(f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept")
+                    catalog.diag(
+                        f"page {number}: duplicate {key_field} {key[:80]!r} differs from the first; first kept"
+                    )
                 continue
             if len(index) >= max_items:
                 catalog.complete = False

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kxen_testing import FakeError, mem, text_result
 
 import kxen_core.plugins as plugins_mod
-from kxen_testing import FakeError, mem, text_result
 
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
 
@@ -223,7 +223,12 @@ def test_call_timeout_exits_1(kx, kxen_home, fakes):
 
 @pytest.mark.parametrize(
     "argv",
-    [("mcp", "status", "--json"), ("mcp", "tools", "--json"), ("mcp", "call", "a", "b", "--json"), ("config", "check", "--json")],
+    [
+        ("mcp", "status", "--json"),
+        ("mcp", "tools", "--json"),
+        ("mcp", "call", "a", "b", "--json"),
+        ("config", "check", "--json"),
+    ],
 )
 def test_broken_config_exits_2_with_every_problem(kx, kxen_home, argv):
     kxen_home.write_servers({"a": {"command": "x", "enabled": "false"}, "b b": {"command": "y"}})
@@ -269,13 +274,41 @@ def test_config_check_text_ok(kx, kxen_home, monkeypatch):
 @pytest.mark.parametrize(
     "entry, where, rule",
     [
-        ({"url": "https://example.com/mcp", "transport": "streamable-http"}, "transport", "unknown transport kind 'streamable-http' (did you mean 'http'?"),
-        ({"url": "https://example.com/mcp", "transport": "htp"}, "transport", "unknown transport kind 'htp' (did you mean 'http'?"),
-        ({"command": "x", "options": {"maxLineByte": 4096}}, "options", "unknown key(s): maxLineByte (did you mean 'maxLineBytes'?)"),
-        ({"command": "x", "options": {"maxLineBytes": "64k"}}, "options.maxLineBytes", "expected an integer, got str\n"),  # never the value
-        ({"url": "https://example.com/mcp", "options": {"queueSize": 0}}, "options.queueSize", "queueSize must be an integer from 1 to 65536"),
-        ({"url": "https://example.com/mcp", "transport": "sse", "options": {"getStream": False}}, "options", "unknown key(s): getStream"),
-        ({"transport": "memory", "options": {"servr": "f"}}, "options", "unknown key(s): servr (did you mean 'server'?)"),
+        (
+            {"url": "https://example.com/mcp", "transport": "streamable-http"},
+            "transport",
+            "unknown transport kind 'streamable-http' (did you mean 'http'?",
+        ),
+        (
+            {"url": "https://example.com/mcp", "transport": "htp"},
+            "transport",
+            "unknown transport kind 'htp' (did you mean 'http'?",
+        ),
+        (
+            {"command": "x", "options": {"maxLineByte": 4096}},
+            "options",
+            "unknown key(s): maxLineByte (did you mean 'maxLineBytes'?)",
+        ),
+        (
+            {"command": "x", "options": {"maxLineBytes": "64k"}},
+            "options.maxLineBytes",
+            "expected an integer, got str\n",
+        ),  # never the value
+        (
+            {"url": "https://example.com/mcp", "options": {"queueSize": 0}},
+            "options.queueSize",
+            "queueSize must be an integer from 1 to 65536",
+        ),
+        (
+            {"url": "https://example.com/mcp", "transport": "sse", "options": {"getStream": False}},
+            "options",
+            "unknown key(s): getStream",
+        ),
+        (
+            {"transport": "memory", "options": {"servr": "f"}},
+            "options",
+            "unknown key(s): servr (did you mean 'server'?)",
+        ),
     ],
 )
 def test_config_check_rejects_a_typo_in_a_kind_or_an_option(kx, kxen_home, monkeypatch, entry, where, rule):
@@ -330,7 +363,9 @@ def test_plugins_with_a_load_failure_exits_1(kx, monkeypatch):
     monkeypatch.setattr(
         plugins_mod,
         "importlib_metadata",
-        types.SimpleNamespace(distributions=lambda path: [types.SimpleNamespace(_normalized_name="kxen_broken", entry_points=[EP()])]),
+        types.SimpleNamespace(
+            distributions=lambda path: [types.SimpleNamespace(_normalized_name="kxen_broken", entry_points=[EP()])]
+        ),
     )
     code, out, _ = kx("plugins", "--json")
     assert code == 1

@@ -20,7 +20,9 @@ def complete(words: list[str]) -> list[str]:
         pytest.skip("bash is not installed")
     body = script(cli._parser(), "bash")
     quoted = " ".join("'" + w.replace("'", "'\\''") + "'" for w in ["kxen", *words])
-    run = f"{body}\nCOMP_WORDS=({quoted}); COMP_CWORD={len(words)}; _kxen_complete; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    run = (
+        f"{body}\nCOMP_WORDS=({quoted}); COMP_CWORD={len(words)}; _kxen_complete; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )
     proc = subprocess.run([BASH, "--noprofile", "--norc", "-c", run], capture_output=True, text=True, timeout=20)
     assert proc.returncode == 0, proc.stderr
     return [w for w in proc.stdout.splitlines() if w]

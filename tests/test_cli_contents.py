@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kxen_testing import FakeServer, mem, text_result
 
 from kxen_core import cli
-from kxen_testing import FakeServer, mem, text_result
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = [{"uri": f"file:///r/{i}", "name": f"r{i}", "mimeType": "text/plain"} for i in range(25)]
@@ -39,15 +39,21 @@ def fake(**extra: Any) -> FakeServer:
     return FakeServer(
         tools={
             "echo": lambda a: text_result(str(a.get("text"))),
-            "image": lambda a: {"content": [{"type": "image", "data": base64.b64encode(BLOB).decode(), "mimeType": "image/png"}]},
+            "image": lambda a: {
+                "content": [{"type": "image", "data": base64.b64encode(BLOB).decode(), "mimeType": "image/png"}]
+            },
         },
         resources=extra.pop("resources", RESOURCES),
         prompts=PROMPTS,
         page_size=10,
         methods={
             "resources/read": read,
-            "resources/templates/list": lambda p: {"resourceTemplates": [{"uriTemplate": "file:///t/{id}", "name": "t"}]},
-            "prompts/get": lambda p: {"messages": [{"role": "user", "content": {"type": "text", "text": str(p["arguments"])}}]},
+            "resources/templates/list": lambda p: {
+                "resourceTemplates": [{"uriTemplate": "file:///t/{id}", "name": "t"}]
+            },
+            "prompts/get": lambda p: {
+                "messages": [{"role": "user", "content": {"type": "text", "text": str(p["arguments"])}}]
+            },
         },
         **extra,
     )
@@ -94,11 +100,15 @@ def test_templates_and_prompts_json(kx, kxen_home, fakes):
     fakes.add("f", fake())
     kxen_home.write_servers({"s": mem("f")})
     code, out, _ = kx("mcp", "templates", "--json", "--wait", "10")
-    assert code == 0 and json.loads(out) == {"resourceTemplates": [{"server": "s", "uriTemplate": "file:///t/{id}", "name": "t"}]}
+    assert code == 0 and json.loads(out) == {
+        "resourceTemplates": [{"server": "s", "uriTemplate": "file:///t/{id}", "name": "t"}]
+    }
     code, out, _ = kx("mcp", "prompts", "s", "--json", "--wait", "10")
     assert code == 0
     assert json.loads(out) == {
-        "prompts": [{"server": "s", "name": "weather", "description": "w", "arguments": [{"name": "city", "required": True}]}]
+        "prompts": [
+            {"server": "s", "name": "weather", "description": "w", "arguments": [{"name": "city", "required": True}]}
+        ]
     }
 
 
@@ -158,9 +168,16 @@ def test_call_json_describes_binary_and_is_bounded(kx, kxen_home, fakes):
     text, is_error = view_text(out)
     assert code == 0 and not is_error
     assert json.loads(text[len("[binary content not shown: ") : -1]) == {
-        "server": "s", "tool": "image", "content": 0, "type": "image", "mimeType": "image/png", "bytes": len(BLOB)
+        "server": "s",
+        "tool": "image",
+        "content": 0,
+        "type": "image",
+        "mimeType": "image/png",
+        "bytes": len(BLOB),
     }
-    code, out, _ = kx("mcp", "call", "s", "echo", "--args", json.dumps({"text": "z" * 60_000}), "--json", "--wait", "10")
+    code, out, _ = kx(
+        "mcp", "call", "s", "echo", "--args", json.dumps({"text": "z" * 60_000}), "--json", "--wait", "10"
+    )
     text, _ = view_text(out)
     assert code == 0 and len(text) == 50_000
 

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from kxen_testing import mem, text_result
 
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()

@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import sys
 
-from kxen_core.config.trust import trust
 from support import demo_entry, write_project
 
+from kxen_core.config.trust import trust
+
 MUTE = {"command": sys.executable, "args": ["-c", "import sys\nfor line in sys.stdin: pass"]}
-CRASH = {"command": sys.executable, "args": ["-c", "import sys; sys.stderr.write('boom: missing API key'); sys.exit(3)"]}
+CRASH = {
+    "command": sys.executable,
+    "args": ["-c", "import sys; sys.stderr.write('boom: missing API key'); sys.exit(3)"],
+}
 
 
 def steps_of(out: str) -> dict[str, dict]:
@@ -32,13 +36,18 @@ def test_a_healthy_server_and_a_call(kx, kxen_home, monkeypatch):
 
 def test_each_failure_is_named_at_its_step(kx, kxen_home, ws, monkeypatch):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio,http")
-    kxen_home.write_servers({"mute": MUTE, "crash": CRASH, "web": {"url": "https://x.example/mcp"}, "gone": {"command": "no-such-kxen-cmd"}})
+    kxen_home.write_servers(
+        {"mute": MUTE, "crash": CRASH, "web": {"url": "https://x.example/mcp"}, "gone": {"command": "no-such-kxen-cmd"}}
+    )
     write_project(ws, {"proj": demo_entry()})
     trust(kxen_home.path, ws)
     code, out, _ = kx("mcp", "doctor", "mute", "--wait", "1.5", "--json")
     steps = steps_of(out)
     assert code == 1 and steps["initialize"]["ok"] is False
-    assert "the process runs (pid " in steps["initialize"]["detail"] and "never answered initialize within 1.5 s" in steps["initialize"]["detail"]
+    assert (
+        "the process runs (pid " in steps["initialize"]["detail"]
+        and "never answered initialize within 1.5 s" in steps["initialize"]["detail"]
+    )
     code, out, _ = kx("mcp", "doctor", "crash", "--json")
     assert code == 1 and "exited with code 3" in steps_of(out)["initialize"]["detail"]
     code, out, _ = kx("mcp", "doctor", "gone", "--json")

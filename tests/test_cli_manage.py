@@ -65,8 +65,16 @@ def test_add_stdio_and_remote_then_list_and_get(kx, kxen_home):
     assert set(data) == {"servers", "problems", "trusted"}
     rows = {r["name"]: r for r in data["servers"]}
     assert all(set(r) == LIST_KEYS for r in rows.values())
-    assert (rows["files"]["transport"], rows["files"]["command"], rows["files"]["args"]) == ("stdio", "npx", ["-y", "some-server", "--flag"])
-    assert (rows["api"]["transport"], rows["api"]["url"], rows["api"]["command"]) == ("sse", "https://mcp.example.com/mcp", None)
+    assert (rows["files"]["transport"], rows["files"]["command"], rows["files"]["args"]) == (
+        "stdio",
+        "npx",
+        ["-y", "some-server", "--flag"],
+    )
+    assert (rows["api"]["transport"], rows["api"]["url"], rows["api"]["command"]) == (
+        "sse",
+        "https://mcp.example.com/mcp",
+        None,
+    )
 
     code, out, _ = kx("mcp", "get", "api", "--json")
     shown = json.loads(out)
@@ -86,7 +94,9 @@ def test_add_json_keeps_unrelated_entries_and_their_order(kx, kxen_home):
     original = {"b": {"command": "x", "toolPolicies": {"t": "deny"}}, "a": {"command": "y", "enabled": False}}
     kxen_home.write_servers(original)
     user_file(kxen_home).chmod(0o600)
-    code, out, err = kx("mcp", "add-json", "c", json.dumps({"command": "z", "args": ["1"], "defaultToolPolicy": "deny"}), "--json")
+    code, out, err = kx(
+        "mcp", "add-json", "c", json.dumps({"command": "z", "args": ["1"], "defaultToolPolicy": "deny"}), "--json"
+    )
     assert code == 0, err
     assert json.loads(out) == {"ok": True, "name": "c", "scope": "user", "file": str(user_file(kxen_home))}
     got = servers_of(user_file(kxen_home))
@@ -128,15 +138,36 @@ def seeded(kxen_home):
 @pytest.mark.parametrize(
     ("argv", "rule"),
     [
-        (["add-json", "bad", '{"command": "x", "comand": "y"}'], r"mcpServers\.bad: unknown key\(s\): comand \(did you mean 'command'\?"),
-        (["add-json", "bad", '{"type": "stdio", "command": "x"}'], r"mcpServers\.bad: unknown key\(s\): type \(did you mean 'transport'\? kxen mcp import"),
-        (["add-json", "bad", '{"httpUrl": "https://x.example/mcp"}'], r"mcpServers\.bad: unknown key\(s\): httpUrl \(did you mean 'url'\?"),
+        (
+            ["add-json", "bad", '{"command": "x", "comand": "y"}'],
+            r"mcpServers\.bad: unknown key\(s\): comand \(did you mean 'command'\?",
+        ),
+        (
+            ["add-json", "bad", '{"type": "stdio", "command": "x"}'],
+            r"mcpServers\.bad: unknown key\(s\): type \(did you mean 'transport'\? kxen mcp import",
+        ),
+        (
+            ["add-json", "bad", '{"httpUrl": "https://x.example/mcp"}'],
+            r"mcpServers\.bad: unknown key\(s\): httpUrl \(did you mean 'url'\?",
+        ),
         (["add", "bad", "--url", "http://example.com/mcp"], r"mcpServers\.bad\.url: must be https://"),
-        (["add", "bad", "--url", "https://x.example/mcp", "--transport", "streamable-http"], r"mcpServers\.bad\.transport: unknown transport kind 'streamable-http' \(did you mean 'http'\?"),
+        (
+            ["add", "bad", "--url", "https://x.example/mcp", "--transport", "streamable-http"],
+            r"mcpServers\.bad\.transport: unknown transport kind 'streamable-http' \(did you mean 'http'\?",
+        ),
         (["add", "bad__x", "--", "cmd"], r"mcpServers\.bad__x: server names must not contain '__'"),
-        (["add", "keep", "--", "cmd"], r"mcpServers\.keep: a server of this name is already configured here \(kxen mcp remove keep first\)"),
-        (["add", "bad", "--env", "TOKEN=${UNSET_VAR_FOR_TEST}", "--", "cmd"], r"mcpServers\.bad\.env\.TOKEN: \$\{UNSET_VAR_FOR_TEST\} is not set in the environment"),
-        (["add-json", "bad", '{"command": "x", "timeouts": {"requestSeconds": "30"}}'], r"mcpServers\.bad\.timeouts\.requestSeconds: expected a number, got str"),
+        (
+            ["add", "keep", "--", "cmd"],
+            r"mcpServers\.keep: a server of this name is already configured here \(kxen mcp remove keep first\)",
+        ),
+        (
+            ["add", "bad", "--env", "TOKEN=${UNSET_VAR_FOR_TEST}", "--", "cmd"],
+            r"mcpServers\.bad\.env\.TOKEN: \$\{UNSET_VAR_FOR_TEST\} is not set in the environment",
+        ),
+        (
+            ["add-json", "bad", '{"command": "x", "timeouts": {"requestSeconds": "30"}}'],
+            r"mcpServers\.bad\.timeouts\.requestSeconds: expected a number, got str",
+        ),
         (["remove", "nope"], r"mcpServers\.nope: no server of this name in this file"),
     ],
 )
@@ -180,9 +211,18 @@ def test_unparsable_or_foreign_owned_files_are_not_rewritten(kx, kxen_home):
 @pytest.mark.parametrize(
     ("argv", "rule"),
     [
-        (["--header", "Authorization: Bearer abc12345"], r"mcpServers\.p\.headers\.Authorization: project config must not hold credential headers"),
-        (["--header", "X-Api-Key: abc12345"], r"mcpServers\.p\.headers\.X-Api-Key: project config must not hold credential headers"),
-        (["--header", "X-Tenant: ${TENANT}"], r"mcpServers\.p\.headers\.X-Tenant: project config must not reference host variables"),
+        (
+            ["--header", "Authorization: Bearer abc12345"],
+            r"mcpServers\.p\.headers\.Authorization: project config must not hold credential headers",
+        ),
+        (
+            ["--header", "X-Api-Key: abc12345"],
+            r"mcpServers\.p\.headers\.X-Api-Key: project config must not hold credential headers",
+        ),
+        (
+            ["--header", "X-Tenant: ${TENANT}"],
+            r"mcpServers\.p\.headers\.X-Tenant: project config must not reference host variables",
+        ),
     ],
 )
 def test_project_remote_entries_refused_with_the_project_rule(kx, ws, argv, rule):

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kxen_testing import FakeError, FakeServer, mem, text_result
 
 import kxen_core.plugins as plugins_mod
-from kxen_core.agent_tools import qualified_name
 from kxen_core import cli
+from kxen_core.agent_tools import qualified_name
 from kxen_core.config.trust import trust
 from kxen_core.safe_text import finite, json_text, safe_text
-from kxen_testing import FakeError, FakeServer, mem, text_result
 
 #: what a hostile server, repository or plugin puts in any text kxen prints
 HOSTILE = [
@@ -155,7 +155,9 @@ def test_transport_name_with_markup_in_the_status_table(kx, kxen_home, fakes, mo
     monkeypatch.setattr(plugins_mod, "importlib_metadata", types.SimpleNamespace(distributions=distributions))
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory,evil")
     fakes.add("f", hostile_fake())
-    kxen_home.write_servers({"ok": mem("f"), "odd": {"transport": "x[/]y[link=z][conceal]\x1b[2J", "url": "https://127.0.0.1/"}})
+    kxen_home.write_servers(
+        {"ok": mem("f"), "odd": {"transport": "x[/]y[link=z][conceal]\x1b[2J", "url": "https://127.0.0.1/"}}
+    )
     code, out, err = kx("mcp", "status", "--wait", "10")
     assert_clean(out, err)
     assert code in (0, 1)
@@ -262,7 +264,9 @@ def test_approvals_launch_error_and_display(kx, kxen_home, ws, monkeypatch):
     # here every other hostile piece reaches the launch display
     attack = " | ".join(h for h in HOSTILE if "surrogates" not in h)
     trust(kxen_home.path, ws)  # what an approval shows: the file of a trusted workspace
-    write_project(ws, {"p": {"command": "no-such-\x1b[2J[/]\u202e", "args": [attack]}, "q": {"command": "sh", "args": [attack]}})
+    write_project(
+        ws, {"p": {"command": "no-such-\x1b[2J[/]\u202e", "args": [attack]}, "q": {"command": "sh", "args": [attack]}}
+    )
     code, out, err = kx("mcp", "approvals")
     assert code == 0
     assert_clean(out, err)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from kxen_core import cli_contents as cli
 from kxen_testing import mem, text_result
 from test_server_traffic import progress_fake
+
+from kxen_core import cli_contents as cli
 
 
 @pytest.fixture
@@ -20,7 +20,9 @@ def progress_server(kxen_home, fakes):
     async def call(params):
         token = (params.get("_meta") or {}).get("progressToken")
         if token is not None:  # a hostile message first: it must reach the terminal escaped
-            await fake.notify("notifications/progress", {"progressToken": token, "progress": 0.5, "message": "\x1b[2J[red]x[/red]"})
+            await fake.notify(
+                "notifications/progress", {"progressToken": token, "progress": 0.5, "message": "\x1b[2J[red]x[/red]"}
+            )
         return await real(params)
 
     fake.methods["tools/call"] = call

@@ -8,10 +8,10 @@ import json
 import logging
 
 import pytest
+from kxen_testing import mem, text_result
 
 from kxen_core import __version__, cli
 from kxen_core.cli_setup import hoist_globals
-from kxen_testing import mem, text_result
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -29,12 +29,21 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     [
         (["mcp", "status", "--home", "H"], ["--home", "H", "mcp", "status"]),
         (["mcp", "status", "--home=H", "--json"], ["--home=H", "mcp", "status", "--json"]),
-        (["mcp", "call", "s", "t", "--approve", "a", "--role", "r", "-v"], ["--approve", "a", "--role", "r", "-v", "mcp", "call", "s", "t"]),
+        (
+            ["mcp", "call", "s", "t", "--approve", "a", "--role", "r", "-v"],
+            ["--approve", "a", "--role", "r", "-v", "mcp", "call", "s", "t"],
+        ),
         (["--approve", "a", "mcp", "tools", "--approve", "b"], ["--approve", "a", "--approve", "b", "mcp", "tools"]),
-        (["mcp", "add", "x", "--", "cmd", "--home", "y"], ["mcp", "add", "x", "--", "cmd", "--home", "y"]),  # after --: the server's own
+        (
+            ["mcp", "add", "x", "--", "cmd", "--home", "y"],
+            ["mcp", "add", "x", "--", "cmd", "--home", "y"],
+        ),  # after --: the server's own
         (["mcp", "status", "--home"], ["mcp", "status", "--home"]),  # no value: argparse says so
         (["mcp", "add", "srv", "node", "-v", "--home", "x"], ["mcp", "add", "srv", "node", "-v", "--home", "x"]),
-        (["mcp", "add", "--home", "H", "srv", "--env", "A=1", "npx", "-v"], ["--home", "H", "mcp", "add", "srv", "--env", "A=1", "npx", "-v"]),
+        (
+            ["mcp", "add", "--home", "H", "srv", "--env", "A=1", "npx", "-v"],
+            ["--home", "H", "mcp", "add", "srv", "--env", "A=1", "npx", "-v"],
+        ),
     ],
 )
 def test_global_options_are_moved_before_the_command(argv, expected):
@@ -45,7 +54,9 @@ def test_global_options_work_after_the_command(kxen_home, ws, capsys, monkeypatc
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory")
     fakes.add("f", tools={"echo": lambda a: text_result("hi")})
     kxen_home.write_servers({"m": mem("f")})
-    code, out, err = run(capsys, "mcp", "status", "--json", "--wait", "10", "--home", str(kxen_home.path), "--workspace", str(ws))
+    code, out, err = run(
+        capsys, "mcp", "status", "--json", "--wait", "10", "--home", str(kxen_home.path), "--workspace", str(ws)
+    )
     assert code == 0, err
     assert [s["name"] for s in json.loads(out)["servers"]] == ["m"]
 
@@ -71,7 +82,9 @@ def test_plugin_calls_are_logged_with_vv_or_the_trace_variable(kxen_home, ws, ca
     flags = ["-vv"] if how == "-vv" else []
     if how != "-vv":
         monkeypatch.setenv("KXEN_TRACE_PLUGINS", "1")
-    code, out, err = run(capsys, "--home", str(kxen_home.path), "--workspace", str(ws), *flags, "mcp", "status", "--wait", "10")
+    code, out, err = run(
+        capsys, "--home", str(kxen_home.path), "--workspace", str(ws), *flags, "mcp", "status", "--wait", "10"
+    )
     assert code == 0
     assert "kxen.hooks DEBUG kxen_transport_closed(reason, server)" in err and "kxen_catalog_page <- " in err
 
@@ -101,5 +114,17 @@ def test_log_lines_are_escaped_and_scrubbed(kxen_home, tmp_path, capsys):
 
 def test_a_log_file_that_cannot_be_opened_is_a_warning(kxen_home, ws, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory")
-    code, out, err = run(capsys, "--home", str(kxen_home.path), "--workspace", str(ws), "--log-file", str(tmp_path / "no" / "such" / "f.log"), "mcp", "status", "--wait", "1")
+    code, out, err = run(
+        capsys,
+        "--home",
+        str(kxen_home.path),
+        "--workspace",
+        str(ws),
+        "--log-file",
+        str(tmp_path / "no" / "such" / "f.log"),
+        "mcp",
+        "status",
+        "--wait",
+        "1",
+    )
     assert code == 0 and "warning: --log-file" in err and "cannot be opened" in err

@@ -7,21 +7,34 @@ from __future__ import annotations
 import json
 import sys
 
-from kxen_core.config.trust import trust
 from support import demo_entry, write_project
 
-CRASH = {"command": sys.executable, "args": ["-c", "import sys; sys.stderr.write('boom: missing API key\\n'); sys.exit(3)"]}
+from kxen_core.config.trust import trust
+
+CRASH = {
+    "command": sys.executable,
+    "args": ["-c", "import sys; sys.stderr.write('boom: missing API key\\n'); sys.exit(3)"],
+}
 REFUSE = {
     "command": sys.executable,
-    "args": ["-c", "import sys, json; line = sys.stdin.readline(); rid = json.loads(line)['id']; "
-             "print(json.dumps({'jsonrpc': '2.0', 'id': rid, 'error': {'code': -32603, 'message': 'not today'}}), flush=True)"],
+    "args": [
+        "-c",
+        "import sys, json; line = sys.stdin.readline(); rid = json.loads(line)['id']; "
+        "print(json.dumps({'jsonrpc': '2.0', 'id': rid, 'error': {'code': -32603, 'message': 'not today'}}), flush=True)",
+    ],
 }
 
 
 def test_status_says_what_each_server_does_and_what_to_do(kx, kxen_home, ws, monkeypatch):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio,http")
     kxen_home.write_servers(
-        {"ok": demo_entry(), "crash": CRASH, "refuse": REFUSE, "web": {"url": "https://x.example/mcp"}, "gone": {"command": "no-such-cmd-kxen"}}
+        {
+            "ok": demo_entry(),
+            "crash": CRASH,
+            "refuse": REFUSE,
+            "web": {"url": "https://x.example/mcp"},
+            "gone": {"command": "no-such-cmd-kxen"},
+        }
     )
     write_project(ws, {"proj": demo_entry()})
     trust(kxen_home.path, ws)
@@ -43,13 +56,19 @@ def test_status_says_what_each_server_does_and_what_to_do(kx, kxen_home, ws, mon
     rows = {r["name"]: r for r in json.loads(out)["servers"]}
     assert rows["ok"]["state"] == "ready" and rows["ok"]["next"] is None
     assert (rows["refuse"]["state"], rows["refuse"]["phase"]) == ("failed", "initialize")
-    assert rows["proj"]["next"] == f"kxen --approve {rows['proj']['fingerprint']} mcp status  (see what it runs: kxen mcp approvals)"
+    assert (
+        rows["proj"]["next"]
+        == f"kxen --approve {rows['proj']['fingerprint']} mcp status  (see what it runs: kxen mcp approvals)"
+    )
 
 
 def test_a_not_ready_message_has_no_stray_none():
     from kxen_core.errors import ServerNotReady
 
-    assert str(ServerNotReady("p", "awaiting_approval", None, "not approved")) == "server 'p' is awaiting_approval (not approved)"
+    assert (
+        str(ServerNotReady("p", "awaiting_approval", None, "not approved"))
+        == "server 'p' is awaiting_approval (not approved)"
+    )
     assert str(ServerNotReady("p", "failed", "initialize", "boom")) == "server 'p' is failed (initialize: boom)"
     assert str(ServerNotReady("p", "connecting")) == "server 'p' is connecting"
 
@@ -74,8 +93,11 @@ def test_the_status_table_fits_80_columns(kx, kxen_home, monkeypatch):
 def test_status_says_how_a_remote_server_authenticates_without_values(kx, kxen_home, monkeypatch):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio,http")
     kxen_home.write_servers(
-        {"web": {"url": "https://x.example/mcp", "headers": {"Authorization": "Bearer sk-live-statusauth1"}},
-         "bare": {"url": "https://y.example/mcp"}, "ok": demo_entry()}  # fmt: skip
+        {
+            "web": {"url": "https://x.example/mcp", "headers": {"Authorization": "Bearer sk-live-statusauth1"}},
+            "bare": {"url": "https://y.example/mcp"},
+            "ok": demo_entry(),
+        }  # fmt: skip
     )
     code, out, err = kx("mcp", "status", "--json", "--wait", "10")
     rows = {r["name"]: r for r in json.loads(out)["servers"]}

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from config_support import load_entry, problems_of, write_json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kxen_core.config import check_server_key, load_config
 from kxen_core.converter import make_converter
 from kxen_core.errors import ConfigError
-from config_support import load_entry, problems_of, write_json
 
 
 @pytest.fixture
@@ -225,7 +225,9 @@ def test_illegal_policy_never_falls_back(kxen_home, ws, field, value):
 # --- server names -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["a__b", "__", "x" * 33, "has space", "", "dot.ted", "slash/ed", "ünï", "a:b", "_", "a_", "x-_"])
+@pytest.mark.parametrize(
+    "name", ["a__b", "__", "x" * 33, "has space", "", "dot.ted", "slash/ed", "ünï", "a:b", "_", "a_", "x-_"]
+)
 def test_bad_server_names(kxen_home, ws, name):
     kxen_home.write_servers({name: {"command": "x"}})
     problems = problems_of(kxen_home.path, ws)

@@ -9,16 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from config_support import problems_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kxen_testing import mem, text_result
+from support import write_project
 
-from config_support import problems_of
 from kxen_core.config import load_config
 from kxen_core.config.expand import BadReference, expand
 from kxen_core.launch import digest, resolve_launch
 from kxen_core.safe_text import config_secrets
-from kxen_testing import mem, text_result
-from support import write_project
 
 SECRET = "s3cr3t-from-the-host-0123"
 
@@ -110,7 +110,9 @@ def test_user_env_headers_and_url_expand_at_load(kxen_home, ws, host_env):
 
 
 def test_an_unset_variable_names_file_key_path_and_variable(kxen_home, ws, host_env):
-    path = kxen_home.write_servers({"s": {"command": "x", "env": {"TOKEN": "${KXEN_T_UNSET}", "OK": "${KXEN_T_SECRET}"}}})
+    path = kxen_home.write_servers(
+        {"s": {"command": "x", "env": {"TOKEN": "${KXEN_T_UNSET}", "OK": "${KXEN_T_SECRET}"}}}
+    )
     problems = problems_of(kxen_home.path, ws)
     assert problems == [
         f"{path}: mcpServers.s.env.TOKEN: ${{KXEN_T_UNSET}} is not set in the environment "
@@ -161,7 +163,14 @@ def test_project_config_may_not_reference_host_variables(kxen_home, ws, host_env
 
 
 def test_expanded_values_are_scrubbed_and_shown_as_a_digest_in_an_approval(kxen_home, ws, host_env):
-    kxen_home.write_servers({"s": {"command": sys.executable, "env": {"HARMLESS_NAME": "${KXEN_T_SECRET}", "SHOWN": "${KXEN_T_UNSET:-visible}"}}})
+    kxen_home.write_servers(
+        {
+            "s": {
+                "command": sys.executable,
+                "env": {"HARMLESS_NAME": "${KXEN_T_SECRET}", "SHOWN": "${KXEN_T_UNSET:-visible}"},
+            }
+        }
+    )
     server = load_config(kxen_home.path, ws).servers["s"]
     assert config_secrets([server]).text(f"x {SECRET} y") == "x *** y"
     shown = resolve_launch(server, ws).display()["env"]
@@ -211,7 +220,9 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.mark.anyio
-async def test_an_approval_request_shows_the_url_as_written_never_what_a_variable_supplied(kxen_home, ws, fakes, host_env):
+async def test_an_approval_request_shows_the_url_as_written_never_what_a_variable_supplied(
+    kxen_home, ws, fakes, host_env
+):
     """The approval channel (a plugin: it may post to a chat) sees ``${VAR}``, not the value."""
     from kxen_testing import Channel, running
 

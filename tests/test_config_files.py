@@ -15,18 +15,17 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from support import demo_entry, write_project
 
 from kxen_core import cli
-from kxen_core.config import load_config
-from kxen_core.config import loader
+from kxen_core.config import load_config, loader
 from kxen_core.config.loader import MAX_CONFIG_BYTES, UnreadableFile, read_limited
-from kxen_core.config.trust import trust
 from kxen_core.errors import ConfigError
-from support import demo_entry, write_project
 
 #: generous: proves "does not hang", not speed
 NO_HANG = 60.0
@@ -163,7 +162,9 @@ def test_the_reader_never_reads_more_than_the_bound(tmp_path, monkeypatch):
     # a race: the check sees a regular file, the open gets a device -- fstat on the descriptor wins
     real_stat = os.stat
     regular = real_stat(big)
-    monkeypatch.setattr(loader.os, "stat", lambda p, *a, **k: regular if str(p) == "/dev/zero" else real_stat(p, *a, **k))
+    monkeypatch.setattr(
+        loader.os, "stat", lambda p, *a, **k: regular if str(p) == "/dev/zero" else real_stat(p, *a, **k)
+    )
     read.clear()
     with pytest.raises(UnreadableFile, match="it is a device"):
         read_limited("/dev/zero", 1000)
@@ -189,8 +190,10 @@ def test_kxen_trust_with_a_hostile_settings_file_refuses_without_hanging(kxen_ho
     assert code == 2
     err = capsys.readouterr().err
     assert f"{path}: (file): cannot be updated: " in err
-    assert stat.S_ISLNK(os.lstat(path).st_mode) or not stat.S_ISREG(os.lstat(path).st_mode) or kind in (
-        "too-large", "sparse-huge"
+    assert (
+        stat.S_ISLNK(os.lstat(path).st_mode)
+        or not stat.S_ISREG(os.lstat(path).st_mode)
+        or kind in ("too-large", "sparse-huge")
     ), "the hostile settings file was replaced"
 
 
@@ -201,7 +204,10 @@ def test_kxen_trust_with_a_hostile_settings_file_refuses_without_hanging(kxen_ho
         ('{"mcpServers": {}}'.encode("utf-16"), "not UTF-8 text"),
         (b'{"mcpServers": {"a": {"command": "\xc3"}}}', "not UTF-8 text (invalid byte at offset 34)"),
         (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
-        (b'{"mcpServers": {"a": {"command": "x", "timeouts": {"requestSeconds": ' + b"9" * 5000 + b"}}}}", "not valid JSON"),
+        (
+            b'{"mcpServers": {"a": {"command": "x", "timeouts": {"requestSeconds": ' + b"9" * 5000 + b"}}}}",
+            "not valid JSON",
+        ),
     ],
 )
 def test_odd_encodings_and_nesting_are_problems_naming_the_file(kxen_home, ws, data, rule):

@@ -7,13 +7,12 @@ import json
 from typing import Any
 
 import attrs
+from config_support import SERVER_FIELDS, load_entry, shown
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kxen_core.config import ServerConfig
 from kxen_core.converter import make_converter
-from config_support import SERVER_FIELDS, load_entry, shown
-
 
 _unknown_keys = st.text(min_size=1, max_size=30).filter(lambda k: k not in SERVER_FIELDS)
 _json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(max_size=10))
@@ -36,7 +35,9 @@ def test_any_unknown_key_in_a_server_entry_is_rejected(name, key, value):
 
 # wrong values for each typed scalar field (field, strategy of values that are never valid)
 _not_str = st.one_of(st.booleans(), st.integers(), st.floats(allow_nan=False), st.lists(st.text(), max_size=2))
-_not_bool = st.one_of(st.integers(), st.text(), st.floats(allow_nan=False), st.none(), st.lists(st.booleans(), max_size=2))
+_not_bool = st.one_of(
+    st.integers(), st.text(), st.floats(allow_nan=False), st.none(), st.lists(st.booleans(), max_size=2)
+)
 _not_number = st.one_of(st.booleans(), st.text(), st.none(), st.lists(st.integers(), max_size=2))
 _not_policy = st.one_of(
     st.text().filter(lambda s: s not in ("allow", "ask", "deny")), st.booleans(), st.integers(), st.none()
@@ -55,7 +56,10 @@ _WRONG: dict[str, tuple[Any, Any]] = {
     "args": (_not_str.filter(lambda v: not isinstance(v, list)), lambda v: {"command": "x", "args": ["ok", v]}),
     "env.K": (_not_str, lambda v: {"command": "x", "env": {"K": v}}),
     "headers.H": (_not_str, lambda v: {"url": "https://x", "headers": {"H": v}}),
-    "oauth.clientId": (_not_str.filter(lambda v: v is not None), lambda v: {"url": "https://x", "oauth": {"clientId": v}}),
+    "oauth.clientId": (
+        _not_str.filter(lambda v: v is not None),
+        lambda v: {"url": "https://x", "oauth": {"clientId": v}},
+    ),
 }
 
 
@@ -79,7 +83,9 @@ _timeouts = st.fixed_dictionaries(
     },
 )
 _common = {
-    "toolPolicies": st.dictionaries(st.text(min_size=1, max_size=10), st.sampled_from(["allow", "ask", "deny"]), max_size=3),
+    "toolPolicies": st.dictionaries(
+        st.text(min_size=1, max_size=10), st.sampled_from(["allow", "ask", "deny"]), max_size=3
+    ),
     "defaultToolPolicy": st.sampled_from(["allow", "ask", "deny"]),
     "enabled": st.booleans(),
     "timeouts": _timeouts,
@@ -196,7 +202,11 @@ def _contents(draw: Any, target: str) -> bytes:
         if draw(st.booleans()):  # a lone surrogate as a JSON escape, inside the first string
             at = text.find('"', text.find("{") + 1)
             if at >= 0:
-                text = text[: at + 1] + draw(st.sampled_from(["\\ud800", "\\udfff", "\\udc80x", "\\ud83d"])) + text[at + 1 :]
+                text = (
+                    text[: at + 1]
+                    + draw(st.sampled_from(["\\ud800", "\\udfff", "\\udc80x", "\\ud83d"]))
+                    + text[at + 1 :]
+                )
     encoding = draw(st.sampled_from(_ENCODINGS))
     data = text.encode(encoding, errors="replace")
     if draw(st.integers(0, 4)) == 0:

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kxen_core import cli
-from kxen_core.config.trust import trust
 from kxen_core.config import load_config
+from kxen_core.config.trust import trust
 from kxen_core.errors import ConfigError
 
 _secrets = st.builds(
@@ -62,7 +62,8 @@ _PLACES: dict[str, Any] = {
     "oauth.clientId": lambda v: {"url": "https://x.example/mcp", "oauth": {"clientId": v}},
     "oauth.scopes": lambda v: {"url": "https://x.example/mcp", "oauth": {"scopes": v}},
     "oauth.authorizationServerMetadataUrl": lambda v: {
-        "url": "https://x.example/mcp", "oauth": {"authorizationServerMetadataUrl": v}
+        "url": "https://x.example/mcp",
+        "oauth": {"authorizationServerMetadataUrl": v},
     },
     "options": lambda v: {"command": "x", "options": v},
     "options.maxLineBytes": lambda v: {"command": "x", "options": {"maxLineBytes": v}},
@@ -100,7 +101,9 @@ def _toml(data: dict[str, Any]) -> str:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), secret=_secrets, place=st.sampled_from(sorted(_PLACES)), scope=st.sampled_from(["user", "project"]))
+@given(
+    data=st.data(), secret=_secrets, place=st.sampled_from(sorted(_PLACES)), scope=st.sampled_from(["user", "project"])
+)
 def test_no_problem_echoes_a_secret_placed_anywhere_in_a_server_entry(data, secret, place, scope):
     value = data.draw(_shapes(secret), label="value")
     if place == "transport-wrong-type" and isinstance(value, str):
@@ -137,7 +140,9 @@ def test_the_reported_case_in_config_check_and_status_json(kxen_home, ws, capsys
     trust(kxen_home.path, ws)  # the project file of an untrusted workspace is not read this far
     (ws / ".kxen").mkdir()
     (ws / ".kxen" / "mcp.json").write_text(
-        json.dumps({"mcpServers": {"p": {"url": "https://x.example/mcp", "headers": {"Authorization": [f"Bearer {SECRET}"]}}}})
+        json.dumps(
+            {"mcpServers": {"p": {"url": "https://x.example/mcp", "headers": {"Authorization": [f"Bearer {SECRET}"]}}}}
+        )
     )
     for argv in (["config", "check"], ["config", "check", "--json"], ["mcp", "status", "--json", "--wait", "5"]):
         cli.main(["--home", str(kxen_home.path), "--workspace", str(ws), *argv])

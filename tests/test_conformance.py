@@ -104,7 +104,11 @@ def test_the_documented_tables_are_complete() -> None:
         assert table.score == (sum(table.rows.values()), len(table.rows)), f"score line of {_label(table)}"
     by_leg = {_label(t): t for t in SUITES}
     assert set(by_leg) == {"conformance-next@2025-11-25", "conformance", "conformance-next@2026-07-28"}
-    nxt, old, modern = by_leg["conformance-next@2025-11-25"], by_leg["conformance"], by_leg["conformance-next@2026-07-28"]
+    nxt, old, modern = (
+        by_leg["conformance-next@2025-11-25"],
+        by_leg["conformance"],
+        by_leg["conformance-next@2026-07-28"],
+    )
     assert len(nxt.rows) == 19 and all(nxt.rows.values())
     assert len(old.rows) == 26 and sum(old.rows.values()) >= 24
     assert len(modern.rows) == 33 and sum(modern.rows.values()) >= 32
@@ -132,9 +136,22 @@ def _isolated(cmd: list[str]) -> list[str]:
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
 
 
-def run_harness(node22: str, harness: Path, args: list[str], out: Path, *, timeout_ms: int, seconds: float) -> subprocess.CompletedProcess[str]:
+def run_harness(
+    node22: str, harness: Path, args: list[str], out: Path, *, timeout_ms: int, seconds: float
+) -> subprocess.CompletedProcess[str]:
     assert " " not in str(CLIENT) and " " not in sys.executable, "the harness splits --command on spaces"
-    cmd = [node22, str(harness), "client", "--command", f"{sys.executable} {CLIENT}", *args, "--timeout", str(timeout_ms), "-o", str(out)]
+    cmd = [
+        node22,
+        str(harness),
+        "client",
+        "--command",
+        f"{sys.executable} {CLIENT}",
+        *args,
+        "--timeout",
+        str(timeout_ms),
+        "-o",
+        str(out),
+    ]
     env = {
         **os.environ,
         "PATH": f"{Path(node22).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -145,7 +162,15 @@ def run_harness(node22: str, harness: Path, args: list[str], out: Path, *, timeo
 
 
 #: the OAuth values no output of kxen may show (issue 13, part 9)
-SECRET_KEYS = {"access_token", "refresh_token", "code", "code_verifier", "client_secret", "client_assertion", "private_key_pem"}
+SECRET_KEYS = {
+    "access_token",
+    "refresh_token",
+    "code",
+    "code_verifier",
+    "client_secret",
+    "client_assertion",
+    "private_key_pem",
+}
 
 
 def _secrets(node: object, found: set[str]) -> None:
@@ -172,13 +197,21 @@ def leaked(results: Path, context: str) -> list[str]:
     for line in context.splitlines():  # the harness prints the context it passes: "With context: {...}"
         if line.startswith("With context: "):
             _secrets(json.loads(line.removeprefix("With context: ")), found)
-    printed = "".join(p.read_text(encoding="utf-8", errors="replace") for name in ("stdout.txt", "stderr.txt") for p in results.rglob(name))
+    printed = "".join(
+        p.read_text(encoding="utf-8", errors="replace")
+        for name in ("stdout.txt", "stderr.txt")
+        for p in results.rglob(name)
+    )
     return sorted(s[:12] + "..." for s in found if s in printed)
 
 
 def solo_passed(proc: subprocess.CompletedProcess[str]) -> bool:
     out = proc.stdout + proc.stderr
-    return proc.returncode == 0 and "OVERALL: PASSED" in out and re.search(r"Passed: \d+/\d+, 0 failed, 0 warnings", out) is not None
+    return (
+        proc.returncode == 0
+        and "OVERALL: PASSED" in out
+        and re.search(r"Passed: \d+/\d+, 0 failed, 0 warnings", out) is not None
+    )
 
 
 @attrs.frozen
@@ -202,7 +235,9 @@ def _solo_key(item: pytest.Item) -> tuple[int, str] | None:
 
 
 @pytest.fixture(scope="module")
-def solo_runs(request: pytest.FixtureRequest, node22: str, npm_peers: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, str], Run]:
+def solo_runs(
+    request: pytest.FixtureRequest, node22: str, npm_peers: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[int, str], Run]:
     """The harness run of every solo row this session selected, ``SOLO_WORKERS`` at a time (the
     timed scenarios alone, afterwards), keyed by (table index, scenario)."""
     wanted = [key for key in map(_solo_key, request.session.items) if key is not None]
@@ -245,7 +280,9 @@ def test_conformance_suite(table: Table, node22: str, npm_peers: Path, tmp_path:
     outside 450-1000 ms), which two cores shared by every client of the leg cannot time fairly; its
     result in the crowd is shown, and it is judged by its solo row, run alone after the others."""
     harness = _harness(npm_peers, table.harness)
-    proc = run_harness(node22, harness, list(table.args), tmp_path / "suite", timeout_ms=SUITE_TIMEOUT_MS, seconds=SUITE_SECONDS)
+    proc = run_harness(
+        node22, harness, list(table.args), tmp_path / "suite", timeout_ms=SUITE_TIMEOUT_MS, seconds=SUITE_SECONDS
+    )
     out = proc.stdout + proc.stderr
     results = {m.group(2): m.group(1) == "✓" for m in SUMMARY.finditer(out)}
     assert set(results) == set(table.rows), f"scenarios run differ from docs/conformance.md\n{out[-3000:]}"
@@ -261,7 +298,9 @@ def test_conformance_suite(table: Table, node22: str, npm_peers: Path, tmp_path:
 def test_the_leak_check_finds_a_secret_the_client_printed(tmp_path: Path) -> None:
     run = tmp_path / "auth" / "x-2026"
     run.mkdir(parents=True)
-    body = {"details": {"body": {"access_token": "tok-123456", "code_verifier": "verifier-abcdef", "token_type": "Bearer"}}}
+    body = {
+        "details": {"body": {"access_token": "tok-123456", "code_verifier": "verifier-abcdef", "token_type": "Bearer"}}
+    }
     (run / "checks.json").write_text(json.dumps([body]))
     (run / "stdout.txt").write_text("")
     (run / "stderr.txt").write_text("sent Bearer tok-123456\n")

@@ -18,9 +18,9 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kxen_testing import Answers, running
 
 from kxen_core.asks import apply_schema_defaults
-from kxen_testing import Answers, running
 
 WAIT = 60
 STDIO = ("stdio", "memory")
@@ -41,7 +41,13 @@ SEP1034 = {
 
 
 def test_defaults_fill_every_field_the_person_left_out() -> None:
-    assert apply_schema_defaults(SEP1034, {}) == {"name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": True}
+    assert apply_schema_defaults(SEP1034, {}) == {
+        "name": "John Doe",
+        "age": 30,
+        "score": 95.5,
+        "status": "active",
+        "verified": True,
+    }
     assert apply_schema_defaults(SEP1034) == apply_schema_defaults(SEP1034, {})
 
 
@@ -81,20 +87,41 @@ def test_a_default_is_applied_only_when_it_fits_its_property(prop: dict[str, Any
     assert out == ({"f": prop["default"]} if applied else {})
 
 
-@pytest.mark.parametrize("schema", [{}, {"properties": None}, {"properties": ["f"]}, {"properties": {"f": "string"}}, {"properties": {1: {"type": "string", "default": "x"}}}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {},
+        {"properties": None},
+        {"properties": ["f"]},
+        {"properties": {"f": "string"}},
+        {"properties": {1: {"type": "string", "default": "x"}}},
+    ],
+)
 def test_schemas_without_usable_properties_add_nothing(schema: Any) -> None:
     assert apply_schema_defaults(schema, {"a": 1}) == {"a": 1}
 
 
-_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=5), st.lists(st.text(max_size=3), max_size=3))
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.lists(st.text(max_size=3), max_size=3),
+)
 _props = st.fixed_dictionaries(
     {"type": st.sampled_from(["string", "integer", "number", "boolean", "array", "object", None])},
     optional={"default": _values, "enum": st.lists(_values, max_size=3)},
 )
 
 
-@given(properties=st.dictionaries(st.text(max_size=4), _props, max_size=6), content=st.dictionaries(st.text(max_size=4), _values, max_size=4))
-def test_property_content_is_kept_and_only_schema_defaults_are_added(properties: dict[str, Any], content: dict[str, Any]) -> None:
+@given(
+    properties=st.dictionaries(st.text(max_size=4), _props, max_size=6),
+    content=st.dictionaries(st.text(max_size=4), _values, max_size=4),
+)
+def test_property_content_is_kept_and_only_schema_defaults_are_added(
+    properties: dict[str, Any], content: dict[str, Any]
+) -> None:
     out = apply_schema_defaults({"type": "object", "properties": properties}, content)
     for key, value in content.items():
         assert out[key] is value
@@ -107,7 +134,9 @@ def test_property_content_is_kept_and_only_schema_defaults_are_added(properties:
 
 @pytest.mark.peer
 @pytest.mark.anyio
-async def test_everything_gets_the_schema_defaults_for_what_the_person_left_out(kxen_home, tmp_path, everything_js: str) -> None:
+async def test_everything_gets_the_schema_defaults_for_what_the_person_left_out(
+    kxen_home, tmp_path, everything_js: str
+) -> None:
     """server-everything asks for eleven fields, seven with defaults; the host's handler gives only
     the name and the checkbox and lets :func:`apply_schema_defaults` fill in the rest. The server
     checks the answer against its schema and reports what it got."""
@@ -118,8 +147,15 @@ async def test_everything_gets_the_schema_defaults_for_what_the_person_left_out(
         sent.append(content)
         return {"action": "accept", "content": content}
 
-    server = {"command": "node", "args": [everything_js, "stdio"], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}}
-    async with running(kxen_home, tmp_path, Answers(elicitation=answer), servers={"ev": server}, allow=STDIO, wait=WAIT) as rt:
+    server = {
+        "command": "node",
+        "args": [everything_js, "stdio"],
+        "defaultToolPolicy": "allow",
+        "timeouts": {"requestSeconds": 30},
+    }
+    async with running(
+        kxen_home, tmp_path, Answers(elicitation=answer), servers={"ev": server}, allow=STDIO, wait=WAIT
+    ) as rt:
         with anyio.fail_after(WAIT):
             while "trigger-elicitation-request" not in {t["name"] for t in rt.tools("ev")}:
                 await anyio.sleep(0.02)  # registered after initialize, for the declared capability
@@ -146,11 +182,22 @@ def wire_tools(argv: list[str]) -> list[dict[str, Any]]:
     """``tools/list`` exactly as the server sends it: initialize, initialized, list over raw stdio
     (bounded: a watchdog kills a silent server, and at most 100 lines are read)."""
     lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as proc:
         watchdog = threading.Timer(WAIT, proc.kill)
         watchdog.start()
         try:
@@ -181,7 +228,13 @@ async def test_a_2020_12_schema_is_kept_and_sent_back_exactly_as_the_sdk_server_
     assert "$anchor" in json.dumps(wire) and "unevaluatedProperties" in wire  # the peer served the rich schema
     # the wire above is the handshake era's answer: kxen speaks that era too, to compare like with like
     # (the SDK server answers tools/list in the stateless era with the schema's keys in another order)
-    server = {"command": argv[0], "args": argv[1:], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}, "protocolEra": "legacy"}
+    server = {
+        "command": argv[0],
+        "args": argv[1:],
+        "defaultToolPolicy": "allow",
+        "timeouts": {"requestSeconds": 30},
+        "protocolEra": "legacy",
+    }
     async with running(kxen_home, tmp_path, servers={"sch": server}, allow=STDIO, wait=WAIT) as rt:
         status = {s["name"]: s for s in rt.status()}["sch"]
         assert status["state"] == "ready", status

@@ -16,12 +16,12 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kxen_testing import Channel, FakeServer, mem, running, text_result
 
 from kxen_core.agent_tools import qualified_name, split_qualified
 from kxen_core.config import check_server_key, load_config
 from kxen_core.errors import ApprovalDenied, ConfigError, InvalidArguments, PolicyDenied, UnknownTool
 from kxen_core.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE, TOOLS
-from kxen_testing import Channel, FakeServer, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +53,10 @@ def read(params: dict[str, Any]) -> dict[str, Any]:
 
 def get_prompt(params: dict[str, Any]) -> dict[str, Any]:
     args = params.get("arguments") or {}
-    return {"description": "d", "messages": [{"role": "user", "content": {"type": "text", "text": f"weather in {args}"}}]}
+    return {
+        "description": "d",
+        "messages": [{"role": "user", "content": {"type": "text", "text": f"weather in {args}"}}],
+    }
 
 
 def contents_fake(**extra: Any) -> FakeServer:
@@ -108,7 +111,10 @@ servers = st.text(alphabet="_-aZ09k", min_size=1, max_size=32).filter(lambda s: 
 
 
 @settings(max_examples=500, deadline=None)
-@given(server=servers | st.sampled_from(["kxen", "kxen_list", "k"]), tool=st.text(min_size=1, max_size=40) | st.sampled_from(list(TOOLS)))
+@given(
+    server=servers | st.sampled_from(["kxen", "kxen_list", "k"]),
+    tool=st.text(min_size=1, max_size=40) | st.sampled_from(list(TOOLS)),
+)
 def test_no_server_tool_name_is_a_kxen_tool_name(server, tool):
     assert qualified_name(server, tool) not in TOOLS
 
@@ -203,7 +209,10 @@ async def test_templates_are_listed_deduplicated_by_uri_template(kxen_home, tmp_
         assert [t["uriTemplate"] for t in rt.resource_templates()] == ["file:///t/{id}", "file:///u/{name}"]
         page = agent_json(await rt.call_tool(LIST_TEMPLATES, {}))
         assert page["resourceTemplates"][1] == {
-            "server": "s", "uriTemplate": "file:///u/{name}", "name": "by name", "mimeType": "text/plain"
+            "server": "s",
+            "uriTemplate": "file:///u/{name}",
+            "name": "by name",
+            "mimeType": "text/plain",
         }
         assert len(sent(fake, "resources/templates/list")) == 1
         # resources/list_changed fetches the templates again too
@@ -234,7 +243,9 @@ async def test_the_host_lists_pages_and_reads(kxen_home, tmp_path, fakes):
         first = rt.resources("s", limit=40)
         assert len(first["resources"]) == 40 and first["nextCursor"]
         rest = rt.resources(cursor=first["nextCursor"])
-        assert [r["name"] for r in rest["resources"]] == ["r40", "r41", "r42", "r43", "r44"] and rest["nextCursor"] is None
+        assert [r["name"] for r in rest["resources"]] == ["r40", "r41", "r42", "r43", "r44"] and rest[
+            "nextCursor"
+        ] is None
         with pytest.raises(InvalidArguments):
             rt.resources(cursor="garbage")
         with pytest.raises(UnknownTool):
@@ -248,7 +259,12 @@ async def test_the_host_lists_pages_and_reads(kxen_home, tmp_path, fakes):
         assert base64.b64encode(BLOB).decode()[:50] not in blob.text and blob.binary[0].size == len(BLOB)
         assert blob.binary_data(0) == BLOB
         (fetched,) = await rt.fetch_resource("s", "file:///x.bin")
-        assert (fetched.uri, fetched.mime_type, fetched.data, fetched.text) == ("file:///x.bin", "text/plain", BLOB, None)
+        assert (fetched.uri, fetched.mime_type, fetched.data, fetched.text) == (
+            "file:///x.bin",
+            "text/plain",
+            BLOB,
+            None,
+        )
         (plain,) = await rt.fetch_resource("s", "file:///r/002")
         assert plain.text == "body of file:///r/002" and plain.data is None
 
@@ -265,7 +281,10 @@ async def test_the_agent_reads_text_as_text_and_blobs_as_descriptors_without_bei
         blob = await rt.agent_call(READ_RESOURCE, {"server": "s", "uri": "file:///b.bin"})
         assert blob.text.startswith("[binary content not shown: ") and f'"bytes": {len(BLOB)}' in blob.text
         assert base64.b64encode(BLOB).decode()[:50] not in blob.text
-        assert [m["params"] for m in sent(fake, "resources/read")] == [{"uri": "file:///r/007"}, {"uri": "file:///b.bin"}]
+        assert [m["params"] for m in sent(fake, "resources/read")] == [
+            {"uri": "file:///r/007"},
+            {"uri": "file:///b.bin"},
+        ]
         # a server tool is still asked (and refused here)
         with pytest.raises(ApprovalDenied):
             await rt.call_tool("s__echo", {"text": "x"})
@@ -357,7 +376,9 @@ async def test_prompts_keep_their_arguments_and_bad_ones_are_skipped(kxen_home, 
                 ],
             },
         ]
-        assert any("'broken' skipped: arguments[0].required must be true or false" in d for d in rt.status()[0]["diagnostics"])
+        assert any(
+            "'broken' skipped: arguments[0].required must be true or false" in d for d in rt.status()[0]["diagnostics"]
+        )
 
 
 @pytest.mark.parametrize(
@@ -392,7 +413,9 @@ async def test_a_failing_prompt_check_sends_nothing(kxen_home, tmp_path, fakes, 
 async def test_a_good_prompt_call_reaches_the_agent_as_json(kxen_home, tmp_path, fakes):
     fake = fakes.add("f", contents_fake())
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
-        data = agent_json(await rt.call_tool(GET_PROMPT, {"server": "s", "name": "weather", "arguments": {"city": "Oslo"}}))
+        data = agent_json(
+            await rt.call_tool(GET_PROMPT, {"server": "s", "name": "weather", "arguments": {"city": "Oslo"}})
+        )
         assert data == {
             "description": "d",
             "messages": [{"role": "user", "content": {"type": "text", "text": "weather in {'city': 'Oslo'}"}}],
@@ -410,7 +433,12 @@ async def test_a_good_prompt_call_reaches_the_agent_as_json(kxen_home, tmp_path,
 
 async def test_agent_call_bounds_server_results_and_errors(kxen_home, tmp_path, fakes):
     def huge(args: dict[str, Any]) -> dict[str, Any]:
-        return {"content": [{"type": "text", "text": "h" * 200_000}, {"type": "image", "data": "QUJD" * 100_000, "mimeType": "image/png"}]}
+        return {
+            "content": [
+                {"type": "text", "text": "h" * 200_000},
+                {"type": "image", "data": "QUJD" * 100_000, "mimeType": "image/png"},
+            ]
+        }
 
     fakes.add("f", tools={"huge": huge})
     kxen_home.write_settings("[mcp]\nmax_output_chars = 12345\n")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from kxen_testing import running
 
 from kxen_core.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE
-from kxen_testing import running
 
 pytestmark = pytest.mark.anyio
 
@@ -87,7 +87,9 @@ async def test_listings_and_a_huge_prompt_stay_bounded(rt, log):
 
 
 @pytest.mark.parametrize(
-    "arguments", [{}, {"topic": "x", "extra": "y"}, {"topic": 1}, {"topic": ["x"]}], ids=["missing", "unknown", "number", "list"]
+    "arguments",
+    [{}, {"topic": "x", "extra": "y"}, {"topic": 1}, {"topic": ["x"]}],
+    ids=["missing", "unknown", "number", "list"],
 )
 async def test_a_failing_prompt_check_never_reaches_the_server(rt, log, arguments):
     out = await rt.agent_call(GET_PROMPT, {"server": "h", "name": "big", "arguments": arguments})

@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import running
 
 from kxen_core.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE
-from kxen_testing import running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 
@@ -24,9 +24,18 @@ WAIT = 30
 CALL_SECONDS = 20
 #: the tools server-everything 2026.8.31 always registers (more come after initialize)
 EVERYTHING_TOOLS = {
-    "echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
-    "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
-    "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation",
+    "echo",
+    "get-annotated-message",
+    "get-env",
+    "get-resource-links",
+    "get-resource-reference",
+    "get-structured-content",
+    "get-sum",
+    "get-tiny-image",
+    "gzip-file-as-resource",
+    "toggle-simulated-logging",
+    "toggle-subscriber-updates",
+    "trigger-long-running-operation",
 }
 
 
@@ -38,7 +47,12 @@ def node() -> str:
 
 
 def stdio_entry(*argv: str) -> dict[str, Any]:
-    return {"command": argv[0], "args": list(argv[1:]), "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": CALL_SECONDS}}
+    return {
+        "command": argv[0],
+        "args": list(argv[1:]),
+        "defaultToolPolicy": "allow",
+        "timeouts": {"requestSeconds": CALL_SECONDS},
+    }
 
 
 def agent_json(out: Any) -> Any:
@@ -98,11 +112,21 @@ async def test_old_everything_prompt_with_a_required_argument(kxen_home, tmp_pat
     entry = stdio_entry(node(), everything_old_js, "stdio")
     async with running(kxen_home, tmp_path, servers={"ev": entry}, allow=("stdio",), wait=WAIT) as rt:
         prompts = {p["name"]: p for p in agent_json(await rt.agent_call(LIST_PROMPTS, {}))["prompts"]}
-        assert prompts["complex_prompt"]["arguments"][0] == {"name": "temperature", "description": "Temperature setting", "required": True}
-        refused = await rt.agent_call(GET_PROMPT, {"server": "ev", "name": "complex_prompt", "arguments": {"style": "x"}})
+        assert prompts["complex_prompt"]["arguments"][0] == {
+            "name": "temperature",
+            "description": "Temperature setting",
+            "required": True,
+        }
+        refused = await rt.agent_call(
+            GET_PROMPT, {"server": "ev", "name": "complex_prompt", "arguments": {"style": "x"}}
+        )
         assert refused.is_error and "missing required argument(s): 'temperature'" in refused.text
         with anyio.fail_after(CALL_SECONDS):
-            got = agent_json(await rt.agent_call(GET_PROMPT, {"server": "ev", "name": "complex_prompt", "arguments": {"temperature": "0.5"}}))
+            got = agent_json(
+                await rt.agent_call(
+                    GET_PROMPT, {"server": "ev", "name": "complex_prompt", "arguments": {"temperature": "0.5"}}
+                )
+            )
         assert "0.5" in json.dumps(got["messages"])
 
 
@@ -111,7 +135,13 @@ async def test_old_everything_prompt_with_a_required_argument(kxen_home, tmp_pat
 
 async def everything_runtime(kxen_home: Any, tmp_path: Path, transport: str, everything_js: str, peers: Any):
     if transport == "stdio":
-        return running(kxen_home, tmp_path, servers={"ev": stdio_entry(node(), everything_js, "stdio")}, allow=("stdio",), wait=WAIT)
+        return running(
+            kxen_home,
+            tmp_path,
+            servers={"ev": stdio_entry(node(), everything_js, "stdio")},
+            allow=("stdio",),
+            wait=WAIT,
+        )
     url, kind = peers.everything("streamableHttp")
     kxen_home.write_settings("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
     entry = {"url": url, "transport": kind, "defaultToolPolicy": "allow"}
@@ -148,15 +178,24 @@ async def test_everything_resources_templates_prompts_and_binary(kxen_home, tmp_
             assert [(r.kind, r.uri) for r in embedded.binary] == [("blob", "demo://resource/dynamic/blob/2")]
             no_payload(embedded.text, base64.b64encode(embedded.binary_data(0)).decode())
             prompts = {p["name"]: p for p in agent_json(await rt.agent_call(LIST_PROMPTS, {}))["prompts"]}
-            assert {"name": "city", "description": "Name of the city", "required": True} in prompts["args-prompt"]["arguments"]
-            missing = await rt.agent_call(GET_PROMPT, {"server": "ev", "name": "args-prompt", "arguments": {"state": "CA"}})
+            assert {"name": "city", "description": "Name of the city", "required": True} in prompts["args-prompt"][
+                "arguments"
+            ]
+            missing = await rt.agent_call(
+                GET_PROMPT, {"server": "ev", "name": "args-prompt", "arguments": {"state": "CA"}}
+            )
             assert missing.is_error and "'city'" in missing.text
-            got = agent_json(await rt.agent_call(GET_PROMPT, {"server": "ev", "name": "args-prompt", "arguments": {"city": "Oslo"}}))
+            got = agent_json(
+                await rt.agent_call(GET_PROMPT, {"server": "ev", "name": "args-prompt", "arguments": {"city": "Oslo"}})
+            )
             assert "Oslo" in got["messages"][0]["content"]["text"]
             with_blob = await rt.agent_call(
-                GET_PROMPT, {"server": "ev", "name": "resource-prompt", "arguments": {"resourceType": "Blob", "resourceId": "2"}}
+                GET_PROMPT,
+                {"server": "ev", "name": "resource-prompt", "arguments": {"resourceType": "Blob", "resourceId": "2"}},
             )
-            assert [r.kind for r in with_blob.binary] == ["blob"] and json.loads(with_blob.text)["messages"][1]["content"]["binary"]
+            assert [r.kind for r in with_blob.binary] == ["blob"] and json.loads(with_blob.text)["messages"][1][
+                "content"
+            ]["binary"]
             no_payload(with_blob.text, base64.b64encode(with_blob.binary_data(0)).decode())
 
 
@@ -184,9 +223,16 @@ async def test_sdk_server_text_and_binary_resources_and_a_prompt(kxen_home, tmp_
             picture = await rt.agent_call("sdk__picture", {})
             assert [(r.kind, r.size) for r in picture.binary] == [("image", 16)]
             prompts = {p["name"]: p for p in rt.prompts("sdk")}
-            assert {a["name"]: a.get("required") for a in prompts["review"]["arguments"]} == {"code": True, "language": False}
+            assert {a["name"]: a.get("required") for a in prompts["review"]["arguments"]} == {
+                "code": True,
+                "language": False,
+            }
             for bad in ({"language": "go"}, {"code": "x", "extra": "y"}, {"code": 1}):
                 refused = await rt.agent_call(GET_PROMPT, {"server": "sdk", "name": "review", "arguments": bad})
                 assert refused.is_error and refused.text.startswith("InvalidArguments: ")
-            got = agent_json(await rt.agent_call(GET_PROMPT, {"server": "sdk", "name": "review", "arguments": {"code": "x = 1"}}))
-            assert "Review this python code:\nx = 1" in json.dumps(got["messages"], ensure_ascii=False).replace("\\n", "\n")
+            got = agent_json(
+                await rt.agent_call(GET_PROMPT, {"server": "sdk", "name": "review", "arguments": {"code": "x = 1"}})
+            )
+            assert "Review this python code:\nx = 1" in json.dumps(got["messages"], ensure_ascii=False).replace(
+                "\\n", "\n"
+            )

@@ -10,11 +10,11 @@ from typing import Any
 
 import anyio
 import pytest
-
 from auth_support import GOOD, gate_stats, gated
-from kxen_core import hookimpl
 from kxen_testing import running
 from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of, until
+
+from kxen_core import hookimpl
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +58,9 @@ async def echo_many(rt: Any, n: int) -> None:
         assert result["content"][0]["text"] == f"m{i}"
 
 
-@pytest.mark.parametrize(("mode", "era"), [("stateful", "legacy"), ("stateful", "auto"), ("stateless", "auto"), ("sse", "auto")])
+@pytest.mark.parametrize(
+    ("mode", "era"), [("stateful", "legacy"), ("stateful", "auto"), ("stateless", "auto"), ("sse", "auto")]
+)
 async def test_a_lookup_with_nothing_is_asked_once_per_connection(kxen_home, ws, peers, mode, era):
     url, kind = peers.sdk(mode)
     creds = Nothing()

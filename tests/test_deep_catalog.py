@@ -39,8 +39,12 @@ def _walked(schema: Any, max_depth: int) -> str | None:
 
 
 _keys = st.sampled_from(["type", "$ref", "$dynamicRef", "properties", "items", "x", "{[", '"$ref"'])
-_leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.sampled_from(["#/a", "http://x/y", "{", "[[", "$ref", ""]))
-_schemas = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4), max_leaves=30)
+_leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.sampled_from(["#/a", "http://x/y", "{", "[[", "$ref", ""])
+)
+_schemas = st.recursive(
+    _leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4), max_leaves=30
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -68,7 +72,9 @@ _names = st.one_of(
     ),
 )
 _descs = st.one_of(st.none(), st.text(max_size=40), st.integers(), st.lists(st.text(max_size=3), max_size=2))
-_small = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_keys, inner, max_size=2), max_leaves=4)
+_small = st.recursive(
+    _leaves, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_keys, inner, max_size=2), max_leaves=4
+)
 _object_schemas = st.builds(lambda extra: {"type": "object", **extra}, st.dictionaries(_keys, _small, max_size=3))
 _input_schemas = st.one_of(
     _object_schemas,

@@ -23,9 +23,7 @@ def text() -> str:
 def spec_names() -> list[str]:
     """Every hook the plugin manager has a spec for."""
     pm = make_plugin_manager(load_entrypoints=False)
-    return sorted(
-        name for name in dir(pm.hook) if name.startswith("kxen_") and getattr(pm.hook, name).has_spec()
-    )
+    return sorted(name for name in dir(pm.hook) if name.startswith("kxen_") and getattr(pm.hook, name).has_spec())
 
 
 def signature(name: str) -> str:
@@ -114,7 +112,9 @@ async def test_the_transport_example_registers_a_kind_that_opens_and_answers(tex
     exec(compile(source, "docs/hooks.md:kxen_register_transports", "exec"), mod.__dict__)
     pm = make_plugin_manager(load_entrypoints=False, extra=[mod])
     assert pm.transports.get("loopback").options is mod.LoopbackOptions
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"lo": {"transport": "loopback", "options": {"label": "x"}}}}))
+    (tmp_path / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"lo": {"transport": "loopback", "options": {"label": "x"}}}})
+    )
     async with Runtime(home=tmp_path, workspace=tmp_path, pm=pm) as rt:
         assert await rt.wait_ready(5)
         # the toy peer answered initialize with {}: the session ran on the stream the example opened

@@ -9,13 +9,13 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Answers, FakeError, mem, running, text_result
 
 from kxen_core import era, server_catalogs
 from kxen_core.config.models import ServerConfig
 from kxen_core.era import EraMemory
 from kxen_core.era_requests import MAX_INPUT_ROUNDS, META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from kxen_core.errors import ConfigError, ProtocolError, RemoteError, RequestError
-from kxen_testing import Answers, FakeError, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -107,7 +107,9 @@ def _answer_modern_version(params: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("initialize", [_refuse_with_32022, _refuse_with_32601, _answer_modern_version])
-async def test_a_stateless_server_that_missed_the_probe_is_found_by_its_refusal(kxen_home, ws, fakes, monkeypatch, initialize):
+async def test_a_stateless_server_that_missed_the_probe_is_found_by_its_refusal(
+    kxen_home, ws, fakes, monkeypatch, initialize
+):
     """The probe timed out (a slow start, a crowded machine); the handshake is then refused (or
     answered in the stateless era's version): the probe gets one more try."""
     monkeypatch.setattr(era, "DISCOVER_SECONDS", 0.3)
@@ -129,7 +131,9 @@ async def test_a_stateless_server_that_missed_the_probe_is_found_by_its_refusal(
 async def test_an_answered_probe_then_a_failed_handshake_is_the_handshake_failure(kxen_home, ws, fakes):
     """A server that answered the probe with a plain error is of the handshake era: when its
     initialize then fails, that failure stands, with no second probe."""
-    fake = fakes.add("f", tools={}, methods={"initialize": lambda p: (_ for _ in ()).throw(FakeError(-32603, "broken"))})
+    fake = fakes.add(
+        "f", tools={}, methods={"initialize": lambda p: (_ for _ in ()).throw(FakeError(-32603, "broken"))}
+    )
     async with running(kxen_home, ws, servers={"s": mem("f")}) as rt:
         row = status_of(rt, "s")
         assert (row["state"], row["phase"]) == ("failed", "initialize") and "broken" in row["error"]
@@ -152,15 +156,22 @@ async def test_unsupported_version_on_discover_is_retried_once(kxen_home, ws, fa
 
 
 async def test_a_discover_result_without_a_common_version_means_the_handshake_era(kxen_home, ws, fakes):
-    fake = fakes.add("f", tools={}, methods={"server/discover": lambda p: {"supportedVersions": ["2025-11-25"], "capabilities": {}}})
+    fake = fakes.add(
+        "f", tools={}, methods={"server/discover": lambda p: {"supportedVersions": ["2025-11-25"], "capabilities": {}}}
+    )
     async with running(kxen_home, ws, servers={"s": mem("f")}) as rt:
         assert status_of(rt, "s")["era"] == "legacy"
-        assert "protocol era: handshake (server/discover named no version kxen speaks (2026-07-28))" in status_of(rt, "s")["diagnostics"]
+        assert (
+            "protocol era: handshake (server/discover named no version kxen speaks (2026-07-28))"
+            in status_of(rt, "s")["diagnostics"]
+        )
     assert fake.received_methods()[:2] == ["server/discover", "initialize"]
     fakes.add("g", tools={}, methods={"server/discover": lambda p: {"supportedVersions": "2026-07-28"}})
     async with running(kxen_home, ws, servers={"s": mem("g", protocolEra="modern")}) as rt:
         row = status_of(rt, "s")
-        assert (row["state"], row["phase"]) == ("failed", "initialize") and "named no version kxen speaks" in row["error"]
+        assert (row["state"], row["phase"]) == ("failed", "initialize") and "named no version kxen speaks" in row[
+            "error"
+        ]
 
 
 def test_the_era_is_remembered_per_remote_endpoint(monkeypatch):
@@ -198,10 +209,13 @@ def input_required(params: dict[str, Any], state: str | None, request: dict[str,
     return result
 
 
-ELICIT = {"method": "elicitation/create", "params": {"message": "Sure?", "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}
+ELICIT = {
+    "method": "elicitation/create",
+    "params": {"message": "Sure?", "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}},
+}
 
 
-@pytest.mark.parametrize("state", ["opaque \u2603 state {\"x\": 1}", None])
+@pytest.mark.parametrize("state", ['opaque \u2603 state {"x": 1}', None])
 async def test_input_required_goes_through_the_elicitation_hook_and_echoes_the_state(kxen_home, ws, fakes, state):
     calls: list[dict[str, Any]] = []
 
@@ -281,7 +295,10 @@ async def test_an_endless_input_loop_stops_after_the_bound(kxen_home, ws, fakes)
         ({"resultType": ["complete"], "content": []}, "unknown resultType"),
         ({"resultType": "input_required", "inputRequests": ["not", "a", "map"]}, "inputRequests must be an object"),
         ({"resultType": "input_required", "inputRequests": {"k": {"method": "rm/rf", "params": {}}}}, "cannot give"),
-        ({"resultType": "input_required", "inputRequests": {f"k{i}": ELICIT for i in range(40)}}, "more than 16 input requests"),
+        (
+            {"resultType": "input_required", "inputRequests": {f"k{i}": ELICIT for i in range(40)}},
+            "more than 16 input requests",
+        ),
         ({"resultType": "input_required", "inputRequests": {}, "requestState": 42}, "requestState must be a string"),
     ],
 )
@@ -297,7 +314,12 @@ async def test_a_missing_result_type_is_complete_and_a_list_cannot_ask_for_input
     both(fakes, tools={"t": lambda a: {"content": [{"type": "text", "text": "plain"}]}})
     async with running(kxen_home, ws, servers={"s": mem("f", defaultToolPolicy="allow")}) as rt:
         assert (await rt.call_tool("s__t", {}))["content"][0]["text"] == "plain"
-    fakes.add("g", tools={}, eras=("modern",), methods={"tools/list": lambda p: {"resultType": "input_required", "inputRequests": {}}})
+    fakes.add(
+        "g",
+        tools={},
+        eras=("modern",),
+        methods={"tools/list": lambda p: {"resultType": "input_required", "inputRequests": {}}},
+    )
     async with running(kxen_home, ws, servers={"s": mem("g")}) as rt:
         row = status_of(rt, "s")
         assert (row["state"], row["phase"]) == ("failed", "catalog") and "asked for input" in row["error"]
@@ -329,10 +351,15 @@ async def test_new_error_codes(kxen_home, ws, fakes):
 
 async def test_a_caching_hint_refetches_the_catalog_when_it_runs_out(kxen_home, ws, fakes, monkeypatch):
     monkeypatch.setattr(server_catalogs, "MIN_TTL_SECONDS", 0.05)
-    fake = both(fakes, methods={"tools/list": lambda p: {"tools": [{"name": "t", "inputSchema": {"type": "object"}}], "ttlMs": 10}})
+    fake = both(
+        fakes,
+        methods={"tools/list": lambda p: {"tools": [{"name": "t", "inputSchema": {"type": "object"}}], "ttlMs": 10}},
+    )
     async with running(kxen_home, ws, servers={"s": mem("f")}):
         await until(lambda: fake.received_methods().count("tools/list") >= 3)
-    plain = fakes.add("g", tools={"t": lambda a: {}}, methods={"tools/list": lambda p: {"tools": [{"name": "t"}], "ttlMs": 10}})
+    plain = fakes.add(
+        "g", tools={"t": lambda a: {}}, methods={"tools/list": lambda p: {"tools": [{"name": "t"}], "ttlMs": 10}}
+    )
     async with running(kxen_home, ws, servers={"s": mem("g")}):
         await anyio.sleep(0.3)
     assert plain.received_methods().count("tools/list") == 1  # the handshake era: hints are not the era's

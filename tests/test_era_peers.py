@@ -12,10 +12,21 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import running
+from remote_support import (
+    REMOTE_ON,
+    REMOTE_PLUGINS,
+    SDK_TOOLS,
+    WAIT,
+    Request,
+    Response,
+    local_http,
+    remote,
+    status_of,
+    text_of,
+)
 
 from kxen_core.errors import RequestTimeout
-from kxen_testing import running
-from remote_support import REMOTE_ON, REMOTE_PLUGINS, SDK_TOOLS, WAIT, Request, Response, local_http, remote, status_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +81,9 @@ async def test_sdk_stdio_in_both_eras(kxen_home, ws, era, expect):
 
 @pytest.mark.peer
 @pytest.mark.parametrize("mode", ["stateful", "json", "stateless"])
-@pytest.mark.parametrize("era, expect", [("auto", ("modern", MODERN)), ("modern", ("modern", MODERN)), ("legacy", ("legacy", "2025-11-25"))])
+@pytest.mark.parametrize(
+    "era, expect", [("auto", ("modern", MODERN)), ("modern", ("modern", MODERN)), ("legacy", ("legacy", "2025-11-25"))]
+)
 async def test_sdk_streamable_http_in_both_eras(kxen_home, ws, peers, mode, era, expect):
     url, kind = peers.sdk(mode)
     kxen_home.write_settings(REMOTE_ON)
@@ -86,7 +99,9 @@ async def test_sdk_streamable_http_in_both_eras(kxen_home, ws, peers, mode, era,
 @pytest.mark.parametrize("transport", ["stdio", "streamableHttp"])
 async def test_everything_is_probed_and_falls_back_to_initialize(kxen_home, ws, peers, everything_js, transport):
     if transport == "stdio":
-        kxen_home.write_servers({"e": {"command": "node", "args": [everything_js, "stdio"], "defaultToolPolicy": "allow"}})
+        kxen_home.write_servers(
+            {"e": {"command": "node", "args": [everything_js, "stdio"], "defaultToolPolicy": "allow"}}
+        )
         allow: tuple[str, ...] = STDIO_PLUGINS
     else:
         url, kind = peers.everything("streamableHttp")
@@ -144,7 +159,11 @@ async def test_a_remote_endpoint_is_probed_once_per_runtime(kxen_home, ws):
             error = {"code": -32601, "message": "Method not found"}
             return Response(200, json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}).encode(), "application/json")
         if method == "initialize":
-            result: dict[str, Any] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "x"}}
+            result: dict[str, Any] = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "x"},
+            }
         else:
             result = {"tools": []}
         return Response(200, json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode(), "application/json")

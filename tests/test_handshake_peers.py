@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kxen_testing import running
 from support import DEMO
 

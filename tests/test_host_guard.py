@@ -26,8 +26,14 @@ def _pm(*plugins: object):
 
 
 class Recorder:
-    def __init__(self, log: list[str], label: str, *, fail_enter: BaseException | None = None,
-                 fail_exit: BaseException | None = None) -> None:
+    def __init__(
+        self,
+        log: list[str],
+        label: str,
+        *,
+        fail_enter: BaseException | None = None,
+        fail_exit: BaseException | None = None,
+    ) -> None:
         self.log, self.label, self.fail_enter, self.fail_exit = log, label, fail_enter, fail_exit
 
     @hookimpl

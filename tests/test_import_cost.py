@@ -59,7 +59,9 @@ def run(code: str, *env: str) -> dict[str, object]:
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith("KXEN_")}
     environ.update(e.split("=", 1) for e in env)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
@@ -90,13 +92,24 @@ def test_what_was_left_out_loads_when_a_runtime_is_made_and_used(tmp_path):
         "print(json.dumps({'modules': sorted(sys.modules)}))"
     )
     modules = set(run(code)["modules"])  # type: ignore[arg-type]
-    assert {"pathlib", "cattrs", "kxen_core.config", "kxen_core.approvals", "kxen_core.votes", "kxen_core.era"} <= modules
+    assert {
+        "pathlib",
+        "cattrs",
+        "kxen_core.config",
+        "kxen_core.approvals",
+        "kxen_core.votes",
+        "kxen_core.era",
+    } <= modules
 
 
 @pytest.mark.parametrize("how", ["basicConfig", "setLevel"])
 def test_hook_tracing_follows_logging_loaded_after_kxen(how):
     """kxen does not load logging; a host that loads and configures it later still turns tracing on."""
-    turn_on = "logging.basicConfig(level=logging.DEBUG)" if how == "basicConfig" else "logging.getLogger('kxen.hooks').setLevel(logging.DEBUG)"
+    turn_on = (
+        "logging.basicConfig(level=logging.DEBUG)"
+        if how == "basicConfig"
+        else "logging.getLogger('kxen.hooks').setLevel(logging.DEBUG)"
+    )
     code = (
         "import json, sys\nfrom kxen_core import hookcall\n"
         "before = ('logging' in sys.modules, hookcall.tracing())\n"

@@ -49,7 +49,12 @@ def test_claude_desktop(kx, kxen_home):
     assert (data["format"], data["written"], data["scope"]) == ("claude-desktop", False, "user")
     assert data["target"] == str(kxen_home.path / "mcp.json")
     got = rows(data)
-    assert {n: r["status"] for n, r in got.items()} == {"filesystem": "add", "github": "add", "sqlite": "add", "my server": "refused"}
+    assert {n: r["status"] for n, r in got.items()} == {
+        "filesystem": "add",
+        "github": "add",
+        "sqlite": "add",
+        "my server": "refused",
+    }
     assert "server names are 1-32 characters" in got["my server"]["reasons"][0]
     github = got["github"]["entry"]
     assert github["env"]["GITHUB_PERSONAL_ACCESS_TOKEN"].startswith("sha256:")  # never the token
@@ -73,7 +78,12 @@ def test_claude_code_mcp_json(kx, kxen_home, monkeypatch):
     code, data, _ = run_import(kx, file, "--yes")
     got = rows(data)
     assert data["format"] == "claude-code" and code == 1
-    assert {n: r["status"] for n, r in got.items()} == {"everything": "add", "api": "add", "events": "add", "local-tool": "refused"}
+    assert {n: r["status"] for n, r in got.items()} == {
+        "everything": "add",
+        "api": "add",
+        "events": "add",
+        "local-tool": "refused",
+    }
     assert got["local-tool"]["reasons"] == [
         "command: kxen expands ${...} only in env, headers and url (stdio servers start in the workspace: a relative path may do)"
     ]
@@ -81,7 +91,11 @@ def test_claude_code_mcp_json(kx, kxen_home, monkeypatch):
     assert "claude-code-api-key-123" not in json.dumps(data)
     assert user_servers(kxen_home) == {
         "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {}},
-        "api": {"transport": "http", "url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer ${API_KEY}"}},
+        "api": {
+            "transport": "http",
+            "url": "https://api.example.com/mcp",
+            "headers": {"Authorization": "Bearer ${API_KEY}"},
+        },
         "events": {"transport": "sse", "url": "https://events.example.com/sse?tenant=${TENANT:-acme}"},
     }
 
@@ -102,7 +116,10 @@ def test_cursor_with_the_variable_unset_is_refused_with_the_loader_rule(kx, kxen
     code, data, _ = run_import(kx, FIXTURES / "cursor.mcp.json", "--from", "cursor")
     assert code == 1
     [reason] = rows(data)["postgres"]["reasons"]
-    assert reason == "mcpServers.postgres.env.PGPASSWORD: ${PG_PASSWORD} is not set in the environment (set it, or give a default: ${PG_PASSWORD:-value})"
+    assert (
+        reason
+        == "mcpServers.postgres.env.PGPASSWORD: ${PG_PASSWORD} is not set in the environment (set it, or give a default: ${PG_PASSWORD:-value})"
+    )
 
 
 def test_vscode_with_comments_inputs_and_workspace_variables(kx, kxen_home):
@@ -211,20 +228,27 @@ def test_detect(path, data, fmt):
 
 
 def test_other_hosts_allow_lists_never_become_allow():
-    [item], _ = convert({"mcpServers": {"a": {"command": "x", "autoApprove": ["rm"], "alwaysAllow": ["rm"], "trust": True}}}, "claude-code")
+    [item], _ = convert(
+        {"mcpServers": {"a": {"command": "x", "autoApprove": ["rm"], "alwaysAllow": ["rm"], "trust": True}}},
+        "claude-code",
+    )
     assert item.entry == {"command": "x"}
     assert len(item.notes) == 3
 
 
 def test_unknown_keys_and_types_refuse_the_entry():
-    [a, b], _ = convert({"mcpServers": {"a": {"command": "x", "weird": 1}, "b": {"type": "ws", "url": "wss://x"}}}, "claude-code")
+    [a, b], _ = convert(
+        {"mcpServers": {"a": {"command": "x", "weird": 1}, "b": {"type": "ws", "url": "wss://x"}}}, "claude-code"
+    )
     assert a.entry is None and a.reasons == ("'weird': no kxen equivalent for this key",)
     assert b.entry is None and b.reasons == ("type 'ws': no kxen transport for it (stdio, http, sse)",)
 
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='ab/*,"\\ \n{}[]'),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet="ab/*,", max_size=4), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet="ab/*,", max_size=4), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -255,7 +279,7 @@ def test_strip_jsonc_is_linear_on_hostile_input():
     text = "/*" + " , " * 200_000  # an unclosed comment after a long run of commas
     with pytest.raises(ValueError):
         strip_jsonc(text)
-    assert strip_jsonc('"' + "," * 300_000) .startswith('"')  # an unclosed string: kept, never rescanned
+    assert strip_jsonc('"' + "," * 300_000).startswith('"')  # an unclosed string: kept, never rescanned
 
 
 def test_read_foreign_bounds(tmp_path):
@@ -268,13 +292,23 @@ def test_read_foreign_bounds(tmp_path):
 # --- a real server: a Claude Code .mcp.json in one command -----------------------------------------
 
 
-def test_a_claude_code_mcp_json_imports_in_one_command_and_runs(kx, kxen_home, ws, monkeypatch, everything_js, tmp_path):
+def test_a_claude_code_mcp_json_imports_in_one_command_and_runs(
+    kx, kxen_home, ws, monkeypatch, everything_js, tmp_path
+):
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not on PATH")
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
     file = tmp_path / ".mcp.json"
-    file.write_text(json.dumps({"mcpServers": {"everything": {"type": "stdio", "command": node, "args": [everything_js, "stdio"], "env": {}}}}))
+    file.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "everything": {"type": "stdio", "command": node, "args": [everything_js, "stdio"], "env": {}}
+                }
+            }
+        )
+    )
     code, out, err = kx("mcp", "import", str(file), "--yes")
     assert code == 0, err
     assert "wrote 1 server(s)" in out
@@ -291,8 +325,17 @@ def test_the_loader_stays_strict_and_names_the_kxen_key(kxen_home, tmp_path):
     ws.mkdir()
     path = kxen_home.write_servers({"a": {"type": "stdio", "command": "x"}, "b": {"httpUrl": "https://x.example/mcp"}})
     problems = problems_of(kxen_home.path, ws)
-    assert f"{path}: mcpServers.a: unknown key(s): type (did you mean 'transport'? kxen mcp import converts other hosts' files)" in problems
-    assert f"{path}: mcpServers.b: unknown key(s): httpUrl (did you mean 'url'? kxen mcp import converts other hosts' files)" in problems
+    assert (
+        f"{path}: mcpServers.a: unknown key(s): type (did you mean 'transport'? kxen mcp import converts other hosts' files)"
+        in problems
+    )
+    assert (
+        f"{path}: mcpServers.b: unknown key(s): httpUrl (did you mean 'url'? kxen mcp import converts other hosts' files)"
+        in problems
+    )
     path.write_text(json.dumps({"servers": {}}))
     [problem] = problems_of(kxen_home.path, ws)
-    assert problem == f"{path}: (top level): unknown key(s): servers (did you mean 'mcpServers'? kxen mcp import converts other hosts' files)"
+    assert (
+        problem
+        == f"{path}: (top level): unknown key(s): servers (did you mean 'mcpServers'? kxen mcp import converts other hosts' files)"
+    )

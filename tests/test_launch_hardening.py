@@ -22,16 +22,17 @@ from pathlib import Path
 
 import anyio
 import pytest
+from kxen_testing import Channel, running
+from support import DEMO, settle, state, write_project
 
-from kxen_core import cli, launch as launch_mod
+from kxen_core import cli
+from kxen_core import launch as launch_mod
 from kxen_core.config import ServerConfig, load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ConnectError
 from kxen_core.launch import Launch, code_bearing, file_digest, resolve_launch, shown_env_value
 from kxen_core.launchers import RULES
 from kxen_core.runtime import Runtime
-from kxen_testing import Channel, running
-from support import DEMO, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -123,7 +124,9 @@ def test_uvx_ignores_a_pyproject_without_uv_settings(ws, tmp_path):
     server = ServerConfig(name="u", **user_entry("uvx", ["mcp-server-time"], bin_dir))
     (ws / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     assert resolve_launch(server, ws).held is None
-    (ws / "pyproject.toml").write_text("[project]\nname = 'x'\n[tool.uv.sources]\nmcp-server-time = { path = 'evil' }\n")
+    (ws / "pyproject.toml").write_text(
+        "[project]\nname = 'x'\n[tool.uv.sources]\nmcp-server-time = { path = 'evil' }\n"
+    )
     assert "pyproject.toml" in (resolve_launch(server, ws).held or "")
 
 
@@ -308,7 +311,9 @@ def test_approvals_cli_and_runtime_share_the_fingerprint_over_files(kxen_home, w
 # --- a project cwd stays inside the workspace -------------------------------------------------
 
 
-@pytest.mark.parametrize("cwd", ["~", "~/src", "/", "/etc", "../..", "..", "sub/../..", "sub/../../x", "a\\..\\..", "\0x"])
+@pytest.mark.parametrize(
+    "cwd", ["~", "~/src", "/", "/etc", "../..", "..", "sub/../..", "sub/../../x", "a\\..\\..", "\0x"]
+)
 def test_a_project_cwd_outside_the_workspace_is_a_config_error(kxen_home, ws, cwd):
     pfile = write_project(ws, {"p": {"command": sys.executable, "args": ["-c", "pass"], "cwd": cwd}})
     trust(kxen_home.path, ws)

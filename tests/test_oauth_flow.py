@@ -8,7 +8,6 @@ import stat
 import time
 
 import pytest
-
 from kxen_testing import running
 from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_stats, store_file, stored, token_hash
 from remote_support import remote, status_of

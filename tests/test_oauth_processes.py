@@ -9,7 +9,6 @@ import time
 
 import anyio
 import pytest
-
 from kxen_testing import running
 from oauth_support import (
     OAUTH_PLUGINS,
@@ -86,7 +85,9 @@ async def test_a_token_is_never_sent_to_another_resource(kxen_home, ws, start_pe
     if change == "port":
         assert token_hash(token["accessToken"]) not in seen and seen == []
     else:
-        assert seen.count(token_hash(token["accessToken"])) == peer_stats(url_a)["bearers"].count(token_hash(token["accessToken"]))
+        assert seen.count(token_hash(token["accessToken"])) == peer_stats(url_a)["bearers"].count(
+            token_hash(token["accessToken"])
+        )
 
 
 async def test_a_project_server_of_the_same_name_never_gets_the_users_token(kxen_home, ws, start_peer):

@@ -9,13 +9,13 @@ import logging
 import time
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
-
 import kxen_oauth.flow
-from kxen_core.errors import AuthRequired, KxenError
+import pytest
 from kxen_testing import running
 from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_expire, store_file, stored
 from remote_support import remote, status_of, until
+
+from kxen_core.errors import AuthRequired, KxenError
 
 pytestmark = pytest.mark.anyio
 
@@ -88,5 +88,13 @@ async def test_no_secret_in_any_output_of_a_whole_flow(kxen_home, ws, start_peer
     for secret in secrets:
         if secret in everything:
             i = everything.index(secret)
-            kind = "state" if secret in generated[::2] else "verifier" if secret in generated else "code" if secret in codes else "stored"
-            raise AssertionError(f"a secret ({kind}) leaked: ...{everything[max(0, i - 300):i]}")
+            kind = (
+                "state"
+                if secret in generated[::2]
+                else "verifier"
+                if secret in generated
+                else "code"
+                if secret in codes
+                else "stored"
+            )
+            raise AssertionError(f"a secret ({kind}) leaked: ...{everything[max(0, i - 300) : i]}")

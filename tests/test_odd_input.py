@@ -77,14 +77,19 @@ SURROGATES: dict[str, tuple[dict[str, Any], str]] = {
     "env key": ({"p": {"command": "python3", "env": {"A\ud800": "v"}}}, "mcpServers.p.env.A\\ud800"),
     "server name": ({"p\ud800": {"command": "python3"}}, "mcpServers.p\\ud800"),
     "options": ({"p": {"transport": "memory", "options": {"server": "\ud800"}}}, "mcpServers.p.options.server"),
-    "tool policy key": ({"p": {"command": "x", "toolPolicies": {"t\ud800": "deny"}}}, "mcpServers.p.toolPolicies.t\\ud800"),
+    "tool policy key": (
+        {"p": {"command": "x", "toolPolicies": {"t\ud800": "deny"}}},
+        "mcpServers.p.toolPolicies.t\\ud800",
+    ),
     "unknown key": ({"p": {"command": "x", "\ud800": 1}}, "mcpServers.p.\\ud800"),
 }
 
 
 @pytest.mark.parametrize("argv", COMMANDS)
 @pytest.mark.parametrize("where", sorted(SURROGATES))
-def test_a_lone_surrogate_anywhere_in_the_project_file_is_a_problem_with_its_key_path(kxen_home, ws, capsys, argv, where):
+def test_a_lone_surrogate_anywhere_in_the_project_file_is_a_problem_with_its_key_path(
+    kxen_home, ws, capsys, argv, where
+):
     servers, path = SURROGATES[where]
     pfile = write_raw_project(ws, json.dumps({"mcpServers": servers}))  # ensure_ascii: "\ud800" escapes
     code, out, err = run(kxen_home, ws, capsys, *argv)
@@ -114,7 +119,10 @@ def test_a_lone_surrogate_in_user_config_fails_closed_naming_it(kxen_home, ws, c
         ("[" * 20_000 + "]" * 20_000, "--args is not valid JSON: nested too deeply"),
         ('{"a":' * 20_000 + "1" + "}" * 20_000, "--args is not valid JSON: nested too deeply"),
         ('{"a": "\\ud800"}', "--args: a: must be valid Unicode text (it holds a lone surrogate)"),
-        ('{"a": "\udcff"}', "--args: a: must be valid Unicode text (it holds a lone surrogate)"),  # undecodable argv byte
+        (
+            '{"a": "\udcff"}',
+            "--args: a: must be valid Unicode text (it holds a lone surrogate)",
+        ),  # undecodable argv byte
         ('{"a\\udc00": 1}', "--args: a\\udc00: must be valid Unicode text (it holds a lone surrogate)"),
         ('{"n": ' + "9" * 10_000 + "}", "--args is not valid JSON: "),
         ("[1]", "--args must be a JSON object"),

@@ -15,8 +15,8 @@ import shutil
 import subprocess
 import venv
 import zipfile
-from email.parser import HeaderParser
 from email.message import Message
+from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,13 @@ pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[1]
 DISTS = {
-    "kxen", "kxen_transport_stdio", "kxen_transport_http", "kxen_transport_sse", "kxen_approval_tty", "kxen_testing", "kxen_oauth",
+    "kxen",
+    "kxen_transport_stdio",
+    "kxen_transport_http",
+    "kxen_transport_sse",
+    "kxen_approval_tty",
+    "kxen_testing",
+    "kxen_oauth",
 }
 #: what each plugin dist registers in the ``kxen`` entry-point group
 ENTRY_POINTS = {
@@ -95,8 +101,18 @@ def env_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _pip_install(env_dir: Path, wheels: dict[str, Path], requirement: str) -> None:
     _run(
         [
-            str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--timeout", "60", "--retries", "2",
-            "--find-links", str(wheels["kxen"].parent), requirement,
+            str(env_dir / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--timeout",
+            "60",
+            "--retries",
+            "2",
+            "--find-links",
+            str(wheels["kxen"].parent),
+            requirement,
         ],
         timeout=PIP_TIMEOUT,
     )
@@ -140,7 +156,15 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
     assert "kxen = kxen_core.cli:main" in _dist_info(wheels["kxen"], "entry_points.txt").splitlines()
 
     assert set(_requires(wheels["kxen"])) == CORE_DEPENDENCIES
-    assert set(_metadata(wheels["kxen"]).get_all("Provides-Extra")) == {"stdio", "http", "sse", "tty", "testing", "oauth", "all"}
+    assert set(_metadata(wheels["kxen"]).get_all("Provides-Extra")) == {
+        "stdio",
+        "http",
+        "sse",
+        "tty",
+        "testing",
+        "oauth",
+        "all",
+    }
     pulls = {
         "stdio": {"kxen-transport-stdio"},
         "http": {"kxen-transport-http"},
@@ -166,15 +190,28 @@ def test_pip_installs_kxen_and_its_extras_pull_the_plugins(wheels, env_dir, tmp_
     version = wheels["kxen"].name.split("-")[1]
 
     _pip_install(env_dir, wheels, f"kxen=={version}")
-    where = _run([str(env_dir / "bin" / "python"), "-c", "import kxen_core; print(kxen_core.__file__)"],
-                 timeout=RUN_TIMEOUT, cwd=tmp_path)
+    where = _run(
+        [str(env_dir / "bin" / "python"), "-c", "import kxen_core; print(kxen_core.__file__)"],
+        timeout=RUN_TIMEOUT,
+        cwd=tmp_path,
+    )
     assert Path(where.strip()).is_relative_to(env_dir), where
     assert _plugins(env_dir) == {}, "kxen without extras brought a plugin"
 
     _pip_install(env_dir, wheels, f"kxen[stdio]=={version}")
     assert _plugins(env_dir) == {"stdio": "kxen-transport-stdio"}
     out = _run(
-        [str(env_dir / "bin" / "kxen"), "--home", "demo/home", "mcp", "call", "demo", "add", "--args", '{"a": 2, "b": 40}'],
+        [
+            str(env_dir / "bin" / "kxen"),
+            "--home",
+            "demo/home",
+            "mcp",
+            "call",
+            "demo",
+            "add",
+            "--args",
+            '{"a": 2, "b": 40}',
+        ],
         timeout=RUN_TIMEOUT,
     )
     assert out.strip() == '{"sum": 42}'

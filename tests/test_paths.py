@@ -33,7 +33,9 @@ def tree(tmp_path: Path) -> Path:
 NAMES = ["a", "b", "f.py", "rel", "abs", "dangling", "loop1", "chain", "up", "fifo", "..", ".", "", "nope"]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # read-only tree
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # read-only tree
 @given(parts=st.lists(st.sampled_from(NAMES), min_size=0, max_size=6), trailing=st.booleans())
 def test_real_and_resolved_equal_the_standard_library(tree: Path, parts: list[str], trailing: bool) -> None:
     path = str(tree) + "/" + "/".join(parts) + ("/" if trailing else "")

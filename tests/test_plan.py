@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 
+from support import demo_entry, write_project
+
 from kxen_core import cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
 from kxen_core.launch import resolve_launch
 from kxen_core.runtime import Runtime
-from support import demo_entry, write_project
 
 SECRET = "sk-live-plan-0123456789"
 
@@ -42,8 +43,12 @@ def test_plan_says_what_would_start_and_why_not_and_starts_nothing(kxen_home, ws
     assert (q["start"], q["state"], q["approved"]) == (False, "awaiting_approval", False)
     assert f"--approve {q['fingerprint']}" in q["reason"]
     assert (rows["off"]["start"], rows["off"]["state"]) == (False, "disabled")
-    assert (rows["web"]["start"], rows["web"]["state"]) == (False, "disabled") and "remote MCP is off" in rows["web"]["reason"]
-    assert (rows["gone"]["start"], rows["gone"]["state"]) == (False, "failed") and "transport:" in rows["gone"]["reason"]
+    assert (rows["web"]["start"], rows["web"]["state"]) == (False, "disabled") and "remote MCP is off" in rows["web"][
+        "reason"
+    ]
+    assert (rows["gone"]["start"], rows["gone"]["state"]) == (False, "failed") and "transport:" in rows["gone"][
+        "reason"
+    ]
     assert SECRET not in json.dumps(rows)
 
 
@@ -51,7 +56,9 @@ def test_plan_of_a_remote_server_shows_the_url_without_query_values_and_only_hea
     _setup(kxen_home, ws, tmp_path)
     kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
     web = {r["name"]: r for r in Runtime(workspace=ws).plan()}["web"]
-    assert web["start"] and web["headers"] == ["Authorization"] and "api_key=" in web["url"] and SECRET not in web["url"]
+    assert (
+        web["start"] and web["headers"] == ["Authorization"] and "api_key=" in web["url"] and SECRET not in web["url"]
+    )
 
 
 def test_cli_plan_in_an_untrusted_workspace(kxen_home, ws, tmp_path, capsys):

@@ -563,7 +563,10 @@ def test_the_registry_follows_plugins_registered_later(pm):
 
 @pytest.mark.parametrize("error", [SystemExit(7), SystemExit("bye"), KeyboardInterrupt(), GeneratorExit()])
 def test_system_exit_or_keyboard_interrupt_at_import_is_a_load_failure(entry_points, error):
-    entry_points += [FakeEntryPoint("bad", error, dist="kxen-bad"), FakeEntryPoint("good", transport_plugin("g", "g"), dist="d")]
+    entry_points += [
+        FakeEntryPoint("bad", error, dist="kxen-bad"),
+        FakeEntryPoint("good", transport_plugin("g", "g"), dist="d"),
+    ]
     pm = make_plugin_manager()  # does not raise
     assert loaded_names(pm) == {"good"}
     f = failure(pm, "bad")
@@ -592,7 +595,9 @@ def test_a_dist_claiming_the_stdio_name_takes_it_from_nobody_in_either_order(ent
         pm = make_plugin_manager()
         assert loaded_names(pm) == set() and pm.transports.get("stdio") is None
         errors = {f.dist: f.error for f in pm.failures if f.entry_point == "stdio"}
-        assert "aaa-evil[stdio]" in errors["kxen-transport-stdio"] and "kxen-transport-stdio[stdio]" in errors["aaa-evil"]
+        assert (
+            "aaa-evil[stdio]" in errors["kxen-transport-stdio"] and "kxen-transport-stdio[stdio]" in errors["aaa-evil"]
+        )
 
 
 def test_blocking_one_claimant_of_a_name_lets_the_other_load(entry_points, monkeypatch):

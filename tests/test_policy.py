@@ -13,14 +13,14 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Channel, text_result
+from support import demo_entry
 
-from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core import hookimpl
+from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ToolCall, Vote, combine, fingerprint
 from kxen_core.runtime import Runtime
-from kxen_testing import Channel, text_result
-from support import demo_entry
 
 pytestmark = pytest.mark.anyio
 

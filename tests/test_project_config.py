@@ -13,20 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import attrs
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support import WAIT, Spy, demo_entry, settle, state, write_project
 
-from kxen_core import cli
+from kxen_core import cli, hookimpl
 from kxen_core.config import load_config
 from kxen_core.config.project import dangerous_env_key, secret_header
 from kxen_core.config.trust import trust
-from kxen_core import hookimpl
 from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 from kxen_core.runtime import Runtime
-from support import Spy, WAIT, demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +80,9 @@ def mixed_case(key: str) -> str:
 # --- rejected keys, named by file, key path and rule ------------------------------------------
 
 
-@pytest.mark.parametrize("key", DANGEROUS_ENV + [k.lower() for k in DANGEROUS_ENV] + [mixed_case(k) for k in DANGEROUS_ENV[:8]])
+@pytest.mark.parametrize(
+    "key", DANGEROUS_ENV + [k.lower() for k in DANGEROUS_ENV] + [mixed_case(k) for k in DANGEROUS_ENV[:8]]
+)
 def test_dangerous_env_keys_are_rejected_with_file_key_path_and_rule(kxen_home, ws, key):
     pfile = write_project(ws, {"p": demo_entry(env={"MODE": "x", key: "/tmp/evil"})})
     config = load_config(None, ws)
@@ -154,7 +154,11 @@ def test_the_user_may_set_what_a_project_may_not(kxen_home, ws):
     kxen_home.write_servers(
         {
             "u": demo_entry(env={"PATH": "/usr/bin", "NODE_OPTIONS": "--max-old-space-size=100"}),
-            "r": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer u"}, "oauth": {"clientSecret": "s"}},
+            "r": {
+                "url": "https://example.com/mcp",
+                "headers": {"Authorization": "Bearer u"},
+                "oauth": {"clientSecret": "s"},
+            },
         }
     )
     config = load_config(None, ws)
@@ -312,7 +316,9 @@ def _any_case(key: str):
 
 env_keys = st.one_of(
     st.sampled_from(DANGEROUS_ENV + SAFE_ENV).flatmap(_any_case),
-    st.sampled_from(["LD_", "DYLD_"]).flatmap(lambda p: st.from_regex(r"[A-Z_]{1,10}", fullmatch=True).map(lambda s: p + s)),
+    st.sampled_from(["LD_", "DYLD_"]).flatmap(
+        lambda p: st.from_regex(r"[A-Z_]{1,10}", fullmatch=True).map(lambda s: p + s)
+    ),
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True),
 )
 header_names = st.one_of(
@@ -375,7 +381,9 @@ async def test_no_rejected_key_or_secret_ever_reaches_a_transport(project, with_
         home, ws = Path(tmp) / "home", Path(tmp) / "ws"
         home.mkdir(), ws.mkdir()
         ws = ws.resolve()
-        (home / "config.toml").write_text(f"trusted_workspaces = [{json.dumps(str(ws))}]\n[mcp]\nremote_enabled = true\n")
+        (home / "config.toml").write_text(
+            f"trusted_workspaces = [{json.dumps(str(ws))}]\n[mcp]\nremote_enabled = true\n"
+        )
         (home / "mcp.json").write_text(json.dumps({"mcpServers": USER_SERVERS if with_user else {}}))
         write_project(ws, project)
         config = load_config(home, ws)

@@ -13,13 +13,13 @@ import subprocess
 import sys
 
 import pytest
+from kxen_testing import Channel
+from support import demo_entry, settle, state, write_project
 
 from kxen_core.config import load_config
 from kxen_core.config.project import ENV_ALLOWED, dangerous_env_key, env_key_rule, env_value_rule
 from kxen_core.config.trust import trust
 from kxen_core.runtime import Runtime
-from kxen_testing import Channel
-from support import demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -29,6 +29,7 @@ def trusted_ws(kxen_home, ws):
     """The project rules apply to what a trusted workspace's file holds: an untrusted workspace's
     file gives only server names (see tests/test_untrusted_project.py)."""
     trust(kxen_home.path, ws)
+
 
 #: keys that change what runs, accepted before (the issue's list and their relatives)
 GAPS = [

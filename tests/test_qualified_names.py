@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kxen_testing import mem, running, text_result
 
 from kxen_core import tool_names
 from kxen_core.agent_tools import qualified_name, split_qualified
 from kxen_core.config import check_server_key, load_config
-from kxen_testing import mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +66,9 @@ def weak_hash():
 
 
 @settings(max_examples=200, deadline=None)
-@given(server=servers, names=st.lists(tools | st.text(min_size=1, max_size=140), min_size=1, max_size=30), data=st.data())
+@given(
+    server=servers, names=st.lists(tools | st.text(min_size=1, max_size=140), min_size=1, max_size=30), data=st.data()
+)
 def test_assign_is_injective_and_order_free_even_when_hashes_collide(server, names, data):
     """assign gives one name per tool, drops a colliding one with a reason, and decides the same
     whatever order the server lists its tools in."""

@@ -8,9 +8,9 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Channel, mem, running, text_result
 
 from kxen_core.config.trust import trust, untrust
-from kxen_testing import Channel, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,9 @@ async def test_a_rejected_project_file_on_reload_keeps_the_running_project_serve
         assert states(rt) == {"u": ("ready", "user"), "p": ("ready", "project"), "p2": ("ready", "project")}
         assert rt.problems == []
         write_project(ws, broken)
-        kxen_home.write_servers({"u": mem("uf", defaultToolPolicy="allow"), "p": mem("uf", defaultToolPolicy="allow"), "v": mem("uf")})
+        kxen_home.write_servers(
+            {"u": mem("uf", defaultToolPolicy="allow"), "p": mem("uf", defaultToolPolicy="allow"), "v": mem("uf")}
+        )
         await rt.reload()
         with anyio.fail_after(10):
             assert await rt.wait_ready()

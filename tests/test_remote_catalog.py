@@ -13,11 +13,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from kxen_testing import mem, running, text_result
+from remote_support import REMOTE_ON, REMOTE_PLUGINS, SDK_TOOLS, WAIT, mcp_result, remote, status_of, text_of
 
 from kxen_core.agent_tools import qualified_name
 from kxen_core.errors import UnknownTool
-from kxen_testing import mem, running, text_result
-from remote_support import REMOTE_ON, REMOTE_PLUGINS, SDK_TOOLS, WAIT, mcp_result, remote, status_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -65,25 +65,77 @@ def deep_schema(levels: int) -> dict[str, Any]:
 CATALOG_ITEMS: list[tuple[dict[str, Any], str | None]] = [
     ({"name": "ok_tool", "description": "fine", "inputSchema": {"type": "object"}}, None),
     ({"name": "a" * 64, "inputSchema": {"type": "object"}}, None),
-    ({"name": "local-ref", "inputSchema": {"type": "object", "$defs": {"s": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/s"}}}}, None),
+    (
+        {
+            "name": "local-ref",
+            "inputSchema": {
+                "type": "object",
+                "$defs": {"s": {"type": "string"}},
+                "properties": {"x": {"$ref": "#/$defs/s"}},
+            },
+        },
+        None,
+    ),
     ({"name": "b" * 65, "inputSchema": {"type": "object"}}, None),
-    ({"name": "dotted.name", "title": "Dotted", "annotations": {"readOnlyHint": True}, "inputSchema": {"type": "object"}}, None),
+    (
+        {
+            "name": "dotted.name",
+            "title": "Dotted",
+            "annotations": {"readOnlyHint": True},
+            "inputSchema": {"type": "object"},
+        },
+        None,
+    ),
     ({"name": "c" * 129, "inputSchema": {"type": "object"}}, "tool names must match ^[A-Za-z0-9._-]{1,128}$"),
     ({"name": "has space", "inputSchema": {"type": "object"}}, "tool names must match ^[A-Za-z0-9._-]{1,128}$"),
     ({"name": "emoji_\U0001f600", "inputSchema": {"type": "object"}}, "tool names must match ^[A-Za-z0-9._-]{1,128}$"),
     ({"name": "newline\n", "inputSchema": {"type": "object"}}, "tool names must match ^[A-Za-z0-9._-]{1,128}$"),
     ({"name": "bad_title", "title": 5, "inputSchema": {"type": "object"}}, "title must be a string"),
-    ({"name": "bad_annotations", "annotations": [], "inputSchema": {"type": "object"}}, "annotations must be an object"),
+    (
+        {"name": "bad_annotations", "annotations": [], "inputSchema": {"type": "object"}},
+        "annotations must be an object",
+    ),
     ({"name": "bad_output", "inputSchema": {"type": "object"}, "outputSchema": "x"}, "outputSchema must be an object"),
-    ({"name": "remote_output_ref", "inputSchema": {"type": "object"}, "outputSchema": {"$ref": "https://evil.example/o.json"}}, "outputSchema has a non-local $ref"),
-    ({"name": "long_desc", "description": "d" * 101, "inputSchema": {"type": "object"}}, "description is longer than 100 characters"),
+    (
+        {
+            "name": "remote_output_ref",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"$ref": "https://evil.example/o.json"},
+        },
+        "outputSchema has a non-local $ref",
+    ),
+    (
+        {"name": "long_desc", "description": "d" * 101, "inputSchema": {"type": "object"}},
+        "description is longer than 100 characters",
+    ),
     ({"name": "no_schema"}, "inputSchema must be an object"),
-    ({"name": "array_schema", "inputSchema": {"type": "array"}}, 'inputSchema must be an object schema ("type": "object")'),
-    ({"name": "big_schema", "inputSchema": {"type": "object", "description": "x" * 2000}}, "inputSchema is larger than 1024 bytes"),
+    (
+        {"name": "array_schema", "inputSchema": {"type": "array"}},
+        'inputSchema must be an object schema ("type": "object")',
+    ),
+    (
+        {"name": "big_schema", "inputSchema": {"type": "object", "description": "x" * 2000}},
+        "inputSchema is larger than 1024 bytes",
+    ),
     ({"name": "deep_schema", "inputSchema": deep_schema(12)}, "inputSchema nests deeper than 8"),
-    ({"name": "remote_ref", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://evil.example/s.json"}}}}, "inputSchema has a non-local $ref"),
-    ({"name": "relative_ref", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "other.json#/a"}}}}, "inputSchema has a non-local $ref"),
-    ({"name": "dynamic_ref", "inputSchema": {"type": "object", "items": [{"$dynamicRef": "https://evil.example/s"}]}}, "inputSchema has a non-local $dynamicRef"),
+    (
+        {
+            "name": "remote_ref",
+            "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://evil.example/s.json"}}},
+        },
+        "inputSchema has a non-local $ref",
+    ),
+    (
+        {"name": "relative_ref", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "other.json#/a"}}}},
+        "inputSchema has a non-local $ref",
+    ),
+    (
+        {
+            "name": "dynamic_ref",
+            "inputSchema": {"type": "object", "items": [{"$dynamicRef": "https://evil.example/s"}]},
+        },
+        "inputSchema has a non-local $dynamicRef",
+    ),
 ]
 MOCK_LIMITS = "\n[mcp.remote_catalog]\nmax_description_chars = 100\nmax_schema_bytes = 1024\nmax_schema_depth = 8\n"
 
@@ -115,7 +167,9 @@ async def test_catalog_rules_item_by_item_for_remote_and_local_servers(kxen_home
     monkeypatch.setattr(streamable, "transport_factory", lambda server: mock_mcp(tools))
     fakes.add("local", tools={}, tool_defs=tools)
     kxen_home.write_settings(REMOTE_ON + MOCK_LIMITS)
-    kxen_home.write_servers({"r": remote("https://mcp.example.test/mcp"), "local": mem("local", defaultToolPolicy="allow")})
+    kxen_home.write_servers(
+        {"r": remote("https://mcp.example.test/mcp"), "local": mem("local", defaultToolPolicy="allow")}
+    )
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         kept = {item["name"] for item, rule in CATALOG_ITEMS if rule is None}
         for server in ("r", "local"):

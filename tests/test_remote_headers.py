@@ -10,8 +10,6 @@ import traceback
 
 import anyio
 import pytest
-
-from kxen_core.errors import AuthRequired, ConfigError, HTTPStatusError, KxenError, RemoteError, ServerNotReady
 from kxen_testing import running
 from remote_support import (
     REMOTE_ON,
@@ -25,6 +23,8 @@ from remote_support import (
     status_of,
     streamable_responder,
 )
+
+from kxen_core.errors import AuthRequired, ConfigError, HTTPStatusError, KxenError, RemoteError, ServerNotReady
 
 pytestmark = pytest.mark.anyio
 

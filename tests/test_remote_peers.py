@@ -4,12 +4,12 @@ server-everything), and privacy: a remote server gets no roots and never sees th
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import attrs
 import pytest
-
 from kxen_testing import running
 from remote_support import (
     REMOTE_ON,

@@ -5,12 +5,11 @@ servers keep running. One test uses the real SDK peer, the rest an HTTP server w
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
-
-from kxen_core.errors import ClosedError, KxenError, RemoteError, ServerNotReady
 from kxen_testing import Channel, mem, running, text_result
 from remote_support import (
     OFF_NOTE,
@@ -27,6 +26,8 @@ from remote_support import (
     text_of,
     until,
 )
+
+from kxen_core.errors import ClosedError, KxenError, RemoteError, ServerNotReady
 
 pytestmark = pytest.mark.anyio
 
@@ -137,7 +138,9 @@ def cancel_answering_responder(cancel_delay: float, answer_cancel: bool) -> Resp
 
             return Response(200, stream=stream)
         result = mcp_result(method, message.get("params") or {})
-        return Response(200, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode(), "application/json")
+        return Response(
+            200, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode(), "application/json"
+        )
 
     def close() -> None:
         for channel in channels:

@@ -9,10 +9,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-from kxen_core.cli import main as kxen_main
-from kxen_core.config import load_config
-from kxen_core.errors import ApprovalDenied, ConfigError, ServerNotReady
 from kxen_testing import Channel, mem, running, text_result
 from remote_support import (
     OFF_NOTE,
@@ -27,6 +23,10 @@ from remote_support import (
     streamable_responder,
     write_project,
 )
+
+from kxen_core.cli import main as kxen_main
+from kxen_core.config import load_config
+from kxen_core.errors import ApprovalDenied, ConfigError, ServerNotReady
 
 pytestmark = pytest.mark.anyio
 

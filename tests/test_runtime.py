@@ -8,7 +8,9 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Channel, FakeError, FakeServer, mem, running, text_result
 
+from kxen_core import hookimpl
 from kxen_core.errors import (
     ApprovalDenied,
     ClosedError,
@@ -19,11 +21,9 @@ from kxen_core.errors import (
     ServerNotReady,
     UnknownTool,
 )
-from kxen_core import hookimpl
 from kxen_core.plugins import LoadFailure, make_plugin_manager
 from kxen_core.policy import Vote
 from kxen_core.runtime import Runtime
-from kxen_testing import Channel, FakeError, FakeServer, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +31,18 @@ WAIT = 10
 
 #: every status entry has these keys; the rest may only be these optional, secret-free extras
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
-OPTIONAL_STATUS_KEYS = {"diagnostics", "note", "fingerprint", "transportInfo", "log", "auth", "next", "scopes", "era", "protocolVersion"}
+OPTIONAL_STATUS_KEYS = {
+    "diagnostics",
+    "note",
+    "fingerprint",
+    "transportInfo",
+    "log",
+    "auth",
+    "next",
+    "scopes",
+    "era",
+    "protocolVersion",
+}
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -99,7 +110,11 @@ async def test_server_goes_ready_with_counts(kxen_home, ws, fakes):
         assert {t["qualifiedName"] for t in rt.tools("demo")} == {"demo__echo", "demo__add"}
         # beside them, kxen's own resource and prompt tools (the server declared both capabilities)
         assert {t["qualifiedName"] for t in rt.tools() if t["server"] is None} == {
-            "kxen_list_resources", "kxen_list_resource_templates", "kxen_read_resource", "kxen_list_prompts", "kxen_get_prompt"
+            "kxen_list_resources",
+            "kxen_list_resource_templates",
+            "kxen_read_resource",
+            "kxen_list_prompts",
+            "kxen_get_prompt",
         }
         tool = next(t for t in rt.tools() if t["name"] == "echo")
         assert tool == {
@@ -163,7 +178,9 @@ async def test_unknown_transport_kind_is_a_config_error_naming_its_key_path(kxen
         async with running(kxen_home, ws):
             pass  # pragma: no cover
     (problem,) = info.value.problems
-    assert problem.startswith(f"{kxen_home.path / 'mcp.json'}: mcpServers.x.transport: unknown transport kind 'carrier-pigeon'")
+    assert problem.startswith(
+        f"{kxen_home.path / 'mcp.json'}: mcpServers.x.transport: unknown transport kind 'carrier-pigeon'"
+    )
     assert "installed kinds: memory" in problem
 
 
@@ -172,7 +189,9 @@ async def test_transport_plugin_that_failed_to_load_is_named(kxen_home, ws, fake
     cause (the kind may be the broken plugin's); the rest start."""
     fakes.add("f", tools={"echo": echo})
     pm = only_memory_pm()
-    pm.entry_failures.append(LoadFailure(dist="kxen-transport-pigeon", entry_point="pigeon", error="ImportError: no wings"))
+    pm.entry_failures.append(
+        LoadFailure(dist="kxen-transport-pigeon", entry_point="pigeon", error="ImportError: no wings")
+    )
     kxen_home.write_servers({"x": {"transport": "pigeon"}, "y": mem("f")})
     async with running(kxen_home, ws, pm=pm) as rt:
         s = status_of(rt, "x")
@@ -265,7 +284,9 @@ async def test_initialize_timeout_fails_in_phase_initialize(kxen_home, ws, fakes
 async def test_call_tool_routes_by_qualified_name(kxen_home, ws, fakes):
     a = fakes.add("fa", tools={"echo": echo})
     b = fakes.add("fb", tools={"echo": lambda args: text_result("from b")})
-    kxen_home.write_servers({"alpha": mem("fa", defaultToolPolicy="allow"), "beta": mem("fb", defaultToolPolicy="allow")})
+    kxen_home.write_servers(
+        {"alpha": mem("fa", defaultToolPolicy="allow"), "beta": mem("fb", defaultToolPolicy="allow")}
+    )
     async with running(kxen_home, ws) as rt:
         result = await rt.call_tool("alpha__echo", {"text": "hi"})
         assert result == text_result("echo: hi")
@@ -539,7 +560,9 @@ async def test_stopping_the_runtime_stops_every_server(kxen_home, ws, fakes):
 
 async def test_two_servers_may_share_one_fake(kxen_home, ws, fakes):
     fakes.add("f", tools={"echo": echo})
-    kxen_home.write_servers({"a": mem("f", timeouts={"initializeSeconds": 1}), "b": mem("f", timeouts={"initializeSeconds": 1})})
+    kxen_home.write_servers(
+        {"a": mem("f", timeouts={"initializeSeconds": 1}), "b": mem("f", timeouts={"initializeSeconds": 1})}
+    )
     async with running(kxen_home, ws) as rt:
         assert {s["state"] for s in rt.status()} == {"ready"}
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import mem, running, text_result
 
 from kxen_core import CatalogPage, Runtime, Verdict, hookimpl
 from kxen_core.admission import admit
@@ -14,7 +15,6 @@ from kxen_core.config import load_config
 from kxen_core.errors import ServerNotReady
 from kxen_core.plugins import make_plugin_manager
 from kxen_core.server import SETTLED, Phase, State
-from kxen_testing import mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -25,13 +25,27 @@ def echo(args: dict[str, Any]) -> dict[str, Any]:
 
 def test_states_and_phases_are_a_closed_set_equal_to_their_names():
     assert [s.value for s in State] == [
-        "disabled", "awaiting_trust", "awaiting_approval", "connecting", "initializing", "listing", "ready",
-        "needs_login", "failed", "stopped",
+        "disabled",
+        "awaiting_trust",
+        "awaiting_approval",
+        "connecting",
+        "initializing",
+        "listing",
+        "ready",
+        "needs_login",
+        "failed",
+        "stopped",
     ]
     assert [p.value for p in Phase] == ["transport", "auth", "initialize", "catalog", "call"]
     assert State.READY == "ready" and f"{State.READY}" == "ready" and json.dumps(State.FAILED) == '"failed"'
     assert SETTLED == {
-        State.DISABLED, State.AWAITING_TRUST, State.AWAITING_APPROVAL, State.READY, State.NEEDS_LOGIN, State.FAILED, State.STOPPED
+        State.DISABLED,
+        State.AWAITING_TRUST,
+        State.AWAITING_APPROVAL,
+        State.READY,
+        State.NEEDS_LOGIN,
+        State.FAILED,
+        State.STOPPED,
     }
     with pytest.raises(ValueError):
         State("authenticating")  # not a state: a sign-in runs outside the server's life (Runtime.login_start)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from kxen_testing import running
 
 pytestmark = pytest.mark.anyio

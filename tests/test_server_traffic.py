@@ -9,11 +9,11 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Answers, FakeServer, mem, running, text_result
 
 from kxen_core.errors import Unsupported
 from kxen_core.notices import MAX_LOG_ENTRIES, MAX_LOG_TEXT, MAX_PENDING_URIS
 from kxen_core.progress import Progress
-from kxen_testing import Answers, FakeServer, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +35,10 @@ def progress_fake(count: int, total: int | None = None) -> FakeServer:
         fake.tokens.append(token)
         if token is not None:
             for i in range(1, count + 1):
-                await fake.notify("notifications/progress", {"progressToken": token, "progress": i, "total": total or count, "message": f"step {i}"})
+                await fake.notify(
+                    "notifications/progress",
+                    {"progressToken": token, "progress": i, "total": total or count, "message": f"step {i}"},
+                )
         return text_result("done")
 
     fake.tokens = []  # type: ignore[attr-defined]
@@ -78,7 +81,12 @@ async def test_a_progress_flood_neither_blocks_the_reader_nor_grows(kxen_home, f
 async def test_progress_for_no_call_is_dropped_and_counted(kxen_home, fakes, tmp_path):
     fake = fakes.add("f", tools={"t": lambda a: text_result("x")})
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
-        for params in ({"progressToken": "made-up", "progress": 1}, {"progressToken": "kxen-1", "progress": "x"}, None, {"progress": 2}):
+        for params in (
+            {"progressToken": "made-up", "progress": 1},
+            {"progressToken": "kxen-1", "progress": "x"},
+            None,
+            {"progress": 2},
+        ):
             await fake.notify("notifications/progress", params)
         await until(lambda: rt.servers["s"].progress.unmatched == 4)
         assert rt.status()[0]["state"] == "ready"
@@ -107,7 +115,9 @@ async def test_log_messages_go_to_the_status_at_their_level_bounded(kxen_home, f
         deep = [deep]
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
         server = rt.servers["s"]
-        await fake.notify("notifications/message", {"level": "warning", "logger": "db", "data": "disk \x1b[2J almost full"})
+        await fake.notify(
+            "notifications/message", {"level": "warning", "logger": "db", "data": "disk \x1b[2J almost full"}
+        )
         await fake.notify("notifications/message", {"level": "shout", "data": {"nested": [1, 2, {"x": None}]}})
         await fake.notify("notifications/message", {"level": "error", "logger": "L" * 500, "data": "x" * 1_000_000})
         await fake.notify("notifications/message", {"level": "debug", "data": deep})
@@ -135,7 +145,11 @@ def subscribing_fake(subscribe: bool = True) -> FakeServer:
     return FakeServer(
         tools={"t": lambda a: text_result("x")},
         capabilities={"tools": {}, "resources": {"subscribe": subscribe}},
-        methods={"resources/subscribe": lambda p: {}, "resources/unsubscribe": lambda p: {}, "resources/list": lambda p: {"resources": []}},
+        methods={
+            "resources/subscribe": lambda p: {},
+            "resources/unsubscribe": lambda p: {},
+            "resources/list": lambda p: {"resources": []},
+        },
     )
 
 
@@ -229,11 +243,16 @@ async def test_without_a_handler_nothing_is_declared_and_requests_are_declined(k
 
 async def test_handlers_answer_and_only_their_capabilities_are_declared(kxen_home, fakes, tmp_path):
     fake = fakes.add("f", tools={"t": lambda a: text_result("x")})
-    answers = Answers(sampling=ANSWER, elicitation=lambda r: {"action": "accept", "content": {"name": r.message.upper()}})
+    answers = Answers(
+        sampling=ANSWER, elicitation=lambda r: {"action": "accept", "content": {"name": r.message.upper()}}
+    )
     async with running(kxen_home, tmp_path, answers, servers={"s": mem("f")}):
         assert declared(fake) == {"roots": {"listChanged": False}, "sampling": {}, "elicitation": {"form": {}}}
         assert (await ask(fake, 1, "sampling/createMessage", SAMPLE))["result"] == ANSWER
-        assert (await ask(fake, 2, "elicitation/create", ELICIT))["result"] == {"action": "accept", "content": {"name": "YOUR NAME?"}}
+        assert (await ask(fake, 2, "elicitation/create", ELICIT))["result"] == {
+            "action": "accept",
+            "content": {"name": "YOUR NAME?"},
+        }
     first, second = answers.requests
     assert first.server == "s" and first.params == SAMPLE
     assert second.message == "your name?" and second.requested_schema == ELICIT["requestedSchema"]
@@ -256,7 +275,9 @@ async def test_handlers_answer_and_only_their_capabilities_are_declared(kxen_hom
 )
 async def test_a_passing_broken_or_raising_handler_is_a_decline(kxen_home, fakes, tmp_path, sampling, elicitation):
     fake = fakes.add("f", tools={"t": lambda a: text_result("x")})
-    async with running(kxen_home, tmp_path, Answers(sampling=sampling, elicitation=elicitation), servers={"s": mem("f")}) as rt:
+    async with running(
+        kxen_home, tmp_path, Answers(sampling=sampling, elicitation=elicitation), servers={"s": mem("f")}
+    ) as rt:
         assert (await ask(fake, "a", "sampling/createMessage", SAMPLE))["error"]["code"] == -1
         assert (await ask(fake, "b", "elicitation/create", ELICIT))["result"] == {"action": "decline"}
         assert rt.status()[0]["state"] == "ready"

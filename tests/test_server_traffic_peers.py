@@ -14,9 +14,9 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import Answers, running
 
 from kxen_core.progress import Progress
-from kxen_testing import Answers, running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 
@@ -36,11 +36,22 @@ async def until(predicate: Any, timeout: float = WAIT) -> None:
 def raw_tools(argv: list[str], capabilities: dict[str, Any]) -> list[dict[str, Any]]:
     """``tools/list`` as a minimal client of our own sees it: initialize, initialized, list, stop."""
     lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": capabilities,
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as proc:
         watchdog = threading.Timer(WAIT, proc.kill)  # bounded: a silent server is killed, reads end
         watchdog.start()
         try:
@@ -73,7 +84,12 @@ def as_sent(tool: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def everything(everything_js: str) -> dict[str, Any]:
-    return {"command": "node", "args": [everything_js, "stdio"], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}}
+    return {
+        "command": "node",
+        "args": [everything_js, "stdio"],
+        "defaultToolPolicy": "allow",
+        "timeouts": {"requestSeconds": 30},
+    }
 
 
 async def test_everything_tools_keep_what_the_server_sent(kxen_home, tmp_path, everything):
@@ -94,7 +110,9 @@ async def test_everything_progress_reaches_the_callback(kxen_home, tmp_path, eve
     seen: list[Progress] = []
     async with running(kxen_home, tmp_path, servers={"ev": everything}, allow=STDIO, wait=WAIT) as rt:
         with anyio.fail_after(WAIT):
-            result = await rt.call_tool("ev__trigger-long-running-operation", {"duration": 1, "steps": 4}, on_progress=seen.append)
+            result = await rt.call_tool(
+                "ev__trigger-long-running-operation", {"duration": 1, "steps": 4}, on_progress=seen.append
+            )
     assert not result.get("isError"), result
     assert seen and seen[-1].progress == 4 and seen[-1].total == 4
     assert [p.progress for p in seen] == sorted({p.progress for p in seen})
@@ -111,7 +129,12 @@ def fill(request: Any) -> dict[str, Any]:
     return {"action": "accept", "content": content}
 
 
-SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "sampled by the kxen host"}, "model": "kxen-test-model", "stopReason": "endTurn"}
+SAMPLED = {
+    "role": "assistant",
+    "content": {"type": "text", "text": "sampled by the kxen host"},
+    "model": "kxen-test-model",
+    "stopReason": "endTurn",
+}
 
 
 async def test_everything_burst_ends_with_the_full_set_and_the_hooks_answer(kxen_home, tmp_path, everything):
@@ -136,7 +159,9 @@ async def test_everything_burst_ends_with_the_full_set_and_the_hooks_answer(kxen
     assert elicitation.message and "name" in elicitation.requested_schema["properties"]
 
 
-async def test_everything_without_handlers_offers_no_sampling_and_a_passing_handler_declines(kxen_home, tmp_path, everything):
+async def test_everything_without_handlers_offers_no_sampling_and_a_passing_handler_declines(
+    kxen_home, tmp_path, everything
+):
     async with running(kxen_home, tmp_path, servers={"ev": everything}, allow=STDIO, wait=WAIT) as rt:
         await until(lambda: "get-roots-list" in {t["name"] for t in rt.tools("ev")})
         names = {t["name"] for t in rt.tools("ev")}
@@ -214,7 +239,9 @@ async def test_everything_progress_over_http_transports(kxen_home, tmp_path, pee
         tools = {t["name"]: t for t in rt.tools("ev")}
         assert tools["echo"]["title"] == "Echo Tool" and tools["echo"]["annotations"]["readOnlyHint"] is True
         with anyio.fail_after(WAIT):
-            result = await rt.call_tool("ev__trigger-long-running-operation", {"duration": 1, "steps": 3}, on_progress=seen.append)
+            result = await rt.call_tool(
+                "ev__trigger-long-running-operation", {"duration": 1, "steps": 3}, on_progress=seen.append
+            )
     assert not result.get("isError"), result
     assert seen and seen[-1].progress == 3 and seen[-1].total == 3
 
@@ -227,7 +254,12 @@ def everything_old(npm_peers: Path) -> dict[str, Any]:
     script = npm_peers / "server-everything-old" / "dist" / "index.js"
     if not script.is_file():
         pytest.skip(f"{script} is missing (npm ci in tests/peers)")
-    return {"command": "node", "args": [str(script), "stdio"], "defaultToolPolicy": "allow", "timeouts": {"requestSeconds": 30}}
+    return {
+        "command": "node",
+        "args": [str(script), "stdio"],
+        "defaultToolPolicy": "allow",
+        "timeouts": {"requestSeconds": 30},
+    }
 
 
 async def outcome(rt: Any, name: str, args: dict[str, Any]) -> str:
@@ -260,7 +292,9 @@ async def test_everything_old_tools_progress_and_declines(kxen_home, tmp_path, e
 
 
 async def test_everything_old_sampling_elicitation_and_subscription(kxen_home, tmp_path, everything_old):
-    answers = Answers(sampling=SAMPLED, elicitation={"action": "accept", "content": {"color": "teal", "number": 7, "pets": "cats"}})
+    answers = Answers(
+        sampling=SAMPLED, elicitation={"action": "accept", "content": {"color": "teal", "number": 7, "pets": "cats"}}
+    )
     updates: list[str] = []
     async with running(kxen_home, tmp_path, answers, servers={"old": everything_old}, allow=STDIO, wait=WAIT) as rt:
         await until(lambda: "startElicitation" in {t["name"] for t in rt.tools("old")})

@@ -145,7 +145,11 @@ def test_a_held_lock_times_out_with_a_clear_error(tmp_path):
             trust(home, ws, lock_timeout=0.3)
         assert 0.25 <= time.monotonic() - start < 10
         (problem,) = info.value.problems
-        assert problem.startswith(f"{settings}: ") and "config.toml.lock" in problem and "held by another process" in problem
+        assert (
+            problem.startswith(f"{settings}: ")
+            and "config.toml.lock" in problem
+            and "held by another process" in problem
+        )
         assert settings.read_text() == "# untouched\n"
         holder.stdin.close()  # the holder lets go: the same change now goes through
         holder.wait(WAIT)

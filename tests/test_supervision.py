@@ -16,13 +16,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-from kxen_core.errors import ClosedError, ServerNotReady
-from kxen_core.reconnect import Backoff, passing
-from kxen_core.errors import ConnectError, HTTPStatusError, RemoteError, SessionExpired
 from kxen_testing import running
 from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of, text_of, until
 from support import demo_entry
+
+from kxen_core.errors import ClosedError, ConnectError, HTTPStatusError, RemoteError, ServerNotReady, SessionExpired
+from kxen_core.reconnect import Backoff, passing
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +47,9 @@ def pid_of(rt, name: str) -> int:
 
 
 async def test_a_killed_stdio_server_stays_failed_until_restart(kxen_home, ws):
-    async with running(kxen_home, ws, servers={"d": {**demo_entry(), "defaultToolPolicy": "allow"}}, allow=("stdio",)) as rt:
+    async with running(
+        kxen_home, ws, servers={"d": {**demo_entry(), "defaultToolPolicy": "allow"}}, allow=("stdio",)
+    ) as rt:
         first = pid_of(rt, "d")
         os.kill(first, signal.SIGKILL)
         await until(lambda: status_of(rt, "d")["state"] == "failed", WAIT)
@@ -69,7 +70,9 @@ async def test_a_killed_stdio_server_stays_failed_until_restart(kxen_home, ws):
 
 
 async def test_a_call_in_flight_fails_at_once_with_the_reason_when_its_server_restarts(kxen_home, ws):
-    async with running(kxen_home, ws, servers={"d": {**demo_entry(), "defaultToolPolicy": "allow"}}, allow=("stdio",)) as rt:
+    async with running(
+        kxen_home, ws, servers={"d": {**demo_entry(), "defaultToolPolicy": "allow"}}, allow=("stdio",)
+    ) as rt:
         first = pid_of(rt, "d")
         outcome: list[BaseException] = []
 
@@ -131,7 +134,10 @@ def _free_port() -> int:
 def _start_sdk(mode: str, port: int, log: Path) -> subprocess.Popen:
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, str(SDK_SERVER), mode, str(port)], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, str(SDK_SERVER), mode, str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -189,6 +195,10 @@ def test_the_backoff_retries_what_may_pass_with_bounded_growing_waits():
     assert backoff.next(refused, True) == 1.0  # ready again in between: a new budget
     fresh = Backoff()
     assert fresh.next(SessionExpired("session expired"), True) == 0.0  # only the session is gone: at once
-    assert passing("connection closed") and passing(ClosedError("x")) and passing(HTTPStatusError("bad gateway", status=502))
+    assert (
+        passing("connection closed")
+        and passing(ClosedError("x"))
+        and passing(HTTPStatusError("bad gateway", status=502))
+    )
     assert not passing(HTTPStatusError("unauthorized", status=401)) and not passing(RemoteError(-32603, "no"))
     assert not passing(None) and Backoff().next(RemoteError(-32603, "no"), False) is None

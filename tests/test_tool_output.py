@@ -9,9 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_testing import FakeServer, mem, running, text_result
 
 from kxen_core.tool_output import MAX_CHECKED_VALUES, bounded_schema, check_result
-from kxen_testing import FakeServer, mem, running, text_result
 
 pytestmark = pytest.mark.anyio
 
@@ -30,14 +30,24 @@ SCHEMA_2020 = {
     "dependentRequired": {"pair": ["mode"]},
     "unevaluatedProperties": False,
 }
-OUTPUT = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"type": "string", "pattern": "(a+)+$"}}, "required": ["n"]}
+OUTPUT = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "tag": {"type": "string", "pattern": "(a+)+$"}},
+    "required": ["n"],
+}
 FULL_TOOL = {
     "name": "full",
     "title": "A full tool",
     "description": "every field",
     "inputSchema": SCHEMA_2020,
     "outputSchema": OUTPUT,
-    "annotations": {"title": "Full", "readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
+    "annotations": {
+        "title": "Full",
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    },
     "execution": {"taskSupport": "optional"},
     "icons": [{"src": "data:image/png;base64,AA==", "mimeType": "image/png"}],
     "_meta": {"vendor.example/x": 1},
@@ -119,14 +129,20 @@ def test_a_deep_instance_against_a_recursive_schema_is_an_error_not_a_crash():
 def test_an_unusable_schema_passes_the_result_on_with_a_note():
     notes: list[str] = []
     result = {"content": [], "structuredContent": {"a": 1}}
-    assert check_result({"name": "t", "outputSchema": {"properties": {"a": {"$ref": "#/nowhere"}}}}, result, notes.append) is result
+    assert (
+        check_result({"name": "t", "outputSchema": {"properties": {"a": {"$ref": "#/nowhere"}}}}, result, notes.append)
+        is result
+    )
     assert notes and "could not be used" in notes[0]
 
 
 def test_the_bounded_schema_drops_only_what_it_cannot_bound():
     schema = {
         "type": "object",
-        "properties": {"pattern": {"type": "string", "pattern": "(a+)+$"}, "list": {"type": "array", "uniqueItems": True}},
+        "properties": {
+            "pattern": {"type": "string", "pattern": "(a+)+$"},
+            "list": {"type": "array", "uniqueItems": True},
+        },
         "patternProperties": {"^x": {"type": "string"}},
         "additionalProperties": False,
         "$defs": {"d": {"anyOf": [{"pattern": "x"}, {"const": {"pattern": "data stays"}}]}},

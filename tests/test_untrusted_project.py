@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import demo_entry, settle, state, write_project
 
 from kxen_core import cli
 from kxen_core.config import load_config
@@ -19,7 +20,6 @@ from kxen_core.config.trust import trust
 from kxen_core.errors import ConnectError
 from kxen_core.launch import resolve_launch
 from kxen_core.runtime import Runtime
-from support import demo_entry, settle, state, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,13 @@ def test_only_the_names_are_read(kxen_home, ws):
     assert not config.trusted and config.project_problems == ()
     assert sorted(config.servers) == sorted(HOSTILE)
     for name, server in config.servers.items():
-        assert (server.scope, server.kind, server.command, server.url, server.env) == ("project", UNREAD, None, None, {})
+        assert (server.scope, server.kind, server.command, server.url, server.env) == (
+            "project",
+            UNREAD,
+            None,
+            None,
+            {},
+        )
         with pytest.raises(ConnectError, match="not trusted"):
             resolve_launch(server, ws)  # nothing of it can be launched
 
@@ -99,7 +105,9 @@ def test_cli_says_what_to_do(kxen_home, ws, capsys):
     rows = json.loads(capsys.readouterr().out)["approvals"]
     # what each would run is not known yet: every name waits for trust, none has a launch
     assert {r["server"] for r in rows} == set(HOSTILE)
-    assert {(r["kind"], r["fingerprint"], r["launch"], r["transport"]) for r in rows} == {("workspace_trust", None, None, None)}
+    assert {(r["kind"], r["fingerprint"], r["launch"], r["transport"]) for r in rows} == {
+        ("workspace_trust", None, None, None)
+    }
     assert cli.main([*base, "mcp", "approvals"]) == 0
     out = capsys.readouterr().out
     assert out.count("waits for the workspace to be trusted (kxen trust") == len(HOSTILE)
@@ -107,4 +115,3 @@ def test_cli_says_what_to_do(kxen_home, ws, capsys):
     check = json.loads(capsys.readouterr().out)
     assert check["ok"] and check["trusted"] is False and "not checked: the workspace is not trusted" in check["note"]
     assert "sk-live" not in json.dumps(check) + out
-

@@ -19,6 +19,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import demo_entry
 
 from kxen_core import hookimpl
 from kxen_core.config.models import ServerConfig, Settings
@@ -29,7 +30,6 @@ from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ToolCall, Vote, combine
 from kxen_core.runtime import Runtime
 from kxen_core.votes import PreparedVotes, full_votes
-from support import demo_entry
 
 TOOLS = ("echo", "read_a", "write_b", "del_c")
 DECISIONS = ("allow", "ask", "deny")
@@ -146,9 +146,7 @@ def _key(votes: list[Vote]) -> list[tuple[str, str, str]]:
     more=plugins,
 )
 def test_prepared_votes_equal_the_full_vote(configs, settings_, extra, sequence, more):
-    pm = make_plugin_manager(
-        load_entrypoints=False, extra=[Plugin(b, f"p{i}", a) for i, (b, a) in enumerate(extra)]
-    )
+    pm = make_plugin_manager(load_entrypoints=False, extra=[Plugin(b, f"p{i}", a) for i, (b, a) in enumerate(extra)])
     spare = [Plugin(b, f"late{i}", a) for i, (b, a) in enumerate(more)]
     prepared = PreparedVotes(pm)
 

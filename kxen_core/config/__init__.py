@@ -3,4 +3,13 @@
 from .loader import Config, default_home, load_config
 from .models import OAuthConfig, ServerConfig, Settings, Timeouts, check_server_key
 
-__all__ = ["Config", "OAuthConfig", "ServerConfig", "Settings", "Timeouts", "check_server_key", "default_home", "load_config"]
+__all__ = [
+    "Config",
+    "OAuthConfig",
+    "ServerConfig",
+    "Settings",
+    "Timeouts",
+    "check_server_key",
+    "default_home",
+    "load_config",
+]

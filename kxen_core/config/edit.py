@@ -25,8 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..converter import SURROGATE_RULE, lone_surrogates, make_converter
 from ..errors import ConfigError, printable
@@ -157,7 +158,9 @@ def add_server(
     def mutate(servers: dict[str, Any]) -> None:
         if name in servers:
             raise ConfigError(
-                [f"{path}: mcpServers.{name}: a server of this name is already configured here (kxen mcp remove {name} first)"]
+                [
+                    f"{path}: mcpServers.{name}: a server of this name is already configured here (kxen mcp remove {name} first)"
+                ]
             )
         servers[name] = entry
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 import attrs
 
@@ -76,7 +76,9 @@ def expand(value: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
         elif sep:
             out.append(default)
         elif found is None:
-            raise BadReference(f"${{{name}}} is not set in the environment (set it, or give a default: ${{{name}:-value}})")
+            raise BadReference(
+                f"${{{name}}} is not set in the environment (set it, or give a default: ${{{name}:-value}})"
+            )
         # set but empty, without a default: it expands to the empty string
         i = end + 1
 

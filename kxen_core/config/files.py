@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config file larger than this is refused, not read
 
@@ -120,7 +120,9 @@ def locked(path: Path, lock_path: Path, timeout: float) -> Iterator[None]:
             [f"{path}: (file): cannot be updated: {lock_path} is held by another process (waited {timeout:g} s)"]
         ) from None
     except OSError as exc:
-        raise ConfigError([f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc.strerror or exc}"]) from None
+        raise ConfigError(
+            [f"{path}: (file): cannot be updated: cannot lock {lock_path}: {exc.strerror or exc}"]
+        ) from None
     try:
         yield
     finally:

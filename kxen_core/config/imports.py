@@ -167,8 +167,10 @@ def convert(data: Any, fmt: str) -> tuple[list[Imported], list[str]]:
     """The entries of a parsed foreign file, and notes on the file as a whole. ValueError when the
     file holds no server definitions where ``fmt`` keeps them."""
     key = "servers" if fmt == "vscode" else "mcpServers"
-    if not isinstance(data, dict) or not isinstance(_entries_of(data, fmt), dict) or not (
-        key in data or (fmt == "vscode" and isinstance(data.get("mcp"), dict))
+    if (
+        not isinstance(data, dict)
+        or not isinstance(_entries_of(data, fmt), dict)
+        or not (key in data or (fmt == "vscode" and isinstance(data.get("mcp"), dict)))
     ):
         raise ValueError(f"no '{key}' object of server definitions (read as {fmt})")
     notes = []
@@ -212,7 +214,9 @@ def _entry(name: str, raw: Any, fmt: str) -> Imported:
         elif key == "timeout" and fmt == "gemini" and type(value) in (int, float) and 0 < value <= 86_400_000:
             entry["timeouts"] = {"requestSeconds": value / 1000}  # Gemini counts milliseconds
         elif key == "envFile":
-            reasons.append("envFile: kxen reads no env files; put the values in env (in user config, ${VAR} from your environment)")
+            reasons.append(
+                "envFile: kxen reads no env files; put the values in env (in user config, ${VAR} from your environment)"
+            )
         elif key in DROPPED:
             notes.append(f"{key}: not imported ({DROPPED[key]})")
         else:
@@ -245,9 +249,13 @@ def _references(where: str, value: str, reasons: list[str], notes: list[str]) ->
             notes.append(f"{where}: ${{{body}}} is written ${{{body[4:]}}} for kxen")
             return "${" + body[4:] + "}"
         elif body.startswith("input:"):
-            reasons.append(f"{where}: VS Code input variables have no kxen equivalent: set the value in your environment and write ${{NAME}}")
+            reasons.append(
+                f"{where}: VS Code input variables have no kxen equivalent: set the value in your environment and write ${{NAME}}"
+            )
         elif not _NAME.fullmatch(body):
-            reasons.append(f"{where}: ${{{_shown(body, quote=False)}}} is not a variable kxen expands (only ${{NAME}} from your environment)")
+            reasons.append(
+                f"{where}: ${{{_shown(body, quote=False)}}} is not a variable kxen expands (only ${{NAME}} from your environment)"
+            )
         return m.group()
 
     return _REF.sub(sub, value)

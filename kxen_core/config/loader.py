@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import cattrs
@@ -199,7 +200,9 @@ def servers_from(
         shape = shape or check_server_shape(server) + _url_problems(server, settings or Settings())
         if registry is not None and not shape:
             # the plugins that failed to load are named only for a kind nobody serves
-            shape = registry.check(server, conv, pm.broken() if pm is not None and registry.get(server.kind) is None else ())
+            shape = registry.check(
+                server, conv, pm.broken() if pm is not None and registry.get(server.kind) is None else ()
+            )
         for suffix, rule in shape:
             problems.append(_render(file, f"{rule} @ {where}.{suffix}" if suffix else f"{rule} @ {where}"))
         if not shape:
@@ -246,7 +249,9 @@ def unread_project_servers(path: Path | str, problems: list[str]) -> dict[str, S
         return {}  # rejected whole, as a trusted workspace's file would be
     names = list(entries)
     if len(names) > MAX_UNREAD_NAMES:
-        problems.append(f"{file}: mcpServers: more than {MAX_UNREAD_NAMES} servers; the first {MAX_UNREAD_NAMES} are shown")
+        problems.append(
+            f"{file}: mcpServers: more than {MAX_UNREAD_NAMES} servers; the first {MAX_UNREAD_NAMES} are shown"
+        )
     return {
         name: ServerConfig(name=name, scope="project", source=file, transport=UNREAD)
         for name in names[:MAX_UNREAD_NAMES]
@@ -273,7 +278,11 @@ def _url_problems(server: ServerConfig, settings: Settings) -> list[tuple[str, s
 
 
 def load_config(
-    home: Path | None = None, workspace: Path | None = None, *, pm: KxenPluginManager | None = None, canonical: bool = False
+    home: Path | None = None,
+    workspace: Path | None = None,
+    *,
+    pm: KxenPluginManager | None = None,
+    canonical: bool = False,
 ) -> Config:
     """Load settings, user servers and project servers.
 

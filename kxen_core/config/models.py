@@ -37,7 +37,9 @@ def check_server_key(key: str) -> str | None:
     if "__" in key:
         return "server names must not contain '__' (it separates server and tool in model-visible names)"
     if key.endswith("_"):
-        return "server names must not end with '_' (the model sees <server>__<tool>: 'a_' + 'x' would read as 'a' + '_x')"
+        return (
+            "server names must not end with '_' (the model sees <server>__<tool>: 'a_' + 'x' would read as 'a' + '_x')"
+        )
     return None
 
 
@@ -228,7 +230,10 @@ def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
         elif not _HEADER_VALUE_RE.fullmatch(value):
             # never echo the value: it is usually a credential
             problems.append(
-                (f"headers.{name}", "header values must be visible characters and spaces, without leading or trailing space")
+                (
+                    f"headers.{name}",
+                    "header values must be visible characters and spaces, without leading or trailing space",
+                )
             )
     return problems
 

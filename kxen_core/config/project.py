@@ -22,17 +22,56 @@ from .models import ServerConfig, check_project_cwd
 DANGEROUS_ENV = frozenset(
     {
         # what runs
-        "PATH", "SHELL", "BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH",
-        "HOME", "ZDOTDIR", "GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_CONFIG_GLOBAL",
-        "EDITOR", "VISUAL", "PAGER", "BROWSER",
+        "PATH",
+        "SHELL",
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "IFS",
+        "CDPATH",
+        "HOME",
+        "ZDOTDIR",
+        "GIT_EXEC_PATH",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_CONFIG_GLOBAL",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "BROWSER",
         # how a runtime loads
-        "NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE",
-        "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONEXECUTABLE",
-        "PYTHONINSPECT", "PYTHONBREAKPOINT", "PYTHONSAFEPATH",
-        "RUBYOPT", "RUBYLIB", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB",
-        "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
-        "DOTNET_STARTUP_HOOKS", "CORECLR_PROFILER", "CORECLR_PROFILER_PATH",
-        "GCONV_PATH", "MALLOC_CHECK_", "TCLLIBPATH", "LUA_PATH", "LUA_CPATH", "PHPRC",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "NODE_REPL_EXTERNAL_MODULE",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONSTARTUP",
+        "PYTHONUSERBASE",
+        "PYTHONEXECUTABLE",
+        "PYTHONINSPECT",
+        "PYTHONBREAKPOINT",
+        "PYTHONSAFEPATH",
+        "RUBYOPT",
+        "RUBYLIB",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "PERL5DB",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "CLASSPATH",
+        "DOTNET_STARTUP_HOOKS",
+        "CORECLR_PROFILER",
+        "CORECLR_PROFILER_PATH",
+        "GCONV_PATH",
+        "MALLOC_CHECK_",
+        "TCLLIBPATH",
+        "LUA_PATH",
+        "LUA_CPATH",
+        "PHPRC",
     }
 )
 #: env key prefixes a project may never set: dynamic loader controls, and package-manager settings
@@ -184,7 +223,9 @@ def project_problems(server: ServerConfig) -> list[tuple[str, str]]:
     if server.oauth is not None and server.oauth.clientSecret is not None:
         problems.append(("oauth.clientSecret", "project config must not hold an OAuth client secret"))
     if server.oauth is not None and server.oauth.privateKeyFile is not None:
-        problems.append(("oauth.privateKeyFile", "project config must not name an OAuth private key; put it in user config"))
+        problems.append(
+            ("oauth.privateKeyFile", "project config must not name an OAuth private key; put it in user config")
+        )
     # a repository may tighten policy, never loosen it: allowing tools is the user's decision
     if server.defaultToolPolicy == "allow":
         problems.append(("defaultToolPolicy", "project config may only ask or deny; 'allow' belongs in user config"))

@@ -15,13 +15,13 @@ world write. Trust is recorded as the workspace's canonical path and compared as
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ConfigError
 from .files import UnreadableFile, locked, read_limited, write_atomic
 from .loader import canonical
-
 
 #: seconds to wait for another process's settings change before giving up with a ConfigError
 LOCK_TIMEOUT = 10.0
@@ -44,7 +44,9 @@ def update_settings(home: Path, mutate: Callable[[Any], bool], *, lock_timeout: 
         except UnreadableFile as exc:
             raise ConfigError([f"{path}: (file): cannot be updated: {exc}"]) from None
         except UnicodeDecodeError as exc:
-            raise ConfigError([f"{path}: (file): cannot be updated: not UTF-8 text (invalid byte at offset {exc.start})"]) from None
+            raise ConfigError(
+                [f"{path}: (file): cannot be updated: not UTF-8 text (invalid byte at offset {exc.start})"]
+            ) from None
         try:
             doc = tomlkit.parse(text)
         except RecursionError:

@@ -36,7 +36,11 @@ def context_calls(context: str | None) -> list[tuple[str, dict[str, Any]]]:
     calls = data.get("toolCalls") if isinstance(data, dict) else None
     if not isinstance(calls, list):
         return []
-    return [(c["name"], dict(c.get("arguments") or {})) for c in calls if isinstance(c, dict) and isinstance(c.get("name"), str)]
+    return [
+        (c["name"], dict(c.get("arguments") or {}))
+        for c in calls
+        if isinstance(c, dict) and isinstance(c.get("name"), str)
+    ]
 
 
 def calls_for(scenario: str, context: str | None) -> list[tuple[str, dict[str, Any]]]:

@@ -17,10 +17,12 @@ Scenario expectations, from the harness's scenario sources:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import modern
+
 from kxen_core import KxenError, Runtime
 
 Log = Callable[[str], None]

@@ -53,7 +53,6 @@ RICH_SCHEMA: dict[str, Any] = {
 mcp = MCPServer("kxen-schema-peer")
 
 
-
 @mcp.tool()
 def echo_schema(schema: dict[str, Any]) -> str:
     """Echo the schema argument back as JSON text."""

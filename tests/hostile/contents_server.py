@@ -28,7 +28,10 @@ def schema() -> dict:
     return {"type": "object"}
 
 
-TOOLS = [{"name": n, "description": f"hostile {n}", "inputSchema": schema()} for n in ("huge", "blocks", "media", "structured", "error")]
+TOOLS = [
+    {"name": n, "description": f"hostile {n}", "inputSchema": schema()}
+    for n in ("huge", "blocks", "media", "structured", "error")
+]
 RESOURCES = [
     {"uri": "huge://text", "name": "text", "mimeType": "text/plain"},
     {"uri": "huge://blob", "name": "blob", "mimeType": "text/plain"},
@@ -47,7 +50,14 @@ def call(name: str) -> dict:
             "content": [
                 {"type": "image", "data": b64(2 * MiB, b"\x89"), "mimeType": "image/png"},
                 {"type": "audio", "data": b64(MiB, b"\x01"), "mimeType": "audio/wav"},
-                {"type": "resource", "resource": {"uri": "huge://embedded", "blob": b64(3 * MiB, b"\xfe"), "mimeType": "application/octet-stream"}},
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "huge://embedded",
+                        "blob": b64(3 * MiB, b"\xfe"),
+                        "mimeType": "application/octet-stream",
+                    },
+                },
             ]
         }
     if name == "structured":
@@ -91,7 +101,9 @@ def main() -> None:
         elif method == "resources/list":
             result = {"resources": RESOURCES}
         elif method == "resources/templates/list":
-            result = {"resourceTemplates": [{"uriTemplate": "huge://{name}", "name": "any", "description": "D" * 100_000}]}
+            result = {
+                "resourceTemplates": [{"uriTemplate": "huge://{name}", "name": "any", "description": "D" * 100_000}]
+            }
         elif method == "prompts/list":
             result = {"prompts": PROMPTS}
         elif method == "tools/call":
@@ -102,7 +114,10 @@ def main() -> None:
             result = {
                 "messages": [
                     {"role": "user", "content": {"type": "text", "text": "P" * (3 * MiB)}},
-                    {"role": "user", "content": {"type": "image", "data": b64(2 * MiB, b"\x03"), "mimeType": "image/png"}},
+                    {
+                        "role": "user",
+                        "content": {"type": "image", "data": b64(2 * MiB, b"\x03"), "mimeType": "image/png"},
+                    },
                 ]
             }
         elif method == "ping":

@@ -17,9 +17,17 @@ for line in sys.stdin:
     message = json.loads(line)
     method, rid = message.get("method"), message.get("id")
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": rid, "result": {
-            "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-            "serverInfo": {"name": "flood", "version": "0"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": {
+                    "protocolVersion": message["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "flood", "version": "0"},
+                },
+            }
+        )
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": []}})
         sys.stdout.flush()

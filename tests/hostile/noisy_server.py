@@ -21,7 +21,10 @@ TOOLS = [
     {"name": "emoji_\U0001f600", "inputSchema": OBJ},
     {"name": "esc\x1b[2J", "inputSchema": OBJ},
     {"name": "huge_description", "description": "d" * 1_000_000, "inputSchema": OBJ},
-    {"name": "remote_ref", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://example.invalid/s.json"}}}},
+    {
+        "name": "remote_ref",
+        "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://example.invalid/s.json"}}},
+    },
     {"name": "array_schema", "inputSchema": {"type": "array"}},
 ]
 
@@ -41,7 +44,14 @@ for line in sys.stdin:
     if rid is None:
         continue
     if method == "initialize":
-        answer(rid, {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}, "logging": {}}, "serverInfo": {"name": "noisy", "version": "0"}})
+        answer(
+            rid,
+            {
+                "protocolVersion": params["protocolVersion"],
+                "capabilities": {"tools": {}, "logging": {}},
+                "serverInfo": {"name": "noisy", "version": "0"},
+            },
+        )
     elif method == "tools/list":
         answer(rid, {"tools": TOOLS})
     elif method == "tools/call":
@@ -49,11 +59,29 @@ for line in sys.stdin:
         blob = "m" * 100_000
         for i in range(1, max(PROGRESS, MESSAGES) + 1):
             if token is not None and i <= PROGRESS:
-                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i, "total": PROGRESS}})
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": i, "total": PROGRESS},
+                    }
+                )
             if i % 100 == 0:
-                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "made-up", "progress": i}})
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {"progressToken": "made-up", "progress": i},
+                    }
+                )
             if i <= MESSAGES:
-                send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "warning", "logger": "flood", "data": blob}})
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/message",
+                        "params": {"level": "warning", "logger": "flood", "data": blob},
+                    }
+                )
         answer(rid, {"content": [{"type": "text", "text": f"called {params.get('name')}"}]})
     else:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}})

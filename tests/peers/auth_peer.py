@@ -98,22 +98,34 @@ class Provider:
             return f"{self.issuer}/login?tx={tx}"
         return self.code_for(client, params)
 
-    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
         return self.codes.get(authorization_code)
 
     def _issue(self, client_id: str, scopes: list[str], resource: str | None, refresh: str | None) -> OAuthToken:
         token = secrets.token_urlsafe(32)
         self.access[token] = AccessToken(
-            token=token, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + self.lifetime, resource=resource
+            token=token,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.lifetime,
+            resource=resource,
         )
         if refresh is None:
             refresh = secrets.token_urlsafe(32)
             self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
         return OAuthToken(
-            access_token=token, token_type="Bearer", expires_in=self.lifetime, refresh_token=refresh, scope=" ".join(scopes) or None
+            access_token=token,
+            token_type="Bearer",
+            expires_in=self.lifetime,
+            refresh_token=refresh,
+            scope=" ".join(scopes) or None,
         )
 
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode) -> OAuthToken:
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
         STATS["exchanges"] += 1
         self.codes.pop(authorization_code.code, None)
         return self._issue(client.client_id or "", authorization_code.scopes, authorization_code.resource, None)
@@ -172,14 +184,18 @@ def split_as_app(provider: Provider, issuer: str, registration: ClientRegistrati
     prefix = "/tenant"
     revocation = RevocationOptions(enabled=True)
     routes = []
-    for route in create_auth_routes(provider, AnyHttpUrl(issuer), client_registration_options=registration, revocation_options=revocation):
+    for route in create_auth_routes(
+        provider, AnyHttpUrl(issuer), client_registration_options=registration, revocation_options=revocation
+    ):
         if route.path.startswith("/.well-known/"):
             continue
         routes.append(Route(prefix + route.path, route.endpoint, methods=list(route.methods or [])))
     metadata = build_metadata(AnyHttpUrl(issuer), None, registration, revocation)
     if not s256:
         metadata.code_challenge_methods_supported = None
-    routes.append(Route(f"/.well-known/oauth-authorization-server{prefix}", MetadataHandler(metadata).handle, methods=["GET"]))
+    routes.append(
+        Route(f"/.well-known/oauth-authorization-server{prefix}", MetadataHandler(metadata).handle, methods=["GET"])
+    )
     routes += login_routes(provider, prefix)
     return Starlette(routes=routes)
 
@@ -242,7 +258,9 @@ def main() -> None:
             servers = [uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))]
             if args.split:
                 as_app = split_as_app(provider, issuer, registration, not args.no_s256)
-                servers.append(uvicorn.Server(uvicorn.Config(as_app, host="127.0.0.1", port=args.split, log_level="warning")))
+                servers.append(
+                    uvicorn.Server(uvicorn.Config(as_app, host="127.0.0.1", port=args.split, log_level="warning"))
+                )
             for server in servers:
                 tg.start_soon(server.serve)
 

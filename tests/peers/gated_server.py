@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import uvicorn
-
 from sdk_server import mcp
 
 Scope = dict[str, Any]
@@ -56,11 +56,15 @@ class Gate:
         method = _method(body) if scope["method"] == "POST" else None
         label = f"{scope['method']} {method or scope['path']} {auth.removeprefix('Bearer ') or '-'}"
         if not known:
-            return await self._refuse(send, label, 401, 'Bearer error="invalid_token", error_description="no valid token"')
+            return await self._refuse(
+                send, label, 401, 'Bearer error="invalid_token", error_description="no valid token"'
+            )
         if scope["method"] == "GET" and self.deny_get:
             return await self._refuse(send, label, 401, 'Bearer error="invalid_token", error_description="no streams"')
         if method in self.deny:
-            return await self._refuse(send, label, 401, 'Bearer error="invalid_token", error_description="token expired"')
+            return await self._refuse(
+                send, label, 401, 'Bearer error="invalid_token", error_description="token expired"'
+            )
         wanted = self.need.get(method or "")
         if wanted is not None and granted != wanted:
             challenge = f'Bearer error="insufficient_scope", scope="{wanted}", error_description="needs {wanted}"'
@@ -70,7 +74,9 @@ class Gate:
 
     async def _refuse(self, send: Send, label: str, status: int, challenge: str) -> None:
         self.stats[f"{status} {label}"] += 1
-        await _answer(send, status, b"go away", [(b"www-authenticate", challenge.encode()), (b"content-type", b"text/plain")])
+        await _answer(
+            send, status, b"go away", [(b"www-authenticate", challenge.encode()), (b"content-type", b"text/plain")]
+        )
 
 
 async def _answer(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:

@@ -6,7 +6,6 @@ Tests about asyncio-only internals say so with ``@pytest.mark.parametrize("anyio
 from __future__ import annotations
 
 import pytest
-
 from session_support import Peer
 
 

@@ -16,6 +16,7 @@ import pytest
 from kxen_core.errors import ClosedError
 from kxen_core.session import LATEST_PROTOCOL_VERSION
 
+
 class ClientSide:
     """What the session talks to: maps the end of the memory streams to ``ClosedError``.
 
@@ -98,7 +99,12 @@ class Peer:
 
 
 def init_result(version: str = LATEST_PROTOCOL_VERSION, **extra: Any) -> dict[str, Any]:
-    return {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "1"}, **extra}
+    return {
+        "protocolVersion": version,
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "t", "version": "1"},
+        **extra,
+    }
 
 
 class Outcome:
@@ -127,4 +133,3 @@ def start(tg: anyio.abc.TaskGroup, fn, *args: Any, **kwargs: Any) -> Outcome:
     out = Outcome()
     tg.start_soon(lambda: out.run(fn, *args, **kwargs))
     return out
-

@@ -13,7 +13,9 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from session_support import Peer, init_result, start
 
 from kxen_core._replies import error_code
 from kxen_core.catalog import FIRST_PAGES
@@ -22,7 +24,6 @@ from kxen_core.era_requests import CLIENT_INFO, LATEST_MODERN_VERSION, MODERN_ER
 from kxen_core.errors import ProtocolError, RemoteError
 from kxen_core.handshake import Handshake
 from kxen_core.session import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Session
-from session_support import Peer, init_result, start
 
 pytestmark = pytest.mark.anyio
 
@@ -202,7 +203,13 @@ codes = st.one_of(
 errors = st.one_of(
     st.fixed_dictionaries({"code": codes, "message": st.text(max_size=20)}),
     st.fixed_dictionaries({"message": st.text(max_size=20)}),
-    st.fixed_dictionaries({"code": codes, "message": st.text(max_size=20), "data": st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)}),
+    st.fixed_dictionaries(
+        {
+            "code": codes,
+            "message": st.text(max_size=20),
+            "data": st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+        }
+    ),
 )
 
 
@@ -228,7 +235,11 @@ async def test_the_probe_begins_the_handshake_exactly_when_it_concludes_handshak
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize(
     "result",
-    [{"supportedVersions": [LATEST_MODERN_VERSION], "capabilities": {}}, {"supportedVersions": ["1999-01-01"]}, {"resultType": "input_required"}],
+    [
+        {"supportedVersions": [LATEST_MODERN_VERSION], "capabilities": {}},
+        {"supportedVersions": ["1999-01-01"]},
+        {"resultType": "input_required"},
+    ],
     ids=["modern", "no-common-version", "input-required"],
 )
 async def test_a_result_to_the_probe_begins_nothing_early(anyio_backend, result):

@@ -8,10 +8,10 @@ from typing import Any
 
 import anyio
 import pytest
+from session_support import init_result, start
 
 from kxen_core.errors import ProtocolError, RemoteError
 from kxen_core.session import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, Session
-from session_support import init_result, start
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +68,9 @@ async def test_a_deeply_nested_error_or_version_fails_only_its_request(peer):
         async with anyio.create_task_group() as tg:
             out = start(tg, session.request, "tools/list")
             req = await peer.expect("tools/list")
-            await peer.send({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -1, "message": deep(), "data": deep()}})
+            await peer.send(
+                {"jsonrpc": "2.0", "id": req["id"], "error": {"code": -1, "message": deep(), "data": deep()}}
+            )
             await out.wait()
         assert isinstance(out.error, RemoteError) and out.error.message == "(a JSON list)"
         await alive(peer, session)

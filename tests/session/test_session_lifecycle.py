@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from session_support import ClientSide, start
 
 from kxen_core.errors import ClosedError, ProtocolError, RequestTimeout
 from kxen_core.session import Session
-from session_support import ClientSide, start
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
+from session_support import start
 
 from kxen_core.session import Session
-from session_support import start
 
 pytestmark = pytest.mark.anyio
 

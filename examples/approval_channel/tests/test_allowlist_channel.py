@@ -12,13 +12,13 @@ from typing import Any
 
 import anyio
 import pytest
-
 from kxen_approval_allowlist import hooks
+
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ApprovalDenied
-from kxen_core.plugins import make_plugin_manager
 from kxen_core.launch import resolve_launch
+from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, fingerprint
 from kxen_core.runtime import Runtime
 
@@ -136,7 +136,9 @@ async def test_a_file_owned_by_someone_else_is_refused(allowlist, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "line", ["a" * 63, "a" * 65, "g" * 64, f"{FP} {OTHER}", "approve-everything", "*"], ids=["63-digits", "65-digits", "not-hex", "two-on-one-line", "a-word", "a-star"]
+    "line",
+    ["a" * 63, "a" * 65, "g" * 64, f"{FP} {OTHER}", "approve-everything", "*"],
+    ids=["63-digits", "65-digits", "not-hex", "two-on-one-line", "a-word", "a-star"],
 )
 async def test_a_malformed_line_refuses_everything(allowlist, line):
     allowlist(FP, line)

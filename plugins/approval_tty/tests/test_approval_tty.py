@@ -9,20 +9,22 @@ import sys
 
 import anyio
 import pytest
-
 from kxen_approval_tty import hooks
 from kxen_approval_tty.hooks import ask_blocking, render
+from kxen_testing.fake import text_result
+
 from kxen_core.errors import ApprovalDenied
-from kxen_core.plugins import make_plugin_manager
 from kxen_core.launch import Launch
+from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
 from kxen_core.runtime import Runtime
-from kxen_testing.fake import text_result
 
 pytestmark = pytest.mark.anyio
 
 SECRET = "tok-SECRET-4242"
-LAUNCH = Launch(command="/usr/bin/node", args=("server.js",), cwd="/work/repo", env={"API_TOKEN": SECRET, "MODE": "fast"})
+LAUNCH = Launch(
+    command="/usr/bin/node", args=("server.js",), cwd="/work/repo", env={"API_TOKEN": SECRET, "MODE": "fast"}
+)
 REQUEST = ApprovalRequest(
     kind="stdio_launch",
     server="repo-tools",

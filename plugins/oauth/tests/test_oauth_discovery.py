@@ -13,7 +13,6 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kxen_oauth._challenge import MAX_CHARS, parse_bearer, parse_challenges
 from kxen_oauth._urls import UrlRefused, as_metadata_urls, canonical_resource, check_endpoint, prm_urls
 from kxen_oauth.discovery import DiscoveryError, discover
@@ -79,7 +78,12 @@ def test_endpoints_are_checked(url, loopback, rule):
 
 def test_bearer_challenges():
     b = parse_bearer('Basic realm="x", Bearer error="insufficient_scope", scope="a b", resource_metadata="https://r/m"')
-    assert (b.error, b.scope, b.resource_metadata, b.insufficient_scope) == ("insufficient_scope", ("a", "b"), "https://r/m", True)
+    assert (b.error, b.scope, b.resource_metadata, b.insufficient_scope) == (
+        "insufficient_scope",
+        ("a", "b"),
+        "https://r/m",
+        True,
+    )
     assert parse_bearer('Bearer realm="a\\"b", scope=token') == parse_bearer("Bearer scope=token")
     assert parse_bearer("Negotiate abc==") == parse_bearer("")
 
@@ -112,7 +116,13 @@ class AS:
 
 
 def as_doc(issuer: str, **extra: object) -> dict:
-    return {"issuer": issuer, "authorization_endpoint": f"{issuer}/authorize", "token_endpoint": f"{issuer}/token", **S256, **extra}
+    return {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/authorize",
+        "token_endpoint": f"{issuer}/token",
+        **S256,
+        **extra,
+    }
 
 
 async def run(app: AS, url: str, **kw) -> object:
@@ -234,5 +244,10 @@ async def test_scope_selection_order():
     assert choose_scopes(("c",), ("u",), d, ()) == "c offline_access"
     assert choose_scopes((), ("u",), d, ()) == "u offline_access"
     assert choose_scopes((), (), d, ("x",)) == "r1 r2 x offline_access"
-    bare = type(d)(canonical=d.canonical, resource=d.resource, prm=None, server=type(d.server)(issuer="i", authorization_endpoint=None, token_endpoint="t"))
+    bare = type(d)(
+        canonical=d.canonical,
+        resource=d.resource,
+        prm=None,
+        server=type(d.server)(issuer="i", authorization_endpoint=None, token_endpoint="t"),
+    )
     assert choose_scopes((), (), bare, ()) is None

@@ -8,14 +8,14 @@ from __future__ import annotations
 import time
 
 import pytest
+from kxen_oauth._records import TokenRecord
+from kxen_oauth.engine import OAuthEngine
+from kxen_oauth.store import TokenStore
 
 from kxen_core import ServerConfig
 from kxen_core.config.models import OAuthConfig
 from kxen_core.errors import AuthRequired
 from kxen_core.transport import AuthChallenge, CredentialRequest
-from kxen_oauth._records import TokenRecord
-from kxen_oauth.engine import OAuthEngine
-from kxen_oauth.store import TokenStore
 
 pytestmark = pytest.mark.anyio
 
@@ -32,8 +32,14 @@ def ask(url: str = URL, challenge: AuthChallenge | None = None) -> CredentialReq
 
 async def store_token(**kw) -> TokenRecord:
     record = TokenRecord(
-        config_scope="user", server="r", resource=URL, issuer="https://as.example.com", client_id="c",
-        access_token="AT-engine-1", expires_at=time.time() + 3600, **kw,
+        config_scope="user",
+        server="r",
+        resource=URL,
+        issuer="https://as.example.com",
+        client_id="c",
+        access_token="AT-engine-1",
+        expires_at=time.time() + 3600,
+        **kw,
     )
     await TokenStore().put_token(record)
     return record
@@ -67,7 +73,9 @@ async def test_a_static_authorization_header_is_left_alone(_kxen_data_dir):
 
 async def test_a_401_with_nobody_to_take_the_url_needs_login(_kxen_data_dir):
     engine = OAuthEngine()
-    challenge = AuthChallenge(status=401, www_authenticate='Bearer resource_metadata="https://mcp.example.com/.well-known/x"')
+    challenge = AuthChallenge(
+        status=401, www_authenticate='Bearer resource_metadata="https://mcp.example.com/.well-known/x"'
+    )
     with pytest.raises(AuthRequired) as caught:
         await engine.lookup(server(), ask(challenge=challenge))
     assert caught.value.next_step == "kxen mcp login r" and caught.value.status == 401

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import attrs
-
-from kxen_core import ServerConfig
-from kxen_core.config.models import OAuthConfig
 from kxen_oauth.discovery import AuthServer
 from kxen_oauth.registration import metadata_document_client
 
-AS = AuthServer(issuer="https://as.example", authorization_endpoint="https://as.example/a", token_endpoint="https://as.example/t")
+from kxen_core import ServerConfig
+from kxen_core.config.models import OAuthConfig
+
+AS = AuthServer(
+    issuer="https://as.example", authorization_endpoint="https://as.example/a", token_endpoint="https://as.example/t"
+)
 
 
 def server(oauth: OAuthConfig | None) -> ServerConfig:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from kxen_oauth._records import TokenRecord
 from kxen_oauth.store import StoreError, TokenStore
 
@@ -92,8 +91,21 @@ async def test_reads_are_cached_until_the_file_changes(tmp_path, monkeypatch):
         ({"servers": {"r": {"access_token": "OLD"}}}, "keyed by server name or origin"),
         ({"https://rs.example": {"access_token": "OLD"}}, "keyed by server name or origin"),
         ({"version": 1, "tokens": [{"server": "r", "accessToken": "OLD"}]}, "not bound to a config scope"),
-        ({"version": 1, "tokens": [{"server": "r", "origin": "https://rs.example", "configScope": "user",
-                                    "resource": "https://rs.example", "accessToken": "OLD"}]}, "not bound"),
+        (
+            {
+                "version": 1,
+                "tokens": [
+                    {
+                        "server": "r",
+                        "origin": "https://rs.example",
+                        "configScope": "user",
+                        "resource": "https://rs.example",
+                        "accessToken": "OLD",
+                    }
+                ],
+            },
+            "not bound",
+        ),
     ],
 )
 async def test_older_shapes_are_never_used(tmp_path, doc, why):

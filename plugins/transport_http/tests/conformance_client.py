@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import anyio
+from kxen_transport_http.streamable import open_streamable_http
 
 from kxen_core.config.models import ServerConfig
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_transport_http.streamable import open_streamable_http
 
 
 async def main(url: str) -> None:

@@ -11,21 +11,22 @@ import gzip
 import json
 import tracemalloc
 import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.abc
 import httpx
 import pytest
+from kxen_transport_http.plumbing import DECODE_CHUNK, Inflater, SseParser
+from kxen_transport_http.streamable import open_streamable_http
+from kxen_transport_sse.legacy import open_legacy_sse
 
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import HTTPStatusError, ProtocolError, RemoteError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_transport_http.plumbing import DECODE_CHUNK, Inflater, SseParser
-from kxen_transport_http.streamable import open_streamable_http
-from kxen_transport_sse.legacy import open_legacy_sse
 
 pytestmark = pytest.mark.anyio
 
@@ -103,7 +104,9 @@ class App:
             return httpx.Response(202)
         if body["method"] == "initialize":
             return httpx.Response(
-                200, headers={"mcp-session-id": "s1", "content-type": "application/json"}, content=result(body["id"], INIT)
+                200,
+                headers={"mcp-session-id": "s1", "content-type": "application/json"},
+                content=result(body["id"], INIT),
             )
         return await self.answer(body["id"], body["method"])
 
@@ -145,12 +148,15 @@ def ok_answer(rid: Any) -> httpx.Response:
 
 async def run_bombed(answer_for: Callable[[Any], httpx.Response], diagnostics: list[str]) -> BaseException:
     """Initialize, send ``tools/call`` (answered by ``answer_for``), then prove the session lives."""
+
     async def answer(rid: Any, method: str) -> httpx.Response:
         return answer_for(rid) if method == "tools/call" else ok_answer(rid)
 
     app = App(answer)
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(server(), context(diagnostics), http_transport=httpx.MockTransport(app)) as stream:
+        async with open_streamable_http(
+            server(), context(diagnostics), http_transport=httpx.MockTransport(app)
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 with pytest.raises(Exception) as caught:
@@ -164,9 +170,13 @@ async def run_bombed(answer_for: Callable[[Any], httpx.Response], diagnostics: l
     "answer_for",
     [
         pytest.param(gzip_json, id="json-body"),
-        pytest.param(lambda rid: httpx.Response(200, headers=sse_headers(), stream=Chunks(bomb(b"data: "))), id="sse-answer"),
         pytest.param(
-            lambda rid: httpx.Response(200, headers=sse_headers("deflate"), stream=Chunks(bomb(b"data: ", coding="deflate"))),
+            lambda rid: httpx.Response(200, headers=sse_headers(), stream=Chunks(bomb(b"data: "))), id="sse-answer"
+        ),
+        pytest.param(
+            lambda rid: httpx.Response(
+                200, headers=sse_headers("deflate"), stream=Chunks(bomb(b"data: ", coding="deflate"))
+            ),
             id="sse-answer-deflate",
         ),
     ],
@@ -192,7 +202,9 @@ async def test_a_compression_bomb_error_body_is_read_only_to_its_bound() -> None
 @pytest.mark.parametrize("coding", ["br", "zstd", "gzip, gzip", "compress"])
 async def test_an_encoding_not_asked_for_fails_its_request_only(coding: str) -> None:
     def odd(rid: Any) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "application/json", "content-encoding": coding}, stream=Chunks(b"{}"))
+        return httpx.Response(
+            200, headers={"content-type": "application/json", "content-encoding": coding}, stream=Chunks(b"{}")
+        )
 
     error = await run_bombed(odd, [])
     assert isinstance(error, ProtocolError) and "cannot be decoded" in str(error) and "Content-Encoding" in str(error)
@@ -202,7 +214,9 @@ async def test_corrupt_compressed_data_fails_its_request_only() -> None:
     def corrupt(rid: Any) -> httpx.Response:
         data = bytearray(compress(result(rid, {"ok": True})))
         data[12:20] = b"\xff" * 8
-        return httpx.Response(200, headers={"content-type": "application/json", "content-encoding": "gzip"}, stream=Chunks(bytes(data)))
+        return httpx.Response(
+            200, headers={"content-type": "application/json", "content-encoding": "gzip"}, stream=Chunks(bytes(data))
+        )
 
     error = await run_bombed(corrupt, [])
     assert isinstance(error, ProtocolError) and "corrupt" in str(error)
@@ -224,7 +238,9 @@ async def test_a_deeply_nested_sse_event_is_a_diagnostic_and_the_answer_still_co
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Chunks(body))
 
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(server(), context(diagnostics), http_transport=httpx.MockTransport(App(answer))) as stream:
+        async with open_streamable_http(
+            server(), context(diagnostics), http_transport=httpx.MockTransport(App(answer))
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 assert await session.request("tools/call") == {"deep": False}
@@ -239,12 +255,16 @@ async def test_compressed_answers_within_the_bound_are_read_whole(coding: str) -
     async def answer(rid: Any, method: str) -> httpx.Response:
         if method == "tools/list":
             data = compress(result(rid, big), coding)
-            return httpx.Response(200, headers={"content-type": "application/json", "content-encoding": header}, stream=Chunks(data, 1000))
+            return httpx.Response(
+                200, headers={"content-type": "application/json", "content-encoding": header}, stream=Chunks(data, 1000)
+            )
         events = b"id: 1\r\ndata: \r\n\r\n: a comment\r\ndata: " + result(rid, {"sse": True}) + b"\r\n\r\n"
         return httpx.Response(200, headers=sse_headers(header), stream=Chunks(compress(events, coding), 7))
 
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(server(), context([]), http_transport=httpx.MockTransport(App(answer))) as stream:
+        async with open_streamable_http(
+            server(), context([]), http_transport=httpx.MockTransport(App(answer))
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 assert await session.request("tools/list") == big
@@ -262,7 +282,9 @@ async def test_a_compression_bomb_on_the_get_stream_closes_only_the_get_stream()
 
     with Peak() as peak:
         with anyio.fail_after(LIMIT):
-            async with open_streamable_http(server(), context(diagnostics), http_transport=httpx.MockTransport(App(answer, get))) as stream:
+            async with open_streamable_http(
+                server(), context(diagnostics), http_transport=httpx.MockTransport(App(answer, get))
+            ) as stream:
                 async with Session(stream, server="t") as session:
                     await session.initialize()
                     while not any("GET stream" in d and "over" in d for d in diagnostics):
@@ -282,7 +304,9 @@ async def test_a_compression_bomb_on_the_legacy_sse_stream_closes_it_within_the_
 
     with Peak() as peak:
         with anyio.fail_after(LIMIT):
-            async with open_legacy_sse(server("sse", "http://mock.test/sse"), context(diagnostics), http_transport=httpx.MockTransport(app)) as stream:
+            async with open_legacy_sse(
+                server("sse", "http://mock.test/sse"), context(diagnostics), http_transport=httpx.MockTransport(app)
+            ) as stream:
                 with pytest.raises(Exception, match="over"):
                     while True:
                         await stream.receive()
@@ -293,7 +317,9 @@ async def test_a_deeply_nested_legacy_sse_message_is_a_diagnostic() -> None:
     diagnostics: list[str] = []
     body = (
         b"event: endpoint\ndata: /messages\n\n"
-        + b"event: message\ndata: " + DEEP.encode() + b"\n\n"
+        + b"event: message\ndata: "
+        + DEEP.encode()
+        + b"\n\n"
         + b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/ok"}\n\n'
     )
 
@@ -303,7 +329,9 @@ async def test_a_deeply_nested_legacy_sse_message_is_a_diagnostic() -> None:
         return httpx.Response(202)
 
     with anyio.fail_after(LIMIT):
-        async with open_legacy_sse(server("sse", "http://mock.test/sse"), context(diagnostics), http_transport=httpx.MockTransport(app)) as stream:
+        async with open_legacy_sse(
+            server("sse", "http://mock.test/sse"), context(diagnostics), http_transport=httpx.MockTransport(app)
+        ) as stream:
             assert (await stream.receive())["method"] == "notifications/ok"
     assert any("nested too deeply" in d for d in diagnostics), diagnostics
 
@@ -347,7 +375,9 @@ async def _serve_one(conn: Any) -> None:
                 head, _, body = buf.partition(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method = lines[0].split(" ")[0]
-                length = next((int(v) for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "content-length"), 0)
+                length = next(
+                    (int(v) for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "content-length"), 0
+                )
                 while len(body) < length:
                     body += await conn.receive()
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):

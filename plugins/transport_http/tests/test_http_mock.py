@@ -5,22 +5,31 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-
-from kxen_core.config.models import ServerConfig
-from kxen_core.errors import AuthRequired, ClosedError, ConfigError, ConnectError, HTTPStatusError, ProtocolError, RemoteError
-from kxen_core import hookimpl
-from kxen_core.plugins import KxenPluginManager
+from kxen_transport_http import hooks
 from kxen_transport_http.options import HttpOptions
+from kxen_transport_http.streamable import open_streamable_http
+
+from kxen_core import hookimpl
+from kxen_core.config.models import ServerConfig
+from kxen_core.errors import (
+    AuthRequired,
+    ClosedError,
+    ConfigError,
+    ConnectError,
+    HTTPStatusError,
+    ProtocolError,
+    RemoteError,
+)
+from kxen_core.plugins import KxenPluginManager
 from kxen_core.session import Session
 from kxen_core.transport import MessageStream, TransportContext
-from kxen_transport_http import hooks
-from kxen_transport_http.streamable import open_streamable_http
 
 pytestmark = pytest.mark.anyio
 
@@ -179,7 +188,9 @@ async def test_http_500_becomes_remote_error() -> None:
         async def call(self, rid, method, params, request):
             if method == "tools/call":
                 return httpx.Response(500, text="internal trouble")
-            return httpx.Response(400, json={"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "bad cursor"}})
+            return httpx.Response(
+                400, json={"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "bad cursor"}}
+            )
 
     with anyio.fail_after(LIMIT):
         async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(Failing())) as stream:
@@ -200,7 +211,9 @@ async def test_http_500_becomes_remote_error() -> None:
 async def test_404_on_a_known_session_closes_with_session_expired() -> None:
     class Expiring(App):
         async def call(self, rid, method, params, request):
-            return httpx.Response(404, json={"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}})
+            return httpx.Response(
+                404, json={"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}}
+            )
 
     app = Expiring()
     with anyio.fail_after(LIMIT):
@@ -236,7 +249,9 @@ async def test_oversized_answer_is_refused_and_the_transport_goes_on(as_sse: boo
             if method == "tools/call":
                 message = result(rid, {"content": [{"type": "text", "text": big}]})
                 if as_sse:
-                    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Stream(sse({"data": message})))
+                    return httpx.Response(
+                        200, headers={"content-type": "text/event-stream"}, stream=Stream(sse({"data": message}))
+                    )
                 return httpx.Response(200, json=message)
             return await super().call(rid, method, params, request)
 
@@ -261,7 +276,9 @@ async def test_dropped_answer_stream_resumes_with_get_after_retry() -> None:
             self.rid = rid
             self.dropped_at = time.monotonic()
             chunks = sse({"id": "ev-1", "retry": 300, "data": ""})
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Stream(chunks, then="drop"))
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, stream=Stream(chunks, then="drop")
+            )
 
         async def __call__(self, request):
             if request.method == "GET" and request.headers.get("last-event-id"):
@@ -279,7 +296,7 @@ async def test_dropped_answer_stream_resumes_with_get_after_retry() -> None:
                 answer = await session.request("tools/call", {"name": "x"})
                 assert answer["resumed"] is True
                 assert stream.describe()["resumes"] == 1
-    (waited, last_id), = app.get_seen
+    ((waited, last_id),) = app.get_seen
     assert last_id == "ev-1"
     assert 0.28 <= waited < 2.0
     resume = [r for r in app.requests if r.headers.get("last-event-id")][0]
@@ -289,7 +306,9 @@ async def test_dropped_answer_stream_resumes_with_get_after_retry() -> None:
 async def test_answer_stream_without_event_ids_cannot_resume() -> None:
     class Ending(App):
         async def call(self, rid, method, params, request):
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Stream([b": keep-alive\n\n"]))
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, stream=Stream([b": keep-alive\n\n"])
+            )
 
     with anyio.fail_after(LIMIT):
         async with open_streamable_http(server(), context(), http_transport=httpx.MockTransport(Ending())) as stream:
@@ -328,7 +347,9 @@ async def test_server_messages_on_the_get_stream_and_the_answer_stream() -> None
     class Chatty(App):
         def __init__(self) -> None:
             super().__init__()
-            self.get_stream = Stream(sse({"data": {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}}), then="hang")
+            self.get_stream = Stream(
+                sse({"data": {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}}), then="hang"
+            )
 
         async def call(self, rid, method, params, request):
             chunks = sse(
@@ -337,7 +358,9 @@ async def test_server_messages_on_the_get_stream_and_the_answer_stream() -> None
                 {"id": "3", "data": "not json"},
                 {"id": "4", "data": result(rid, {"content": []})},
             )
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Stream(chunks, then="hang"))
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, stream=Stream(chunks, then="hang")
+            )
 
         async def __call__(self, request):
             if request.method == "GET":
@@ -349,7 +372,9 @@ async def test_server_messages_on_the_get_stream_and_the_answer_stream() -> None
     notes: list[str] = []
     diagnostics: list[str] = []
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(server(), context(diagnostics), http_transport=httpx.MockTransport(app)) as stream:
+        async with open_streamable_http(
+            server(), context(diagnostics), http_transport=httpx.MockTransport(app)
+        ) as stream:
             async with Session(stream, server="t", on_notification=lambda m, p: notes.append(m)) as session:
                 await session.initialize()
                 # the answer stream hangs after the response: kxen stops reading it once answered
@@ -433,7 +458,9 @@ async def test_header_values_never_leak() -> None:
     class Credentials:
         @hookimpl
         async def kxen_credential_lookup(self, server, request):
-            assert request.method in ("POST", "GET", "DELETE") and request.url == "http://mock.test/mcp?token=q-secret-99"
+            assert (
+                request.method in ("POST", "GET", "DELETE") and request.url == "http://mock.test/mcp?token=q-secret-99"
+            )
             return {"X-Api-Key": CRED}
 
     pm = KxenPluginManager()
@@ -445,7 +472,14 @@ async def test_header_values_never_leak() -> None:
             seen.append(request)
             echoed = f"{request.headers['authorization']} {request.headers['x-api-key']}"
             if params["name"] == "json":
-                return httpx.Response(500, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
+                return httpx.Response(
+                    500,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": rid,
+                        "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}},
+                    },
+                )
             if params["name"] == "text":
                 return httpx.Response(403, text=f"forbidden for {echoed}")
             raise httpx.ConnectError(f"cannot reach with {echoed}", request=request)
@@ -456,7 +490,9 @@ async def test_header_values_never_leak() -> None:
     )
     errors: list[str] = []
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Echoing())) as stream:
+        async with open_streamable_http(
+            srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Echoing())
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 for name in ("json", "text"):
@@ -505,7 +541,9 @@ async def test_an_auth_challenge_that_echoes_secrets_never_leaks(again: bool) ->
         name="t", url="http://mock.test/mcp?token=q-secret-99", transport="http", headers={"Authorization": SECRET}
     )
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Echoing())) as stream:
+        async with open_streamable_http(
+            srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Echoing())
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 with pytest.raises(AuthRequired) as err:
@@ -535,7 +573,9 @@ async def test_a_credential_plugin_is_asked_even_when_it_came_late() -> None:
     pm = KxenPluginManager()
     app = App()
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(server(headers={"X-Static": "v1"}), context(pm=pm), http_transport=httpx.MockTransport(app)) as stream:
+        async with open_streamable_http(
+            server(headers={"X-Static": "v1"}), context(pm=pm), http_transport=httpx.MockTransport(app)
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 await session.request("tools/list")
@@ -613,14 +653,23 @@ async def test_a_failing_get_stream_is_reopened_a_bounded_number_of_times() -> N
     assert any("HTTP 503" in d and "not reopened after 2 attempt(s)" in d for d in diagnostics)
 
 
-@pytest.mark.parametrize("query", ["api_key=k3y-in-the-url-77", "a=1&api_key=k3y-in-the-url-77", "api_key=k3y%2Din%2Dthe%2Durl%2D77"])
+@pytest.mark.parametrize(
+    "query", ["api_key=k3y-in-the-url-77", "a=1&api_key=k3y-in-the-url-77", "api_key=k3y%2Din%2Dthe%2Durl%2D77"]
+)
 async def test_query_values_of_the_url_never_leak(query: str) -> None:
     # a server that echoes the URL's api_key back: in a JSON-RPC error, an error body, a broken connection
     class Echoing(App):
         async def call(self, rid, method, params, request):
             echoed = f"{request.url} key={request.url.params['api_key']}"
             if params["name"] == "json":
-                return httpx.Response(500, json={"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}}})
+                return httpx.Response(
+                    500,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": rid,
+                        "error": {"code": -32000, "message": f"bad {echoed}", "data": {"sent": echoed}},
+                    },
+                )
             if params["name"] == "text":
                 return httpx.Response(403, text=f"forbidden for {echoed}")
             raise httpx.ConnectError(f"cannot reach {echoed}", request=request)
@@ -629,7 +678,9 @@ async def test_query_values_of_the_url_never_leak(query: str) -> None:
     srv = ServerConfig(name="t", url=f"http://mock.test/mcp?{query}", transport="http")
     errors: list[str] = []
     with anyio.fail_after(LIMIT):
-        async with open_streamable_http(srv, context(diagnostics), http_transport=httpx.MockTransport(Echoing())) as stream:
+        async with open_streamable_http(
+            srv, context(diagnostics), http_transport=httpx.MockTransport(Echoing())
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 for name in ("json", "text"):
@@ -670,7 +721,9 @@ async def test_the_first_get_is_answered_before_the_first_request(get_status: in
                 if get_status == 405:
                     return httpx.Response(405)
                 return httpx.Response(
-                    200, headers={"content-type": "text/event-stream"}, stream=Stream(sse({"id": "g1", "data": ""}), then="hang")
+                    200,
+                    headers={"content-type": "text/event-stream"},
+                    stream=Stream(sse({"id": "g1", "data": ""}), then="hang"),
                 )
             if request.method == "POST" and b"tools/list" in request.content:
                 order.append("tools/list sent")

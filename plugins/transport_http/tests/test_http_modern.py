@@ -13,15 +13,15 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from kxen_transport_http import hooks
+from kxen_transport_http._modern import encode_value, header_map, invalid_header
+from kxen_transport_http.streamable import open_streamable_http
 
 from kxen_core.catalog import CatalogPage
 from kxen_core.config.models import ServerConfig
 from kxen_core.era import EraMemory, open_session
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_transport_http import hooks
-from kxen_transport_http._modern import encode_value, header_map, invalid_header
-from kxen_transport_http.streamable import open_streamable_http
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +42,9 @@ REGION_TOOL = {
 }
 
 
-def reply(rid: Any, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None, status: int = 200) -> httpx.Response:
+def reply(
+    rid: Any, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None, status: int = 200
+) -> httpx.Response:
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
     if error is not None:
         body["error"] = error
@@ -73,7 +75,14 @@ class Modern:
         if method == "initialize":
             return reply(rid, error={"code": -32022, "message": "modern only", "data": {"supported": [V]}}, status=400)
         if method == "server/discover":
-            return reply(rid, {"supportedVersions": [V], "capabilities": {"tools": {}}, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "m"}}})
+            return reply(
+                rid,
+                {
+                    "supportedVersions": [V],
+                    "capabilities": {"tools": {}},
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "m"}},
+                },
+            )
         if method == "tools/list":
             return reply(rid, {"tools": self.tools, "resultType": "complete"})
         if method == "tools/call":
@@ -144,11 +153,20 @@ def test_invalid_annotations_are_named(prop: dict[str, Any], rule: str) -> None:
 
 
 def test_duplicates_nesting_and_the_valid_map() -> None:
-    twice = {"properties": {"a": {"type": "string", "x-mcp-header": "MyField"}, "b": {"type": "string", "x-mcp-header": "myfield"}}}
+    twice = {
+        "properties": {
+            "a": {"type": "string", "x-mcp-header": "MyField"},
+            "b": {"type": "string", "x-mcp-header": "myfield"},
+        }
+    }
     assert "twice" in (invalid_header(twice) or "")
     under_items = {"properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "X"}}}}
     assert "outside a plain properties path" in (invalid_header(under_items) or "")
-    nested = {"properties": {"outer": {"type": "object", "properties": {"inner": {"type": "integer", "x-mcp-header": "Inner"}}}}}
+    nested = {
+        "properties": {
+            "outer": {"type": "object", "properties": {"inner": {"type": "integer", "x-mcp-header": "Inner"}}}
+        }
+    }
     assert invalid_header(nested) is None
     assert header_map(nested) == {("outer", "inner"): "Inner"}
     assert invalid_header(None) is None and invalid_header({"$ref": "https://x.invalid/s.json"}) is None
@@ -188,7 +206,10 @@ async def test_every_post_carries_the_era_headers() -> None:
     assert decode(call["mcp-name"]) == "täg"  # not ASCII: base64
     assert decode(call["mcp-param-region"]) == " us-west1"  # edge whitespace: base64
     assert (call["mcp-param-count"], call["mcp-param-on"]) == ("42", "false")
-    assert not any(name.startswith("mcp-param-") and name not in ("mcp-param-region", "mcp-param-count", "mcp-param-on") for name in call)
+    assert not any(
+        name.startswith("mcp-param-") and name not in ("mcp-param-region", "mcp-param-count", "mcp-param-on")
+        for name in call
+    )
     assert not any(name.startswith("mcp-param-") for name in app.requests[3].headers)  # null: omitted
 
 
@@ -227,7 +248,9 @@ async def test_a_legacy_server_gets_initialize_without_era_headers() -> None:
             return reply(None, error={"code": -32000, "message": "Bad Request: Server not initialized"}, status=400)
         if body["method"] == "initialize":
             init = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "old"}}
-            return httpx.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": init}, headers={"mcp-session-id": "s1"})
+            return httpx.Response(
+                200, json={"jsonrpc": "2.0", "id": body["id"], "result": init}, headers={"mcp-session-id": "s1"}
+            )
         return reply(body["id"], {"tools": []})
 
     memory = EraMemory()

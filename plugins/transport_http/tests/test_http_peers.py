@@ -6,13 +6,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from kxen_testing import returned_by_receive
+from kxen_transport_http.streamable import open_streamable_http
 
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_testing import returned_by_receive
-from kxen_transport_http.streamable import open_streamable_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 

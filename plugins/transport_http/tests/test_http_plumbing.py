@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-
-from kxen_core import ServerConfig, TransportContext
-from kxen_core.errors import ClosedError, ConfigError, ConnectError, ProtocolError
 from kxen_transport_http import plumbing
 from kxen_transport_http.options import HttpOptions, SseOptions
 from kxen_transport_http.plumbing import (
@@ -25,6 +23,9 @@ from kxen_transport_http.plumbing import (
     map_errors,
     transport_options,
 )
+
+from kxen_core import ServerConfig, TransportContext
+from kxen_core.errors import ClosedError, ConfigError, ConnectError, ProtocolError
 
 LIMIT = 10
 SRC = Path(__file__).parents[1] / "src" / "kxen_transport_http"
@@ -98,7 +99,9 @@ def test_transport_options_prefers_the_context_then_the_host_converter() -> None
     bare = ServerConfig(name="t", url="http://x.test/sse", transport="sse")
     assert transport_options(bare, _context(), SseOptions) == SseOptions()
     bad = ServerConfig(name="t", url="http://x.test/sse", transport="sse", options={"queueSize": 0})
-    with pytest.raises(ConfigError, match=r"mcpServers\.t\.options\.queueSize: queueSize must be an integer from 1 to 65536"):
+    with pytest.raises(
+        ConfigError, match=r"mcpServers\.t\.options\.queueSize: queueSize must be an integer from 1 to 65536"
+    ):
         transport_options(bad, _context(), SseOptions)
 
 
@@ -159,7 +162,9 @@ async def follow(server: Server, attempts: int, **kwargs: Any) -> tuple[plumbing
             seen.append(json.loads(ev.data)["id"])
             return seen[-1] == 99
 
-        follower = SseFollower(limit=4096, redact=Redactor(), diag=diagnostics.append, attempts=attempts, default_retry_ms=0)
+        follower = SseFollower(
+            limit=4096, redact=Redactor(), diag=diagnostics.append, attempts=attempts, default_retry_ms=0
+        )
         with anyio.fail_after(LIMIT):
             end = await follower.follow(connect, SseCursor(), on_event, label="test stream", **kwargs)
     return end, seen, diagnostics

@@ -4,24 +4,24 @@ session takes it before it learns that the failure ended the transport."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import httpx
 import pytest
+from kxen_testing import returned_by_receive
+from kxen_transport_http.options import HttpOptions
+from kxen_transport_http.plumbing import HttpMessageStream
+from kxen_transport_http.streamable import open_streamable_http
+from test_http_mock import LIMIT, App
 
 from kxen_core import RequestFailed
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError, ProtocolError
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_transport_http.options import HttpOptions
-from kxen_transport_http.plumbing import HttpMessageStream
-from kxen_transport_http.streamable import open_streamable_http
-from kxen_testing import returned_by_receive
-
-from test_http_mock import LIMIT, App
 
 pytestmark = pytest.mark.anyio
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
 
 import anyio
 import httpx
 import pytest
+from kxen_transport_http.streamable import open_streamable_http
 
 import kxen_core._serving
 from kxen_core.config.models import ServerConfig
 from kxen_core.session import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, Session
 from kxen_core.transport import TransportContext
-from kxen_transport_http.streamable import open_streamable_http
 
 pytestmark = pytest.mark.anyio
 

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-
-from kxen_core.config.models import ServerConfig
-from kxen_core.errors import AuthRequired, ClosedError, ConfigError, ConnectError, HTTPStatusError
-from kxen_core import hookimpl
-from kxen_core.plugins import KxenPluginManager
 from kxen_transport_http.options import SseOptions
-from kxen_core.session import Session
-from kxen_core.transport import MessageStream, TransportContext
 from kxen_transport_sse import hooks
 from kxen_transport_sse.legacy import open_legacy_sse, resolve_endpoint
+
+from kxen_core import hookimpl
+from kxen_core.config.models import ServerConfig
+from kxen_core.errors import AuthRequired, ClosedError, ConfigError, ConnectError, HTTPStatusError
+from kxen_core.plugins import KxenPluginManager
+from kxen_core.session import Session
+from kxen_core.transport import MessageStream, TransportContext
 
 pytestmark = pytest.mark.anyio
 
@@ -275,7 +276,9 @@ async def test_header_values_never_leak() -> None:
     texts: list[str] = []
     srv = server(url="http://mock.test:8080/sse?key=url-secret-55", headers={"Authorization": SECRET})
     with anyio.fail_after(LIMIT):
-        async with open_legacy_sse(srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Leaky())) as stream:
+        async with open_legacy_sse(
+            srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Leaky())
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 with pytest.raises(HTTPStatusError) as err:
@@ -285,12 +288,16 @@ async def test_header_values_never_leak() -> None:
                     await session.request("tools/call", {"name": "connect"})
                 texts.append(f"{closed.value} {closed.value.__cause__}")
                 texts.append(json.dumps(stream.describe()))
-        async with open_legacy_sse(srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Leaky())) as stream:
+        async with open_legacy_sse(
+            srv, context(diagnostics, pm), http_transport=httpx.MockTransport(Leaky())
+        ) as stream:
             async with Session(stream, server="t") as session:
                 await session.initialize()
                 with pytest.raises(AuthRequired) as auth:  # the plugin has nothing better on the challenge
                     await session.request("tools/call", {"name": "auth"})
-                assert str(auth.value).startswith("HTTP 401 Unauthorized from http://mock.test:8080/messages: invalid_token: bad ***")
+                assert str(auth.value).startswith(
+                    "HTTP 401 Unauthorized from http://mock.test:8080/messages: invalid_token: bad ***"
+                )
                 texts.append(f"{auth.value} {auth.value!r} {auth.value.next_step}")
 
     def refused(request: httpx.Request) -> httpx.Response:
@@ -310,7 +317,9 @@ async def test_header_values_never_leak() -> None:
 async def test_invalid_options_raise_config_error() -> None:
     with pytest.raises(ConfigError, match="getStream"):
         async with open_legacy_sse(
-            server(options={"getStream": True}), context(), http_transport=httpx.MockTransport(lambda r: httpx.Response(500))
+            server(options={"getStream": True}),
+            context(),
+            http_transport=httpx.MockTransport(lambda r: httpx.Response(500)),
         ):
             pass
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from kxen_testing import returned_by_receive
+from kxen_transport_sse.legacy import open_legacy_sse
 
 from kxen_core.config.models import ServerConfig
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_testing import returned_by_receive
-from kxen_transport_sse.legacy import open_legacy_sse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 
@@ -32,7 +32,9 @@ async def test_python_sdk_sse(sdk_peer) -> None:
     url = sdk_peer("sse")
     diagnostics: list[str] = []
     with anyio.fail_after(LIMIT):
-        async with open_legacy_sse(_server(url), TransportContext(workspace=Path.cwd(), diagnostic=diagnostics.append)) as stream:
+        async with open_legacy_sse(
+            _server(url), TransportContext(workspace=Path.cwd(), diagnostic=diagnostics.append)
+        ) as stream:
             assert stream.describe()["endpoint"].endswith("/messages/")
             async with Session(stream, server="t") as session:
                 init = await session.initialize()
@@ -62,7 +64,9 @@ async def test_python_sdk_sse(sdk_peer) -> None:
 async def test_everything_sse(everything_peer) -> None:
     port = everything_peer("sse")
     with anyio.fail_after(LIMIT):
-        async with open_legacy_sse(_server(f"http://127.0.0.1:{port}/sse"), TransportContext(workspace=Path.cwd())) as stream:
+        async with open_legacy_sse(
+            _server(f"http://127.0.0.1:{port}/sse"), TransportContext(workspace=Path.cwd())
+        ) as stream:
             async with Session(stream, server="t") as session:
                 init = await session.initialize()
                 assert init.protocol_version == "2025-11-25"

@@ -51,7 +51,9 @@ time.sleep(1000)
 def spawn_marked(owner: str, mode: str, ignore_term: bool) -> int:
     p = subprocess.Popen(
         [sys.executable, "-c", SLEEPER, f"--owner={owner}", mode, "1" if ignore_term else "0"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     pid = int(p.stdout.readline())
     p.stdout.close()
@@ -101,11 +103,14 @@ def main() -> None:
         if rid is None:
             continue
         if method == "initialize":
-            reply(rid, {
-                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "helper", "version": "0"},
-            })
+            reply(
+                rid,
+                {
+                    "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "helper", "version": "0"},
+                },
+            )
             if opts.deaf:
                 time.sleep(3600)
         elif method == "tools/list":
@@ -113,8 +118,15 @@ def main() -> None:
         elif method == "tools/call":
             name, args = params.get("name"), params.get("arguments") or {}
             if name == "environ":
-                info = {"env": dict(os.environ), "cwd": os.getcwd(), "executable": sys.executable,
-                        "prefix": sys.prefix, "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0)}
+                info = {
+                    "env": dict(os.environ),
+                    "cwd": os.getcwd(),
+                    "executable": sys.executable,
+                    "prefix": sys.prefix,
+                    "pid": os.getpid(),
+                    "pgid": os.getpgid(0),
+                    "sid": os.getsid(0),
+                }
                 text(rid, "environ", info)
             elif name == "echo":
                 text(rid, str(args.get("text", "")))
@@ -122,7 +134,8 @@ def main() -> None:
                 # two `sleep 1000` grandchildren through sh -c; they keep our stderr open
                 p = subprocess.Popen(
                     ["sh", "-c", "sleep 1000 & echo $!; sleep 1000 & echo $!; wait"],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
                 )
                 pids = [p.pid] + [int(p.stdout.readline()) for _ in range(2)]
                 text(rid, "spawned", {"pids": pids})
@@ -165,11 +178,17 @@ def main() -> None:
                 sys.stderr.flush()
                 text(rid, "flooded")
             else:
-                raw(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no tool"}}).encode() + b"\n")
+                raw(
+                    json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no tool"}}).encode()
+                    + b"\n"
+                )
         elif method == "ping":
             reply(rid, {})
         else:
-            raw(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no method"}}).encode() + b"\n")
+            raw(
+                json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no method"}}).encode()
+                + b"\n"
+            )
     if opts.ignore_eof:
         while True:
             time.sleep(3600)

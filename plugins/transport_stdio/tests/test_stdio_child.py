@@ -9,7 +9,6 @@ import threading
 
 import anyio
 import pytest
-
 from kxen_transport_stdio.child import ByteReader, spawn
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +27,9 @@ class Started:
         stdin_read, stdin_write = os.pipe()
         out_read, out_write = os.pipe()
         try:
-            self.child = spawn([*PY, code], stdin=stdin_read, stdout=out_write, cwd=os.getcwd(), env={"PATH": os.defpath})
+            self.child = spawn(
+                [*PY, code], stdin=stdin_read, stdout=out_write, cwd=os.getcwd(), env={"PATH": os.defpath}
+            )
         except BaseException:
             os.close(out_read)
             raise

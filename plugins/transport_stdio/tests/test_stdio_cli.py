@@ -7,7 +7,6 @@ import shutil
 
 import anyio
 import pytest
-
 from stdio_support import REPO
 
 pytestmark = pytest.mark.anyio

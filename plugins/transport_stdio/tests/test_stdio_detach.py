@@ -15,10 +15,8 @@ import time
 
 import anyio
 import pytest
-
-from kxen_transport_stdio import procs
 from kxen_testing import running
-
+from kxen_transport_stdio import procs
 from stdio_support import OWNER, STDIO, alive, helper, owned_helpers, server_pid, wait_gone
 from test_stdio_signals import finish, hanging_call, server_and_sleeper, start_kxen, wait_for, write_home
 
@@ -199,13 +197,18 @@ async def test_a_ledger_never_ends_a_process_kxen_did_not_start(tmp_path):
     try:
         gone = 2**22 + 7  # a host pid that does not exist
         ls, ps, ob = procs.stat(leader.pid), procs.stat(plain.pid), procs.stat(other_boot.pid)
-        _ledger(home, gone, 1, [
-            {"pid": leader.pid, "start": ls.start + 1, "command": "x"},  # the pid was recycled
-            {"pid": plain.pid, "start": ps.start, "command": "x"},  # not the leader of its own session
-            {"pid": os.getpid(), "start": procs.stat(os.getpid()).start, "command": "x"},
-            {"pid": 1, "start": 0, "command": "init"},
-            "junk",
-        ])
+        _ledger(
+            home,
+            gone,
+            1,
+            [
+                {"pid": leader.pid, "start": ls.start + 1, "command": "x"},  # the pid was recycled
+                {"pid": plain.pid, "start": ps.start, "command": "x"},  # not the leader of its own session
+                {"pid": os.getpid(), "start": procs.stat(os.getpid()).start, "command": "x"},
+                {"pid": 1, "start": 0, "command": "init"},
+                "junk",
+            ],
+        )
         _ledger(home, gone + 1, 1, [{"pid": other_boot.pid, "start": ob.start, "command": "x"}], boot="another-boot")
         # a ledger of a host that is still running: its servers are its own
         me = procs.stat(os.getpid())
@@ -218,7 +221,10 @@ async def test_a_ledger_never_ends_a_process_kxen_did_not_start(tmp_path):
         for p in (leader, plain, other_boot, live_host):
             assert p.poll() is None
         # the running host's ledger stays; the dead hosts' ledgers are removed
-        assert sorted(x.name for x in (home / "run").glob("*.json")) == [f"{os.getpid()}-{me.start}.json", "not-a-ledger.json"]
+        assert sorted(x.name for x in (home / "run").glob("*.json")) == [
+            f"{os.getpid()}-{me.start}.json",
+            "not-a-ledger.json",
+        ]
         # the same entry with the right start time is ended
         _ledger(home, gone, 1, [{"pid": leader.pid, "start": ls.start, "command": "x"}])
         with anyio.fail_after(10):

@@ -6,23 +6,21 @@ import sys
 
 import anyio
 import pytest
+from kxen_testing import running
+from kxen_transport_stdio import StdioTransport
+from kxen_transport_stdio.framing import LineReader
+from kxen_transport_stdio.transport import STDERR_TAIL_BYTES
+from stdio_support import HELPER_ARGV, STDIO, context, helper, wait_state
 
 from kxen_core.config import ServerConfig
 from kxen_core.errors import ClosedError, ProtocolError
 from kxen_core.session import Session
-from kxen_core.transport import TransportContext
-from kxen_transport_stdio import StdioTransport
-from kxen_transport_stdio.framing import LineReader
-from kxen_transport_stdio.transport import STDERR_TAIL_BYTES
-from kxen_testing import running
-from stdio_support import HELPER, HELPER_ARGV, STDIO, context, helper, wait_state
 
 pytestmark = pytest.mark.anyio
 
 
 def test_stdio_config_accepts_options(kxen_home, workspace):
     from kxen_core.config import load_config
-
     from kxen_core.converter import make_converter
     from kxen_core.plugins import make_plugin_manager
 
@@ -194,7 +192,6 @@ async def test_exit_at_startup_reports_code_and_stderr(kxen_home, workspace):
 
 
 async def test_status_shows_the_stderr_tail_of_a_running_server(kxen_home, workspace):
-    import json
 
     servers = {"h": helper("--stderr", "STDERR-MARKER ready\n")}
     async with running(kxen_home, workspace, servers=servers, allow=STDIO) as rt:

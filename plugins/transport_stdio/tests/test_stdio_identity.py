@@ -12,14 +12,14 @@ from typing import Any
 
 import anyio
 import pytest
+from kxen_transport_stdio import procs
+from kxen_transport_stdio import transport as stdio
+from kxen_transport_stdio.transport import StdioTransport
+from stdio_support import HELPER_ARGV, context
 
 from kxen_core import ServerConfig
 from kxen_core.errors import ClosedError
 from kxen_core.session import Session
-from kxen_transport_stdio import procs, transport as stdio
-from kxen_transport_stdio.transport import StdioTransport
-
-from stdio_support import HELPER_ARGV, context
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +55,9 @@ def reads(monkeypatch) -> Reads:
 
     def recording(pid: int) -> Any:
         found = real(pid)
-        watch.calls.append({"pid": pid, "found": found, "reaped": watch.proc is not None and watch.proc.returncode is not None})
+        watch.calls.append(
+            {"pid": pid, "found": found, "reaped": watch.proc is not None and watch.proc.returncode is not None}
+        )
         return found
 
     monkeypatch.setattr(stdio, "stat", recording)
@@ -103,7 +105,9 @@ async def test_a_stop_before_the_delay_reads_it_before_reaping(tmp_path, ledger,
     assert t._tree is not None and t._tree.root_start == reads.calls[0]["found"].start
 
 
-async def test_a_child_that_exits_by_itself_is_identified_before_it_is_reaped(tmp_path, ledger, reads: Reads, monkeypatch):
+async def test_a_child_that_exits_by_itself_is_identified_before_it_is_reaped(
+    tmp_path, ledger, reads: Reads, monkeypatch
+):
     monkeypatch.setattr(stdio, "IDENTIFY_AFTER_SECONDS", 3600.0)
     server = ServerConfig(name="s", command=sys.executable, args=HELPER_ARGV)
     t = StdioTransport(server, context(server, tmp_path))

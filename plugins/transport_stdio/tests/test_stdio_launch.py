@@ -9,16 +9,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-from kxen_core.config import ServerConfig
-from kxen_core.errors import ConnectError
-from kxen_core.session import Session
-from kxen_core.transport import TransportContext
-from kxen_core.launch import resolve_launch
-from kxen_core.runtime import Runtime
 from kxen_testing import running
 from kxen_transport_stdio import ENV_PASSTHROUGH, SAFE_DEFAULTS, StdioTransport
 from stdio_support import HELPER, HELPER_ARGV, OWNER, STDIO, context, helper, owned_helpers, server_pid
+
+from kxen_core.config import ServerConfig
+from kxen_core.errors import ConnectError
+from kxen_core.launch import resolve_launch
+from kxen_core.runtime import Runtime
+from kxen_core.session import Session
+from kxen_core.transport import TransportContext
 
 pytestmark = pytest.mark.anyio
 

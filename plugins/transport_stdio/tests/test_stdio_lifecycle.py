@@ -11,15 +11,15 @@ from pathlib import Path
 import anyio
 import attrs
 import pytest
+from kxen_testing import running
+from kxen_transport_stdio import StdioTransport
+from kxen_transport_stdio.transport import EOF_GRACE_SECONDS, TERM_GRACE_SECONDS
+from stdio_support import DEMO, HELPER_ARGV, STDIO, Timer, alive, context, helper, server_pid, wait_gone, wait_state
 
 from kxen_core.config import ServerConfig
 from kxen_core.errors import ClosedError, ConnectError, RequestTimeout
 from kxen_core.session import Session
 from kxen_core.transport import TransportContext
-from kxen_transport_stdio import StdioTransport
-from kxen_transport_stdio.transport import EOF_GRACE_SECONDS, TERM_GRACE_SECONDS
-from kxen_testing import running
-from stdio_support import DEMO, HELPER_ARGV, STDIO, Timer, alive, context, helper, server_pid, wait_gone, wait_state
 
 pytestmark = pytest.mark.anyio
 

@@ -7,10 +7,10 @@ import sys
 
 import anyio
 import pytest
-
-from kxen_core.errors import ClosedError
 from kxen_testing import running
 from stdio_support import EVERYTHING, SDK_SERVER, STDIO, alive, server_pid, wait_gone
+
+from kxen_core.errors import ClosedError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from kxen_transport_stdio.procs.tree import _parse, read_stat, stat, table
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -55,7 +54,13 @@ def test_a_short_or_garbled_line_is_no_process():
     assert _parse(1, b"1 (x) S zero 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 25 0") is None
     line = b"7 (x) y) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 99 1 2 3"
     proc = _parse(7, line)
-    assert proc is not None and (proc.state, proc.ppid, proc.pgrp, proc.sid, proc.start) == plain(line) == ("S", 1, 7, 7, 12345)
+    assert proc is not None and (proc.state, proc.ppid, proc.pgrp, proc.sid, proc.start) == plain(line) == (
+        "S",
+        1,
+        7,
+        7,
+        12345,
+    )
 
 
 def test_a_missing_process_reads_as_none():

@@ -7,7 +7,6 @@ import os
 
 import anyio
 import pytest
-
 from kxen_transport_stdio.reader import READ_CHUNK, PipeReader
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from stdio_support import OWNER, alive, helper, owned_helpers
 
 #: runs the kxen CLI: argv is OWNER (the mark), the anyio backend, then kxen's own arguments

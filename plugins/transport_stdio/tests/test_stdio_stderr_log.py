@@ -7,7 +7,6 @@ import sys
 
 import anyio
 import pytest
-
 from kxen_testing import running
 from kxen_transport_stdio import stderr_log
 from kxen_transport_stdio.stderr_log import StderrLog
@@ -19,7 +18,9 @@ FLOOD = "import sys; [sys.stderr.write('e' * 1023 + '\\n') for _ in range(3000)]
 
 
 async def test_a_servers_stderr_is_kept_in_its_log(kxen_home, workspace):
-    async with running(kxen_home, workspace, servers={"s": {"command": sys.executable, "args": ["-c", SAY]}}, allow=("stdio",)) as rt:
+    async with running(
+        kxen_home, workspace, servers={"s": {"command": sys.executable, "args": ["-c", SAY]}}, allow=("stdio",)
+    ) as rt:
         assert rt.servers["s"].state == "failed"
     log = kxen_home.path / "logs" / "s.stderr.log"
     text = log.read_text()
@@ -29,7 +30,9 @@ async def test_a_servers_stderr_is_kept_in_its_log(kxen_home, workspace):
 
 async def test_a_flood_is_rotated_and_bounded(kxen_home, workspace, monkeypatch):
     monkeypatch.setattr(stderr_log, "MAX_BYTES", 256 * 1024)
-    async with running(kxen_home, workspace, servers={"f": {"command": sys.executable, "args": ["-c", FLOOD]}}, allow=("stdio",)) as rt:
+    async with running(
+        kxen_home, workspace, servers={"f": {"command": sys.executable, "args": ["-c", FLOOD]}}, allow=("stdio",)
+    ) as rt:
         with anyio.fail_after(20):
             while not rt.servers["f"].done.is_set():
                 await anyio.sleep(0.05)

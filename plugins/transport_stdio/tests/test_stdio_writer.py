@@ -6,7 +6,6 @@ import os
 
 import anyio
 import pytest
-
 from kxen_transport_stdio.writer import HIGH_WATER, PipeWriter
 
 pytestmark = pytest.mark.anyio

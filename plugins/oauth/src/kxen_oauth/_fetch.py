@@ -54,7 +54,9 @@ async def _read(response: httpx.Response, limit: int) -> bytes:
     async for chunk in response.aiter_bytes():
         size += len(chunk)
         if size > limit:
-            raise OAuthHttpError(f"{shown(str(response.url))} answered more than {limit} bytes", status=response.status_code)
+            raise OAuthHttpError(
+                f"{shown(str(response.url))} answered more than {limit} bytes", status=response.status_code
+            )
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -92,7 +94,9 @@ async def request_json(
                         target = response.headers.get("location", "")
                         nxt = str(response.url.join(target)) if target else ""
                         if not nxt or not same_origin(nxt, url):
-                            raise OAuthHttpError(f"{shown(current)} redirected to another origin: not followed", status=status)
+                            raise OAuthHttpError(
+                                f"{shown(current)} redirected to another origin: not followed", status=status
+                            )
                         current = nxt
                         continue
                     raw = await _read(response, limit)
@@ -127,7 +131,11 @@ def str_list(doc: dict[str, Any], key: str, *, limit: int = 200) -> tuple[str, .
     value = doc.get(key)
     if value is None:
         return None
-    if not isinstance(value, list) or len(value) > limit or not all(isinstance(v, str) and len(v) <= 2048 for v in value):
+    if (
+        not isinstance(value, list)
+        or len(value) > limit
+        or not all(isinstance(v, str) and len(v) <= 2048 for v in value)
+    ):
         raise ValueError(f"{key} must be a list of at most {limit} strings")
     return tuple(value)
 

@@ -43,7 +43,13 @@ class Engine(Protocol):
     ) -> Discovery: ...
 
     async def keep(
-        self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None,
+        self,
+        server: ServerConfig,
+        d: Discovery,
+        creds: ClientCredentials,
+        answer: TokenAnswer,
+        *,
+        requested: str | None,
         by_person: bool = True,
     ) -> TokenRecord: ...
 

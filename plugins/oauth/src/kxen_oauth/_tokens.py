@@ -143,5 +143,7 @@ async def token_request(
         desc = doc.get("error_description") if doc else None
         desc = desc[:200] if isinstance(desc, str) else ""
         said = f": {error}" + (f" ({desc})" if desc else "") if error else ""
-        raise TokenError(f"the token endpoint {shown(token_endpoint)} answered HTTP {status}{said}", error=error, status=status)
+        raise TokenError(
+            f"the token endpoint {shown(token_endpoint)} answered HTTP {status}{said}", error=error, status=status
+        )
     return parse_token_answer(doc, now)

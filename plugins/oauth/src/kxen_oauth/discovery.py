@@ -12,7 +12,8 @@ there. Every endpoint is checked by :func:`~._urls.check_endpoint`.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
@@ -103,7 +104,9 @@ def parse_prm(doc: dict[str, Any], url: str, *, allow_loopback_http: bool) -> Pr
             continue
     if not usable:
         check_endpoint(servers[0], "authorization server", allow_loopback_http=allow_loopback_http)  # raises, naming it
-    return ProtectedResource(url=url, resource=resource or "", authorization_servers=tuple(usable), scopes_supported=scopes)
+    return ProtectedResource(
+        url=url, resource=resource or "", authorization_servers=tuple(usable), scopes_supported=scopes
+    )
 
 
 def parse_as_metadata(doc: dict[str, Any], url: str, *, allow_loopback_http: bool) -> AuthServer:
@@ -220,7 +223,10 @@ async def discover(
             )
         resource = declared
     if metadata_url:
-        doc = await _get(client, check_endpoint(metadata_url, "authorizationServerMetadataUrl", allow_loopback_http=allow_loopback_http))
+        doc = await _get(
+            client,
+            check_endpoint(metadata_url, "authorizationServerMetadataUrl", allow_loopback_http=allow_loopback_http),
+        )
         if doc is None:
             raise DiscoveryError(f"authorizationServerMetadataUrl {shown(metadata_url)} has no metadata")
         server = parse_as_metadata(doc, metadata_url, allow_loopback_http=allow_loopback_http)

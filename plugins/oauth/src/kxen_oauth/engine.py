@@ -39,7 +39,6 @@ MAX_AUTHORIZATIONS = 3
 ATTEMPT_WINDOW = 600.0
 
 
-
 def _has_static_auth(server: ServerConfig) -> bool:
     return any(name.lower() == "authorization" for name in server.headers)
 
@@ -126,7 +125,9 @@ class OAuthEngine:
         self._sent[key] = record.access_token
         return {"Authorization": f"Bearer {record.access_token}"}
 
-    def need_login(self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()) -> AuthRequired:
+    def need_login(
+        self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()
+    ) -> AuthRequired:
         return AuthRequired(self.scrub(reason), next_step=f"kxen mcp login {server.name}", status=status, scopes=scopes)
 
     async def discover(
@@ -142,7 +143,11 @@ class OAuthEngine:
         try:
             async with self.http() as client:
                 found = await discover(
-                    client, url, resource_metadata=resource_metadata, metadata_url=meta_url, allow_loopback_http=allow_loopback_http
+                    client,
+                    url,
+                    resource_metadata=resource_metadata,
+                    metadata_url=meta_url,
+                    allow_loopback_http=allow_loopback_http,
                 )
         except (DiscoveryError, UrlRefused) as exc:
             raise self.need_login(server, f"OAuth discovery for {server.name!r} failed: {exc}") from None
@@ -180,7 +185,9 @@ class OAuthEngine:
         settings = getattr(ctx, "settings", None)
         return bool(settings is not None and settings.mcp.allow_loopback_http)
 
-    async def _plain(self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any) -> dict[str, str] | None:
+    async def _plain(
+        self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any
+    ) -> dict[str, str] | None:
         if record is None:
             # nothing usable is stored (an older-shape entry never is: the 401 that follows says so)
             if server.oauth is not None and server.oauth.grant == "client_credentials":
@@ -193,16 +200,22 @@ class OAuthEngine:
                 return self._header(key, fresh)
         return self._header(key, record)
 
-    async def _challenge(self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any, challenge: Any) -> dict[str, str] | None:
+    async def _challenge(
+        self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any, challenge: Any
+    ) -> dict[str, str] | None:
         bearer = parse_bearer(challenge.www_authenticate)
         loopback = self._settings_loopback(request)
         sent = self._sent.get(key)
         if challenge.status == 403:
             if not bearer.insufficient_scope:
-                raise self.need_login(server, f"HTTP 403 Forbidden from {shown(request.url)}: access refused", status=403)
+                raise self.need_login(
+                    server, f"HTTP 403 Forbidden from {shown(request.url)}: access refused", status=403
+                )
             have = tuple((record.scope or "").split()) if record else ()
             wanted = tuple(dict.fromkeys((*have, *bearer.scope)))
-            return await self._authorize(server, key, request, bearer.resource_metadata, wanted, status=403, loopback=loopback)
+            return await self._authorize(
+                server, key, request, bearer.resource_metadata, wanted, status=403, loopback=loopback
+            )
         self.store().forget_cache()
         record = self.store().token(key)
         if record is not None and record.access_token != sent:
@@ -218,7 +231,9 @@ class OAuthEngine:
         if server.oauth is not None and server.oauth.grant == "client_credentials":
             d = await self.discover(server, bearer.resource_metadata, allow_loopback_http=loopback)
             return self._header(key, await self.client_credentials(server, d, scope=" ".join(bearer.scope) or None))
-        return await self._authorize(server, key, request, bearer.resource_metadata, bearer.scope, status=401, loopback=loopback)
+        return await self._authorize(
+            server, key, request, bearer.resource_metadata, bearer.scope, status=401, loopback=loopback
+        )
 
     async def _moved(self, server: ServerConfig, record: TokenRecord, resource_metadata: str, loopback: bool) -> bool:
         """Whether the server's authorization server is no longer the one that issued ``record``
@@ -231,7 +246,15 @@ class OAuthEngine:
         return not same_issuer(d.server.issuer, record.issuer)
 
     async def _authorize(
-        self, server: ServerConfig, key: Key, request: Any, resource_metadata: str, scopes: tuple[str, ...], *, status: int, loopback: bool
+        self,
+        server: ServerConfig,
+        key: Key,
+        request: Any,
+        resource_metadata: str,
+        scopes: tuple[str, ...],
+        *,
+        status: int,
+        loopback: bool,
     ) -> dict[str, str]:
         """Sign in in-band when a ``kxen_authorize_url`` implementation takes the URL, else raise."""
         ctx = getattr(request, "context", None)
@@ -248,12 +271,20 @@ class OAuthEngine:
             attempts, since = 0, time.monotonic()
         if attempts >= MAX_AUTHORIZATIONS:
             raise self.need_login(
-                server, f"{what}; gave up after {MAX_AUTHORIZATIONS} authorization attempts", status=status, scopes=scopes
+                server,
+                f"{what}; gave up after {MAX_AUTHORIZATIONS} authorization attempts",
+                status=status,
+                scopes=scopes,
             )
         self._attempts[key] = (attempts + 1, since)
         flow = OAuthFlow(
-            self, server, allow_loopback_http=loopback, challenge_scopes=scopes, resource_metadata=resource_metadata,
-            lifetime=120.0, in_band=True,
+            self,
+            server,
+            allow_loopback_http=loopback,
+            challenge_scopes=scopes,
+            resource_metadata=resource_metadata,
+            lifetime=120.0,
+            in_band=True,
         )
         await self.run_in_band(server, flow, pm)
         record = self.store().token(key)
@@ -291,7 +322,13 @@ class OAuthEngine:
     # -- tokens ------------------------------------------------------------------------------------
 
     async def keep(
-        self, server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *, requested: str | None,
+        self,
+        server: ServerConfig,
+        d: Discovery,
+        creds: ClientCredentials,
+        answer: TokenAnswer,
+        *,
+        requested: str | None,
         by_person: bool = True,
     ) -> TokenRecord:
         """Store a token a sign-in got; one a person started (``kxen mcp login``) also forgets the
@@ -313,7 +350,13 @@ class OAuthEngine:
                 raise TokenError("the client_credentials grant needs oauth.clientId")
             async with self.http() as client:
                 answer = await token_request(
-                    client, d.server.token_endpoint, creds, "client_credentials", issuer=d.server.issuer, scope=scope, resource=d.resource
+                    client,
+                    d.server.token_endpoint,
+                    creds,
+                    "client_credentials",
+                    issuer=d.server.issuer,
+                    scope=scope,
+                    resource=d.resource,
                 )
         except TokenError as exc:
             raise self.need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None

@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 DEFAULT_LIFETIME = 300.0
 
 
-def choose_scopes(challenge: tuple[str, ...], configured: tuple[str, ...], d: Discovery, extra: tuple[str, ...]) -> str | None:
+def choose_scopes(
+    challenge: tuple[str, ...], configured: tuple[str, ...], d: Discovery, extra: tuple[str, ...]
+) -> str | None:
     """The ``scope`` to ask for: the challenge's, else the user's configured scopes, else the
     protected resource's ``scopes_supported``, else none; plus step-up scopes; plus
     ``offline_access`` only when the authorization server lists it."""
@@ -44,7 +46,12 @@ def choose_scopes(challenge: tuple[str, ...], configured: tuple[str, ...], d: Di
     for s in extra:
         if s not in chosen:
             chosen.append(s)
-    if chosen and d.server.scopes_supported and "offline_access" in d.server.scopes_supported and "offline_access" not in chosen:
+    if (
+        chosen
+        and d.server.scopes_supported
+        and "offline_access" in d.server.scopes_supported
+        and "offline_access" not in chosen
+    ):
         chosen.append("offline_access")
     return " ".join(chosen) if chosen else None
 
@@ -98,7 +105,9 @@ class OAuthFlow:
             raise
 
     async def _start(self) -> str:
-        d = await self.engine.discover(self.server, self.resource_metadata, allow_loopback_http=self.allow_loopback_http)
+        d = await self.engine.discover(
+            self.server, self.resource_metadata, allow_loopback_http=self.allow_loopback_http
+        )
         self._discovery = d
         meta = d.server
         configured = tuple(self.server.oauth.scopes) if self.server.oauth else ()
@@ -224,8 +233,15 @@ class OAuthFlow:
             await self._listener.aclose()
 
 
-def record_of(server: ServerConfig, d: Discovery, creds: ClientCredentials, answer: TokenAnswer, *,
-              requested: str | None, previous: TokenRecord | None = None) -> TokenRecord:
+def record_of(
+    server: ServerConfig,
+    d: Discovery,
+    creds: ClientCredentials,
+    answer: TokenAnswer,
+    *,
+    requested: str | None,
+    previous: TokenRecord | None = None,
+) -> TokenRecord:
     """The store record of a fresh token (a refresh keeps the refresh token when none was rotated)."""
     return TokenRecord(
         config_scope=server.scope,

@@ -28,13 +28,18 @@ def credentials_for(engine: Engine, server: ServerConfig, record: TokenRecord) -
     if oauth is not None and oauth.clientId == record.client_id:
         from .discovery import AuthServer
 
-        creds = configured_client(server, AuthServer(issuer=record.issuer, authorization_endpoint=None, token_endpoint=""))
+        creds = configured_client(
+            server, AuthServer(issuer=record.issuer, authorization_endpoint=None, token_endpoint="")
+        )
         if creds is not None:
             return creds
     stored = engine.store().client(record.issuer)
     if stored is not None and stored.client_id == record.client_id:
-        return ClientCredentials(client_id=stored.client_id, client_secret=stored.client_secret, auth_method=stored.auth_method)
+        return ClientCredentials(
+            client_id=stored.client_id, client_secret=stored.client_secret, auth_method=stored.auth_method
+        )
     return ClientCredentials(client_id=record.client_id, auth_method="none")
+
 
 async def refresh_entry(
     engine: Engine, server: ServerConfig, key: Key, failed: str, *, quiet: bool = False
@@ -64,8 +69,13 @@ async def refresh_entry(
             try:
                 async with engine.http() as client:
                     answer = await token_request(
-                        client, current.token_endpoint, creds, "refresh_token", issuer=current.issuer,
-                        refresh_token=current.refresh_token, resource=current.resource_indicator or current.resource,
+                        client,
+                        current.token_endpoint,
+                        creds,
+                        "refresh_token",
+                        issuer=current.issuer,
+                        refresh_token=current.refresh_token,
+                        resource=current.resource_indicator or current.resource,
                     )
             except TokenError as exc:
                 if exc.error in ("invalid_grant", "invalid_client", "unauthorized_client"):
@@ -77,10 +87,16 @@ async def refresh_entry(
                 raise engine.need_login(server, f"refreshing the token of {server.name!r} failed: {exc}") from None
             engine.refreshes += 1
             fresh = TokenRecord(
-                config_scope=current.config_scope, server=current.server, resource=current.resource,
-                issuer=current.issuer, client_id=current.client_id, access_token=answer.access_token,
-                refresh_token=answer.refresh_token or current.refresh_token, expires_at=answer.expires_at,
-                scope=answer.scope or current.scope, token_endpoint=current.token_endpoint,
+                config_scope=current.config_scope,
+                server=current.server,
+                resource=current.resource,
+                issuer=current.issuer,
+                client_id=current.client_id,
+                access_token=answer.access_token,
+                refresh_token=answer.refresh_token or current.refresh_token,
+                expires_at=answer.expires_at,
+                scope=answer.scope or current.scope,
+                token_endpoint=current.token_endpoint,
                 resource_indicator=current.resource_indicator,
             )
             engine.remember(fresh.access_token, fresh.refresh_token)

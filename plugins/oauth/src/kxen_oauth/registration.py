@@ -88,7 +88,9 @@ def stored_client(store: TokenStore, meta: AuthServer, redirect_uri: str | None)
 
 
 def credentials_of(record: ClientRecord) -> ClientCredentials:
-    return ClientCredentials(client_id=record.client_id, client_secret=record.client_secret, auth_method=record.auth_method)
+    return ClientCredentials(
+        client_id=record.client_id, client_secret=record.client_secret, auth_method=record.auth_method
+    )
 
 
 async def register(
@@ -121,13 +123,17 @@ async def register(
     if status not in (200, 201) or doc is None:
         error = doc.get("error") if doc else None
         said = f": {error[:100]}" if isinstance(error, str) else ""
-        raise RegistrationError(f"client registration at {shown(meta.registration_endpoint)} answered HTTP {status}{said}")
+        raise RegistrationError(
+            f"client registration at {shown(meta.registration_endpoint)} answered HTTP {status}{said}"
+        )
     client_id = doc.get("client_id")
     secret = doc.get("client_secret")
     if not isinstance(client_id, str) or not client_id or len(client_id) > 1000:
         raise RegistrationError(f"client registration at {shown(meta.registration_endpoint)} answered no client_id")
     if secret is not None and (not isinstance(secret, str) or len(secret) > 4096):
-        raise RegistrationError(f"client registration at {shown(meta.registration_endpoint)} answered an unusable client_secret")
+        raise RegistrationError(
+            f"client registration at {shown(meta.registration_endpoint)} answered an unusable client_secret"
+        )
     answered = doc.get("token_endpoint_auth_method")
     if isinstance(answered, str) and answered in ("none", "client_secret_basic", "client_secret_post"):
         method = answered
@@ -143,7 +149,9 @@ async def register(
         redirect_uris=(redirect_uri,),
         auth_method=method,
         method="dcr",
-        expires_at=float(expires) if isinstance(expires, (int, float)) and not isinstance(expires, bool) and expires > 0 else None,
+        expires_at=float(expires)
+        if isinstance(expires, (int, float)) and not isinstance(expires, bool) and expires > 0
+        else None,
     )
     await store.put_client(record)
     return record

@@ -19,8 +19,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import anyio
 import filelock
@@ -180,8 +181,10 @@ class TokenStore:
                     )
         if doc.get("version") == VERSION and isinstance(doc.get("tokens"), list):
             for item in doc["tokens"][:10000]:
-                if isinstance(item, dict) and item.get("server") == server and (
-                    "resource" not in item or "origin" in item or "configScope" not in item
+                if (
+                    isinstance(item, dict)
+                    and item.get("server") == server
+                    and ("resource" not in item or "origin" in item or "configScope" not in item)
                 ):
                     return (
                         f"the stored sign-in for {server!r} is not bound to a config scope and exact URL "
@@ -257,8 +260,13 @@ class TokenStore:
         async with self.locked() as doc:
             before = len(doc["tokens"])
             doc["tokens"] = [
-                t for t in doc["tokens"] if not (isinstance(t, dict) and t.get("server") == server
-                                                 and t.get("configScope", config_scope) == config_scope)
+                t
+                for t in doc["tokens"]
+                if not (
+                    isinstance(t, dict)
+                    and t.get("server") == server
+                    and t.get("configScope", config_scope) == config_scope
+                )
             ]
             legacy = doc.get("legacy")
             dropped_legacy = False
@@ -273,13 +281,16 @@ class TokenStore:
 
     async def put_client(self, record: ClientRecord) -> None:
         async with self.locked() as doc:
-            doc["clients"] = [c for c in doc["clients"] if not (isinstance(c, dict) and c.get("issuer") == record.issuer)]
+            doc["clients"] = [
+                c for c in doc["clients"] if not (isinstance(c, dict) and c.get("issuer") == record.issuer)
+            ]
             doc["clients"].append(record.to_json())
 
     async def drop_client(self, issuer: str, client_id: str | None = None) -> None:
         async with self.locked() as doc:
             doc["clients"] = [
-                c for c in doc["clients"]
+                c
+                for c in doc["clients"]
                 if not (isinstance(c, dict) and c.get("issuer") == issuer and client_id in (None, c.get("clientId")))
             ]
 

@@ -12,7 +12,8 @@ after a number of messages, or to send notifications and requests of its own.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 
@@ -52,9 +53,13 @@ class FakeServer:
         eras: tuple[str, ...] = ("legacy",),
     ) -> None:
         self.handlers: dict[str, Handler] = dict(tools or {})
-        self.tool_defs = tool_defs if tool_defs is not None else [
-            {"name": n, "description": f"fake tool {n}", "inputSchema": {"type": "object"}} for n in self.handlers
-        ]
+        self.tool_defs = (
+            tool_defs
+            if tool_defs is not None
+            else [
+                {"name": n, "description": f"fake tool {n}", "inputSchema": {"type": "object"}} for n in self.handlers
+            ]
+        )
         self.resources = resources
         self.prompts = prompts
         caps: dict[str, Any] = {"tools": {}}
@@ -128,7 +133,11 @@ class FakeServer:
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "kxen-fake", "version": "0"}},
             }
         if method == "initialize" and "legacy" not in self.eras:
-            raise FakeError(-32022, "only the stateless era", {"supported": [MODERN_VERSION], "requested": params.get("protocolVersion")})
+            raise FakeError(
+                -32022,
+                "only the stateless era",
+                {"supported": [MODERN_VERSION], "requested": params.get("protocolVersion")},
+            )
         if method == "initialize":
             return {
                 "protocolVersion": self.protocol_version or params.get("protocolVersion"),
@@ -165,5 +174,3 @@ async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
-
-

@@ -10,8 +10,9 @@ server needs a sign-in before anything else will work.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from httpx_sse import ServerSentEvent
@@ -123,7 +124,9 @@ async def _resume(stream: StreamParts, rid: Any, cursor: SseCursor, dropped: str
     elif end.unsupported is not None:
         await stream.deliver_error(rid, f"the answer stream cannot be resumed (GET: HTTP {end.unsupported})")
     else:
-        await stream.deliver_error(rid, f"the answer stream was not resumed after {end.attempts} attempt(s) ({end.reason})")
+        await stream.deliver_error(
+            rid, f"the answer stream was not resumed after {end.attempts} attempt(s) ({end.reason})"
+        )
 
 
 def answer_reader(stream: StreamParts, want: Any) -> Any:

@@ -9,8 +9,9 @@ reconnections would see one that is not."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING
 
 import anyio
 import httpx
@@ -55,7 +56,9 @@ class GetStream:
         stream = self._stream
         try:
             with map_errors("GET stream", stream.redact, stream.name):
-                end = await stream.follower.follow(self._connect, SseCursor(), answer_reader(stream, None), label="GET stream")
+                end = await stream.follower.follow(
+                    self._connect, SseCursor(), answer_reader(stream, None), label="GET stream"
+                )
         except (TransportError, AuthRequired, PluginHookError) as error:
             self.state = "closed"
             if isinstance(error, (SessionExpired, AuthRequired)):

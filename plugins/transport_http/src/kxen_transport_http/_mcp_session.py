@@ -8,7 +8,8 @@ session (:class:`SessionExpired`).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -32,7 +33,12 @@ class SessionExpired(SessionGone):
 
 def answers(message: Message, rid: Any) -> bool:
     """True when ``message`` is the response to request ``rid``."""
-    return type(message) is dict and "method" not in message and message.get("id") == rid and ("result" in message or "error" in message)
+    return (
+        type(message) is dict
+        and "method" not in message
+        and message.get("id") == rid
+        and ("result" in message or "error" in message)
+    )
 
 
 class McpSession:

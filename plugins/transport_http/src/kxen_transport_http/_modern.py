@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import httpx
 
@@ -43,8 +44,19 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _PLAIN = re.compile(r"^[\x20-\x7E]*$")
 _ENCODED = re.compile(r"^=\?base64\?.*\?=$")
 #: schema keywords holding sub-schemas that are not reached through ``properties`` alone
-_NESTED_ONE = ("items", "contains", "additionalProperties", "propertyNames", "not", "if", "then", "else",
-               "unevaluatedItems", "unevaluatedProperties", "contentSchema")
+_NESTED_ONE = (
+    "items",
+    "contains",
+    "additionalProperties",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+)
 _NESTED_MANY = ("allOf", "anyOf", "oneOf", "prefixItems")
 _NESTED_MAP = ("patternProperties", "dependentSchemas", "$defs", "definitions")
 
@@ -108,7 +120,11 @@ def invalid_header(schema: Any) -> str | None:
 
 def header_map(schema: Any) -> dict[tuple[str, ...], str]:
     """The argument paths a valid schema mirrors, with their header names."""
-    return {path: node[X_MCP_HEADER] for path, node in _positions(schema) if path and isinstance(node.get(X_MCP_HEADER), str)}
+    return {
+        path: node[X_MCP_HEADER]
+        for path, node in _positions(schema)
+        if path and isinstance(node.get(X_MCP_HEADER), str)
+    }
 
 
 def _rendered(value: Any) -> str | None:

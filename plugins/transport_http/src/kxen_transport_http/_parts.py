@@ -42,7 +42,13 @@ class StreamParts(Protocol):
     def fail(self, error: KxenError) -> None: ...
 
     async def send_request(
-        self, method: str, url: httpx.URL | str, headers: httpx.Headers, *, content: bytes | None = None, timeout: Any = ...
+        self,
+        method: str,
+        url: httpx.URL | str,
+        headers: httpx.Headers,
+        *,
+        content: bytes | None = None,
+        timeout: Any = ...,
     ) -> httpx.Response: ...
 
     def closed_error(self) -> ClosedError: ...

@@ -10,7 +10,8 @@ transport's tests run on both backends.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Coroutine, Union
+from collections.abc import Callable, Coroutine
+from typing import Any, Union
 
 import anyio
 import anyio.abc

@@ -5,7 +5,8 @@ Kept free of heavy imports: the entry points import it to register the kinds.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 

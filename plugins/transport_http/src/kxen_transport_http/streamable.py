@@ -41,8 +41,9 @@ session's reader task, one event-loop iteration less per request).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -79,7 +80,12 @@ class StreamableHTTPStream(HttpMessageStream):
     """The :class:`~kxen_core.MessageStream` of one Streamable HTTP connection."""
 
     def __init__(
-        self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: HttpOptions
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        client: httpx.AsyncClient,
+        tg: anyio.abc.TaskGroup,
+        options: HttpOptions,
     ) -> None:
         super().__init__(server, context, client, tg, options)
         self.post_url: httpx.URL | str = self.url
@@ -205,7 +211,9 @@ class StreamableHTTPStream(HttpMessageStream):
     async def _post_inline(self, label: str, body: bytes, headers: httpx.Headers) -> None:
         try:
             with self.post_errors:
-                response = await self.send_request("POST", self.post_url, headers, content=body, timeout=self.post_timeout)
+                response = await self.send_request(
+                    "POST", self.post_url, headers, content=body, timeout=self.post_timeout
+                )
                 try:
                     self.mcp.check(response)
                     status = response.status_code
@@ -241,7 +249,9 @@ class StreamableHTTPStream(HttpMessageStream):
             try:
                 with map_errors(f"DELETE {self.safe_url}", self.redact, self.name):
                     # only the status matters: the body is never read (it could be a decompression bomb)
-                    async with self.client.stream("DELETE", self.url, headers=await self.mcp.headers("DELETE")) as response:
+                    async with self.client.stream(
+                        "DELETE", self.url, headers=await self.mcp.headers("DELETE")
+                    ) as response:
                         status = response.status_code
                 if status not in (200, 202, 204, 404, 405):
                     self.context.diagnostic(f"{self.name}: session DELETE answered HTTP {status}")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kxen_core import hookimpl
 from kxen_transport_http.options import SseOptions
+
+from kxen_core import hookimpl
 
 if TYPE_CHECKING:
     from kxen_core import RegisterTransport, ServerConfig, Transport, TransportContext

@@ -20,17 +20,15 @@ and the closing sequence.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import anyio
 import anyio.abc
 import httpx
 from httpx_sse import ServerSentEvent
-
-from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
-from kxen_core.errors import AuthRequired, ClosedError, ConnectError, KxenError, PluginHookError, TransportError
 from kxen_transport_http.options import SseOptions
 from kxen_transport_http.plumbing import (
     BodyError,
@@ -49,6 +47,9 @@ from kxen_transport_http.plumbing import (
     request_headers,
     safe_url,
 )
+
+from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
+from kxen_core.errors import AuthRequired, ClosedError, ConnectError, KxenError, PluginHookError, TransportError
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -87,7 +88,12 @@ class LegacySSEStream(HttpMessageStream):
     protocol_eras = ("legacy",)
 
     def __init__(
-        self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: SseOptions
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        client: httpx.AsyncClient,
+        tg: anyio.abc.TaskGroup,
+        options: SseOptions,
     ) -> None:
         super().__init__(server, context, client, tg, options)
         self._endpoint = ""
@@ -106,7 +112,9 @@ class LegacySSEStream(HttpMessageStream):
         rid = message.get("id")
         body = encode(message)
         try:
-            headers = await request_headers(self.server, self.context, "POST", self._endpoint, self.redact, memo=self.credentials)
+            headers = await request_headers(
+                self.server, self.context, "POST", self._endpoint, self.redact, memo=self.credentials
+            )
         except AuthRequired as exc:  # the credential plugin cannot get a token without a person
             self.fail(exc)
             raise
@@ -114,7 +122,9 @@ class LegacySSEStream(HttpMessageStream):
         self.posts += 1
         try:
             with self._post_errors:
-                response = await self.send_request("POST", self._endpoint, headers, content=body, timeout=self.post_timeout)
+                response = await self.send_request(
+                    "POST", self._endpoint, headers, content=body, timeout=self.post_timeout
+                )
                 try:
                     if 200 <= response.status_code < 300:
                         return
@@ -159,11 +169,15 @@ class LegacySSEStream(HttpMessageStream):
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow the stream: report started at the endpoint event, then feed messages until it ends."""
         self._started = task_status
-        follower = SseFollower(limit=self.options.maxMessageBytes, redact=self.redact, diag=self.diag)  # no reconnecting
+        follower = SseFollower(
+            limit=self.options.maxMessageBytes, redact=self.redact, diag=self.diag
+        )  # no reconnecting
         error: KxenError
         try:
             with map_errors(f"GET {self.safe_url}", self.redact, self.name):
-                error = self._ended(await follower.follow(self._connect, SseCursor(), self._on_event, label="SSE stream"))
+                error = self._ended(
+                    await follower.follow(self._connect, SseCursor(), self._on_event, label="SSE stream")
+                )
         except (TransportError, AuthRequired, PluginHookError) as exc:
             error = exc
         if not self._endpoint:  # not started: tg.start() hands this to the opener

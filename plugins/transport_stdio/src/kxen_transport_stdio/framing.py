@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kxen_core import ProtocolError, RequestFailed
 

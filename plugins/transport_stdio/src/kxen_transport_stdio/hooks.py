@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
-    from kxen_core import ServerConfig, Transport, TransportContext, RegisterTransport
+    from kxen_core import RegisterTransport, ServerConfig, Transport, TransportContext
 
 
 def open_stdio(server: ServerConfig, context: TransportContext[StdioOptions]) -> Transport:

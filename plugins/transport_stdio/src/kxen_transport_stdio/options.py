@@ -12,7 +12,9 @@ MIN_LINE_BYTES, MAX_LINE_BYTES_LIMIT = 1024, 1024 * 1024 * 1024
 
 def _line_bound(instance: Any, attribute: attrs.Attribute, value: int) -> None:
     if not MIN_LINE_BYTES <= value <= MAX_LINE_BYTES_LIMIT:
-        raise ValueError(f"maxLineBytes must be an integer from {MIN_LINE_BYTES} to {MAX_LINE_BYTES_LIMIT} (got {value})")
+        raise ValueError(
+            f"maxLineBytes must be an integer from {MIN_LINE_BYTES} to {MAX_LINE_BYTES_LIMIT} (got {value})"
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -14,8 +14,8 @@ import functools
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 #: the most bytes one log file grows to before it is rotated
 MAX_BYTES = 1024 * 1024

@@ -34,17 +34,18 @@ import functools
 import json
 import os
 from collections import deque
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 from kxen_core.errors import ClosedError, ConnectError
-from .procs import Tree, forget_server, record_server, stat
 
 from .child import Child, spawn
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group
 from .options import StdioOptions
+from .procs import Tree, forget_server, record_server, stat
 from .reader import PipeReader
 from .stderr_log import StderrLog
 from .writer import PipeWriter
@@ -218,7 +219,9 @@ class StdioTransport:
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env value
             os.close(stdin_write)
             os.close(stdout_read)
-            raise ConnectError(f"cannot start {command!r}: {getattr(exc, 'strerror', None) or exc}", server=self.name) from exc
+            raise ConnectError(
+                f"cannot start {command!r}: {getattr(exc, 'strerror', None) or exc}", server=self.name
+            ) from exc
         except BaseException:
             os.close(stdin_write)
             os.close(stdout_read)
@@ -321,4 +324,12 @@ class StdioTransport:
         await proc.aclose()  # stderr and the pidfd
 
 
-__all__ = ["EOF_GRACE_SECONDS", "ENV_PASSTHROUGH", "SAFE_DEFAULTS", "STDERR_TAIL_BYTES", "TERM_GRACE_SECONDS", "StdioTransport", "child_env"]
+__all__ = [
+    "EOF_GRACE_SECONDS",
+    "ENV_PASSTHROUGH",
+    "SAFE_DEFAULTS",
+    "STDERR_TAIL_BYTES",
+    "TERM_GRACE_SECONDS",
+    "StdioTransport",
+    "child_env",
+]

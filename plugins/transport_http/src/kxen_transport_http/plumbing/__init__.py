@@ -56,7 +56,14 @@ from ._bodies import (
     parse_messages,
     read_limited,
 )
-from ._client import CLOSE_STEP_SECONDS, HttpMessageStream, HttpTransport, TransportFactory, open_client, transport_options
+from ._client import (
+    CLOSE_STEP_SECONDS,
+    HttpMessageStream,
+    HttpTransport,
+    TransportFactory,
+    open_client,
+    transport_options,
+)
 from ._errors import ERROR_BODY_LIMIT, describe_exception, error_from_http, jsonrpc_error, map_errors, rejected
 from ._headers import CredentialMemo, config_headers, has_credential_hook, request_headers
 from ._secrets import Redactor, safe_url, url_secrets

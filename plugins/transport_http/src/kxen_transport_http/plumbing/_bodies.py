@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Any, AsyncIterator, Iterator, cast
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, cast
 
 import httpx
 

@@ -3,7 +3,8 @@ queue ``receive`` reads, the sticky failure, and closing -- shielded and bounded
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar
 
 import anyio
 import anyio.abc
@@ -75,7 +76,12 @@ class HttpMessageStream:
     """
 
     def __init__(
-        self, server: ServerConfig, context: TransportContext, client: httpx.AsyncClient, tg: anyio.abc.TaskGroup, options: Any
+        self,
+        server: ServerConfig,
+        context: TransportContext,
+        client: httpx.AsyncClient,
+        tg: anyio.abc.TaskGroup,
+        options: Any,
     ) -> None:
         self.server = server
         self.name = server.name
@@ -167,14 +173,20 @@ class HttpMessageStream:
         second answer asks again, it raises :class:`~kxen_core.errors.AuthRequired`.
         """
         client = self.client
-        response = await client.send(client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True)
+        response = await client.send(
+            client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True
+        )
         if not refused_for_auth(response):
             return response
         where = safe_url(str(url))
         challenge = challenge_of(response)
         await response.aclose()
-        headers = await answer_challenge(self.server, self.context, method, str(url), headers, challenge, where, self.redact, self.credentials)
-        response = await client.send(client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True)
+        headers = await answer_challenge(
+            self.server, self.context, method, str(url), headers, challenge, where, self.redact, self.credentials
+        )
+        response = await client.send(
+            client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True
+        )
         if not refused_for_auth(response):
             return response
         challenge = challenge_of(response)

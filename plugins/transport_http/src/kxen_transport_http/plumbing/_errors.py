@@ -65,7 +65,9 @@ class map_errors:
     def __enter__(self) -> map_errors:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Literal[False]:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         if exc is None or isinstance(exc, _PASSING) or not isinstance(exc, Exception):
             return False
         raise self.error_for(exc) from None

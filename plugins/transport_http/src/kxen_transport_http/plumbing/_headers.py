@@ -5,7 +5,7 @@ Every value is remembered by the transport's :class:`Redactor` before anything i
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 
@@ -65,8 +65,8 @@ async def request_headers(
     url: str,
     redact: Redactor,
     *,
-    challenge: Optional[AuthChallenge] = None,
-    memo: Optional[CredentialMemo] = None,
+    challenge: AuthChallenge | None = None,
+    memo: CredentialMemo | None = None,
 ) -> httpx.Headers:
     """``server.headers`` plus what ``kxen_credential_lookup`` answers for this request.
 

@@ -4,7 +4,8 @@ loop that follows a stream across reconnections (``GET`` + ``Last-Event-ID`` aft
 
 from __future__ import annotations
 
-from typing import AsyncContextManager, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import AsyncContextManager
 
 import anyio
 import attrs

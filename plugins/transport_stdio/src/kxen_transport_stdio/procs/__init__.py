@@ -31,4 +31,22 @@ from __future__ import annotations
 from .ledger import Ledger, boot_id, close_ledger, end_leftovers, forget_server, open_ledger, record_server
 from .tree import Proc, Tree, adopted, become_subreaper, end_adopted, is_subreaper, send, stat, stop_subreaper, table
 
-__all__ = ["Ledger", "boot_id", "Proc", "Tree", "adopted", "become_subreaper", "close_ledger", "end_adopted", "end_leftovers", "forget_server", "is_subreaper", "open_ledger", "record_server", "send", "stat", "stop_subreaper", "table"]
+__all__ = [
+    "Ledger",
+    "boot_id",
+    "Proc",
+    "Tree",
+    "adopted",
+    "become_subreaper",
+    "close_ledger",
+    "end_adopted",
+    "end_leftovers",
+    "forget_server",
+    "is_subreaper",
+    "open_ledger",
+    "record_server",
+    "send",
+    "stat",
+    "stop_subreaper",
+    "table",
+]

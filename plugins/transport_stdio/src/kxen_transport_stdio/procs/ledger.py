@@ -3,7 +3,6 @@
 See :mod:`kxen_transport_stdio.procs`.
 """
 
-
 from __future__ import annotations
 
 import json

@@ -3,14 +3,13 @@
 See :mod:`kxen_transport_stdio.procs`.
 """
 
-
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 import anyio
 import attrs
@@ -263,4 +262,15 @@ async def end_adopted(grace: float = TERM_GRACE_SECONDS, wait: float = KILL_WAIT
     return sorted(members)
 
 
-__all__ = ["Proc", "Tree", "adopted", "become_subreaper", "end_adopted", "is_subreaper", "send", "stat", "stop_subreaper", "table"]
+__all__ = [
+    "Proc",
+    "Tree",
+    "adopted",
+    "become_subreaper",
+    "end_adopted",
+    "is_subreaper",
+    "send",
+    "stat",
+    "stop_subreaper",
+    "table",
+]
