@@ -72,7 +72,7 @@ class ServerSpec:
         launch the core resolves, with the environment the transport gives the child."""
         from kxen_transport_stdio.transport import child_env
 
-        from kxen_core.launch import resolve_launch
+        from kxen_core.launch.resolve import resolve_launch
 
         launch = resolve_launch(self.server_config(), Path.cwd())
         assert launch.command is not None
@@ -243,21 +243,21 @@ def plugin_manager() -> Any:
     """One host plugin manager (every installed plugin), as a Runtime would have."""
     global _PM
     if _PM is None:
-        from kxen_core.plugins import make_plugin_manager
+        from kxen_core.plugins.manager import make_plugin_manager
 
         _PM = make_plugin_manager()
     return _PM
 
 
 class KxenStdioClient:
-    """kxen_core.session.Session over kxen_transport_stdio.StdioTransport, without a Runtime (the
+    """kxen_core.protocol.session.Session over kxen_transport_stdio.StdioTransport, without a Runtime (the
     "kxen session" column: what the layers under the Runtime cost). ``list_tools`` is
-    ``kxen_core.catalog.fetch_catalog`` with the ``kxen_catalog_page`` judge, as a server lists."""
+    ``kxen_core.protocol.catalog.fetch_catalog`` with the ``kxen_catalog_page`` judge, as a server lists."""
 
     name = "session"
 
     def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
-        from kxen_core.launch import resolve_launch
+        from kxen_core.launch.resolve import resolve_launch
         from kxen_core.transport import TransportContext
 
         self.spec = spec
@@ -272,7 +272,7 @@ class KxenStdioClient:
         """(Session, StdioTransport): a subclass may return a variant's, to A/B a change in one run."""
         from kxen_transport_stdio.transport import StdioTransport
 
-        from kxen_core.session import Session
+        from kxen_core.protocol.session import Session
 
         return Session, StdioTransport
 
@@ -284,8 +284,8 @@ class KxenStdioClient:
         return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        from kxen_core.catalog import fetch_catalog
         from kxen_core.hookcall import acall_all
+        from kxen_core.protocol.catalog import fetch_catalog
 
         session, pm, server = self.session, self.pm, self.server
 
@@ -435,7 +435,7 @@ class RawHttpClient:
 
 
 class KxenHttpClient(KxenStdioClient):
-    """kxen_core.session.Session over the ``http`` plugin's Streamable HTTP transport, opened as its
+    """kxen_core.protocol.session.Session over the ``http`` plugin's Streamable HTTP transport, opened as its
     ``kxen_transport_open`` hook opens it, with the context a Runtime gives it (its plugin manager
     included, so the credential seam is exercised as in real use)."""
 
@@ -454,7 +454,7 @@ class KxenHttpClient(KxenStdioClient):
 
     async def start(self) -> None:
         from kxen_core.config.models import ServerConfig
-        from kxen_core.session import Session
+        from kxen_core.protocol.session import Session
 
         self._peer = await HttpPeer.start(self.spec)
         self.server = ServerConfig(name=self.spec.name, url=self._peer.url, transport="http")

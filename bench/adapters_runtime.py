@@ -22,10 +22,10 @@ from adapters import BenchError, HttpPeer, ServerSpec, cold_start, plugin_manage
 
 
 def _render(result: dict[str, Any], *, server: str, tool: str) -> Any:
-    """``kxen_core.agent_output.render_tool_result``, imported once (a host imports it at its top;
+    """``kxen_core.agent.output.render_tool_result``, imported once (a host imports it at its top;
     this module imports kxen only when a kxen side runs)."""
     global _render
-    from kxen_core.agent_output import render_tool_result
+    from kxen_core.agent.output import render_tool_result
 
     _render = render_tool_result
     return render_tool_result(result, server=server, tool=tool)
@@ -65,7 +65,7 @@ class _RuntimeBase:
     runtime: Any = None
 
     async def _enter(self) -> None:
-        from kxen_core.runtime import Runtime
+        from kxen_core.runtime.workspace import Runtime
 
         rt = Runtime(home=self.dirs.home, workspace=self.dirs.workspace, pm=plugin_manager())
         await rt.__aenter__()
@@ -104,7 +104,7 @@ class KxenRuntimeClient(_RuntimeBase):
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = await self.runtime.call_tool(self.prefix + tool, arguments)
-        # what a host hands the agent: the bounded view (kxen_core.agent_output), timed with the call
+        # what a host hands the agent: the bounded view (kxen_core.agent.output), timed with the call
         view = _render(result, server=self.spec.name, tool=tool)
         if view.truncated or view.text != result["content"][0]["text"]:
             raise BenchError(f"kxen: the agent's view differs from the result: {view.text[:200]!r}")
@@ -177,7 +177,7 @@ class ClientFleet:
                 await client.close()
 
         self._ready = [asyncio.Event() for _ in self.clients]
-        self._tasks = [asyncio.ensure_future(run(c, r)) for c, r in zip(self.clients, self._ready)]
+        self._tasks = [asyncio.ensure_future(run(c, r)) for c, r in zip(self.clients, self._ready, strict=True)]
         waiter = asyncio.ensure_future(asyncio.gather(*(r.wait() for r in self._ready)))
         done, _ = await asyncio.wait([waiter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
         if waiter not in done:  # a start failed: surface its error

@@ -79,7 +79,8 @@ def main() -> int:
         unit, n = "repetition", opts.reps
     print(
         f"{opts.side} {opts.workload}: {total_calls / n:,.0f} Python function calls and "
-        f"{loop_iters / n:.1f} event-loop iterations per {unit} (the per-repetition spawn, initialize and warm-up calls included)"
+        f"{loop_iters / n:.1f} event-loop iterations per {unit} (the per-repetition spawn, initialize and "
+        "warm-up calls included)"
     )
     stats.sort_stats("tottime").print_stats(opts.top)
     return 0

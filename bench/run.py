@@ -168,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     console = Console(width=max(170, Console().width))
-    log = lambda m: console.log(m)
+
+    def log(m: Any) -> None:
+        console.log(m)
+
     wanted = [w.strip() for w in opts.workloads.split(",") if w.strip()]
     unknown = [w for w in wanted if w not in WORKLOADS and w != "import"]
     if unknown:
@@ -222,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         med = {s: median_of(got[s], row.metric) for s in sides if got.get(s)}
 
-        def cell(side: str, with_ratio: bool = False) -> str:
+        def cell(side: str, with_ratio: bool = False, med: dict[str, float] = med, row: Any = row) -> str:
             if side not in med:
                 return ""
             text = f"{_fmt(med[side])} {row.unit}"
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             entry["ratio"] = ratio
             # robustness check (JSON only): the median of the per-repetition ratios, each pair close in time
             entry["paired_ratio"] = statistics.median(
-                k[row.metric] / r[row.metric] for k, r in zip(got["kxen"], got[row.versus])
+                k[row.metric] / r[row.metric] for k, r in zip(got["kxen"], got[row.versus], strict=False)
             )
         summary.append(entry)
     imp = all_samples.get("import")

@@ -233,8 +233,8 @@ async def w5_fleet(make: Make, sizes: Sizes) -> dict[str, float]:
 # --- import time (subprocesses, no adapters) -----------------------------------------------------
 
 IMPORT_CODE = (
-    "import kxen_core.runtime, kxen_core.plugins\n"
-    "pm = kxen_core.plugins.make_plugin_manager()\n"
+    "import kxen_core.runtime.workspace, kxen_core.plugins.manager\n"
+    "pm = kxen_core.plugins.manager.make_plugin_manager()\n"
     "loaded = sorted(n for n, p in pm.list_name_plugin() if p is not None and n in pm.origins)\n"
     "failed = sorted(f.entry_point for f in pm.failures if not f.skipped)\n"
     "print(','.join(loaded) + '|' + ','.join(failed))\n"

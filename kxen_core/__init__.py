@@ -6,7 +6,8 @@ The names hosts and plugin authors use, importable from here:
   :class:`AgentOutput` and :class:`BinaryRef` (what the agent gets), :class:`ResourceContent`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
-  :class:`CredentialRequest`, :class:`AuthChallenge`, :class:`LoginRequest`, :class:`AuthFlow`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
+  :class:`CredentialRequest`, :class:`AuthChallenge`, :class:`LoginRequest`, :class:`AuthFlow`, :class:`ToolCall`,
+  :class:`Vote`, :class:`ApprovalRequest`,
   :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`, :class:`SamplingRequest`,
   :class:`ElicitationRequest`;
 * host sign-in UIs get :class:`LoginStarted` and :class:`LoginStatus` (``Runtime.login_start``, ``login_poll``);
@@ -22,18 +23,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .hookspecs import hookimpl
+from kxen_core.hookspecs import hookimpl
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .agent_output import AgentOutput, BinaryRef
-    from .asks import ElicitationRequest, SamplingRequest
-    from .auth import AuthFlow, LoginRequest
-    from .catalog import CatalogPage, Verdict
-    from .config import Config, ServerConfig, Settings, load_config
-    from .contents import ResourceContent
-    from .errors import (
+    from kxen_core.agent.output import AgentOutput, BinaryRef
+    from kxen_core.asks import ElicitationRequest, SamplingRequest
+    from kxen_core.auth import AuthFlow, LoginRequest
+    from kxen_core.config import Config, ServerConfig, Settings, load_config
+    from kxen_core.errors import (
         ApprovalDenied,
         AuthRequired,
         ClosedError,
@@ -55,14 +54,16 @@ if TYPE_CHECKING:
         UnknownTool,
         Unsupported,
     )
-    from .host import host_guard
-    from .launch import Launch
-    from .logins import LoginStarted, LoginStatus
-    from .notices import Subscription
-    from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
-    from .progress import Progress
-    from .runtime import Runtime
-    from .transport import (
+    from kxen_core.launch.resolve import Launch
+    from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
+    from kxen_core.protocol.catalog import CatalogPage, Verdict
+    from kxen_core.protocol.notices import Subscription
+    from kxen_core.protocol.progress import Progress
+    from kxen_core.runtime.contents import ResourceContent
+    from kxen_core.runtime.host import host_guard
+    from kxen_core.runtime.logins import LoginStarted, LoginStatus
+    from kxen_core.runtime.workspace import Runtime
+    from kxen_core.transport import (
         AuthChallenge,
         CredentialRequest,
         Message,
@@ -74,24 +75,24 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    "Runtime": "runtime",
-    "AgentOutput": "agent_output",
-    "BinaryRef": "agent_output",
-    "ResourceContent": "contents",
+    "Runtime": "runtime.workspace",
+    "AgentOutput": "agent.output",
+    "BinaryRef": "agent.output",
+    "ResourceContent": "runtime.contents",
     "Config": "config",
     "ServerConfig": "config",
     "Settings": "config",
     "load_config": "config",
-    "CatalogPage": "catalog",
-    "Verdict": "catalog",
-    "Launch": "launch",
-    "LoginStarted": "logins",
-    "LoginStatus": "logins",
+    "CatalogPage": "protocol.catalog",
+    "Verdict": "protocol.catalog",
+    "Launch": "launch.resolve",
+    "LoginStarted": "runtime.logins",
+    "LoginStatus": "runtime.logins",
     "ElicitationRequest": "asks",
     "SamplingRequest": "asks",
-    "Progress": "progress",
-    "Subscription": "notices",
-    "host_guard": "host",
+    "Progress": "protocol.progress",
+    "Subscription": "protocol.notices",
+    "host_guard": "runtime.host",
     "ApprovalDecision": "policy",
     "ApprovalRequest": "policy",
     "ToolCall": "policy",
@@ -136,9 +137,65 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kxen_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # once loaded, a plain attribute
     return value
 
 
-__all__ = ["__version__", "hookimpl", *sorted(_LAZY)]
+# every name of _LAZY (tests/test_public_names.py holds the two together)
+__all__ = [
+    "__version__",
+    "hookimpl",
+    "AgentOutput",
+    "ApprovalDecision",
+    "ApprovalDenied",
+    "ApprovalRequest",
+    "AuthChallenge",
+    "AuthFlow",
+    "AuthRequired",
+    "BinaryRef",
+    "CatalogPage",
+    "ClosedError",
+    "Config",
+    "ConfigError",
+    "ConnectError",
+    "CredentialRequest",
+    "ElicitationRequest",
+    "HTTPStatusError",
+    "InvalidArguments",
+    "KxenError",
+    "Launch",
+    "LoginRequest",
+    "LoginStarted",
+    "LoginStatus",
+    "Message",
+    "MessageStream",
+    "PluginError",
+    "PluginHookError",
+    "PolicyDenied",
+    "Progress",
+    "ProtocolError",
+    "RegisterTransport",
+    "RemoteError",
+    "RequestError",
+    "RequestFailed",
+    "RequestTimeout",
+    "ResourceContent",
+    "Runtime",
+    "SamplingRequest",
+    "ServerConfig",
+    "ServerNotReady",
+    "SessionExpired",
+    "Settings",
+    "Subscription",
+    "ToolCall",
+    "Transport",
+    "TransportContext",
+    "TransportError",
+    "UnknownTool",
+    "Unsupported",
+    "Verdict",
+    "Vote",
+    "host_guard",
+    "load_config",
+]

@@ -1,5 +1,5 @@
 """What a server asks the host for, as host hooks see it (``kxen_sampling_request``,
-``kxen_elicitation_request``). Plain values; the handling is in :mod:`kxen_core.client_requests`."""
+``kxen_elicitation_request``). Plain values; the handling is in :mod:`kxen_core.protocol.client_requests`."""
 
 from __future__ import annotations
 

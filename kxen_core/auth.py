@@ -16,7 +16,7 @@ import attrs
 if TYPE_CHECKING:
     import pluggy
 
-    from .config.models import Settings
+    from kxen_core.config.models import Settings
 
 
 def _scopes(value: object) -> tuple[str, ...]:

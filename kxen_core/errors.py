@@ -26,7 +26,7 @@
     ├── PolicyDenied                a tool call was denied by policy (``votes`` says who and why)
     └── ApprovalDenied              a human (or the lack of an approval channel) said no
 
-A plugin that fails to load is not an exception: it is recorded (``kxen_core.plugins.LoadFailure``)
+A plugin that fails to load is not an exception: it is recorded (``kxen_core.plugins.manager.LoadFailure``)
 and reported by ``kxen plugins``, and the host keeps running.
 
 Messages never contain secrets: header values, tokens and env values are never formatted into them.

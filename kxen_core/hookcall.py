@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from .errors import PluginHookError
-from .hookspecs import ASYNC_HOOKS
+from kxen_core.errors import PluginHookError
+from kxen_core.hookspecs import ASYNC_HOOKS
 
 if TYPE_CHECKING:
     import logging
@@ -27,7 +27,7 @@ _log: logging.Logger | None = None
 
 
 def tracing() -> bool:
-    """Whether hook calls are logged (``-vv`` or ``KXEN_TRACE_PLUGINS=1``, see kxen_core.cli_setup):
+    """Whether hook calls are logged (``-vv`` or ``KXEN_TRACE_PLUGINS=1``, see kxen_core.cli.setup):
     then every implementation is asked on every call, with no prepared shortcut."""
     global _log
     log = _log

@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
-    from .asks import ElicitationRequest, SamplingRequest
-    from .auth import AuthFlow, LoginRequest
-    from .catalog import CatalogPage, Verdict
-    from .config.models import ServerConfig
-    from .policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
-    from .transport import CredentialRequest, RegisterTransport
+    from kxen_core.asks import ElicitationRequest, SamplingRequest
+    from kxen_core.auth import AuthFlow, LoginRequest
+    from kxen_core.config.models import ServerConfig
+    from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
+    from kxen_core.protocol.catalog import CatalogPage, Verdict
+    from kxen_core.transport import CredentialRequest, RegisterTransport
 
 _spec = pluggy.HookspecMarker("kxen")
 #: the marker plugins put on their hook implementations (``from kxen_core import hookimpl``)
@@ -120,7 +120,7 @@ def kxen_catalog_page(server: ServerConfig, kind: str, page: CatalogPage) -> lis
     """Judge the items of one fetched catalog page.
 
     Collecting, async-capable (called via ``acall_all``). ``kind`` is ``"tools"``, ``"resources"`` or
-    ``"prompts"``. Return ``None`` or a list of :class:`kxen_core.catalog.Verdict`: ``reject(index,
+    ``"prompts"``. Return ``None`` or a list of :class:`kxen_core.protocol.catalog.Verdict`: ``reject(index,
     reason)`` drops that item (with a diagnostic naming the item and the reason), ``annotate(index,
     key, value)`` attaches a note. Never mutate ``page``; the core applies every verdict. An
     implementation that raises rejects the whole page, reported with its plugin name.
@@ -171,7 +171,8 @@ def kxen_credential_lookup(server: ServerConfig, request: CredentialRequest) -> 
     ``context``, and ``challenge`` when the transport asks again after a 401 or 403 answer (then
     answering headers different from those sent makes the transport resend the request once).
     ``None`` for a request without a challenge holds for that transport: it sends the later requests
-    without asking until the server answers 401 or 403 (a reconnection or a restart asks again). Raise :class:`kxen_core.errors.AuthRequired` when no usable credential can be had without a
+    without asking until the server answers 401 or 403 (a reconnection or a restart asks again). Raise
+    :class:`kxen_core.errors.AuthRequired` when no usable credential can be had without a
     person: the transports let it through unwrapped and the server goes to ``needs_login``.
 
     .. versionadded:: 0.1

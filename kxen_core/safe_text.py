@@ -17,7 +17,7 @@ at and decodes to exactly the same strings.
 
 Rich is never given markup built from such text: tables are built from ``rich.text.Text``.
 
-:class:`Secrets` (from :func:`config_secrets`) scrubs what the user configured as secret -- the
+:class:`Secrets` (from :func:`kxen_core.config.secrets.config_secrets`) scrubs what the user configured as secret -- the
 query values of a server URL (``api_key=...``), credential headers, sensitive env values -- from
 whatever a server sends back before it is shown.
 """
@@ -177,38 +177,9 @@ class Secrets:
         return data
 
 
-def config_secrets(servers: Any) -> Secrets:
-    """The secrets of configured server entries: query values of ``url`` and the OAuth metadata
-    URL, values of credential headers (and the credential after ``Bearer``), values of env keys
-    that look sensitive, the OAuth client secret, and every value a host variable supplied
-    (``${VAR}`` in user config) with the env or header value holding it."""
-    from .config.project import secret_header
-    from .launch import sensitive_key
-
-    values: list[str] = []
-    for server in servers:
-        values += query_values(server.url)
-        if server.oauth is not None:
-            values += query_values(server.oauth.authorizationServerMetadataUrl)
-            if server.oauth.clientSecret:
-                values.append(server.oauth.clientSecret)
-        for name, value in server.headers.items():
-            if secret_header(name):
-                scheme, _, credential = value.partition(" ")
-                values += [value, credential.strip()] if credential and scheme.isalpha() else [value]
-        values += [v for k, v in server.env.items() if sensitive_key(k)]
-        for expanded in getattr(server, "expanded", ()):  # what host variables supplied (${VAR})
-            values += expanded.values
-            kind, _, key = expanded.path.partition(".")
-            if expanded.values and kind in ("env", "headers"):
-                values.append(getattr(server, kind).get(key))
-    return Secrets(values)
-
-
 __all__ = [
     "UNSAFE_CATEGORIES",
     "Secrets",
-    "config_secrets",
     "finite",
     "json_text",
     "query_values",

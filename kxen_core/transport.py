@@ -26,8 +26,8 @@ import attrs
 if TYPE_CHECKING:
     import pluggy
 
-    from .config.models import ServerConfig, Settings
-    from .launch import Launch
+    from kxen_core.config.models import ServerConfig, Settings
+    from kxen_core.launch.resolve import Launch
 
 Message = dict[str, Any]
 
@@ -92,7 +92,8 @@ class TransportContext(Generic[OptionsT]):
     """What the core hands to a transport opener with the server's config.
 
     ``options`` is the kind's options object, structured and validated at config load (``None`` for
-    a kind registered without options, or a context built by hand). ``launch`` is the resolved launch of a local kind -- the
+    a kind registered without options, or a context built by hand). ``launch`` is the resolved launch of a local kind
+    -- the
     exact command, args, cwd and env the core fingerprinted (and, for a project server, had
     approved): start exactly that, never resolve again. It is ``None`` for remote kinds.
     """

@@ -31,7 +31,7 @@ def kx(kxen_home, ws, capsys, monkeypatch):
     Only the in-memory transport is loaded unless a test sets ``KXEN_LOAD_PLUGINS`` itself, so other
     installed plugins cannot change a result. ``ws`` is whichever workspace fixture the module uses.
     """
-    from kxen_core import cli
+    from kxen_core.cli import command as cli
 
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "memory")
     monkeypatch.delenv("KXEN_DISABLE_PLUGINS", raising=False)

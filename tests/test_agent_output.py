@@ -1,4 +1,4 @@
-"""The one output bound and binary descriptors (kxen_core.agent_output), on results built here."""
+"""The one output bound and binary descriptors (kxen_core.agent.output), on results built here."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kxen_core.agent_output import (
+from kxen_core.agent.output import (
     DEFAULT_OUTPUT_CHARS,
     Budget,
     base64_size,

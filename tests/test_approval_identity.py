@@ -9,13 +9,13 @@ import anyio
 import pytest
 from kxen_testing import Channel, mem, running, text_result
 
-from kxen_core.admission import admit
-from kxen_core.approvals import Approvals, authorize, call_fingerprint, canonical_url, server_identity
 from kxen_core.config import ServerConfig, load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ApprovalDenied
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ToolCall
+from kxen_core.policy.approvals import Approvals, authorize, call_fingerprint, canonical_url, server_identity
+from kxen_core.runtime.admission import admit
 
 pytestmark = pytest.mark.anyio
 

@@ -9,14 +9,15 @@ import json
 import pytest
 from support import demo_entry, settle, state, write_project
 
-from kxen_core import cli, hookimpl
-from kxen_core.approvals import MIN_PREFIX, Approvals
+from kxen_core import hookimpl
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ApprovalDenied
-from kxen_core.launch import resolve_launch
-from kxen_core.plugins import make_plugin_manager
-from kxen_core.runtime import Runtime
+from kxen_core.launch.resolve import resolve_launch
+from kxen_core.plugins.manager import make_plugin_manager
+from kxen_core.policy.approvals import MIN_PREFIX, Approvals
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -42,9 +43,9 @@ async def test_a_denied_call_says_how_to_allow_it_and_the_prefix_works(kxen_home
 
 
 def test_a_project_server_denial_does_not_suggest_a_project_allow():
-    from kxen_core.approvals import how_to_allow
     from kxen_core.config import ServerConfig
     from kxen_core.policy import ToolCall
+    from kxen_core.policy.approvals import how_to_allow
 
     call = ToolCall(server=ServerConfig(name="p", scope="project", command="x"), tool="t", arguments={})
     text = how_to_allow(call, "a" * 64)
@@ -153,7 +154,7 @@ async def test_always_writes_the_users_tool_policy_and_the_next_start_does_not_a
 
 
 async def test_always_is_not_offered_for_a_project_server_and_nothing_is_written(kxen_home, ws):
-    from kxen_core.launch import resolve_launch as resolve
+    from kxen_core.launch.resolve import resolve_launch as resolve
 
     pfile = write_project(ws, {"p": demo_entry()})
     before = pfile.read_text()

@@ -17,13 +17,14 @@ import pytest
 from kxen_testing import Channel
 from support import DEMO, Spy, demo_entry, settle, state, write_project
 
-from kxen_core import cli, hookimpl
+from kxen_core import hookimpl
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
-from kxen_core.launch import Launch, digest, resolve_launch, sensitive_key
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.launch.resolve import Launch, digest, resolve_launch, sensitive_key
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, fingerprint
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -376,7 +377,7 @@ def _kxen(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedP
     env["KXEN_HOME"] = str(home)
     env["KXEN_DISABLE_PLUGINS"] = "tty"  # never prompt on a terminal that runs the tests
     return subprocess.run(
-        [sys.executable, "-m", "kxen_core.cli", *args],
+        [sys.executable, "-m", "kxen_core.cli.command", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

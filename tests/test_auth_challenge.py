@@ -17,8 +17,8 @@ from kxen_transport_http.streamable import open_streamable_http
 from kxen_core import AuthChallenge, CredentialRequest, hookimpl
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import AuthRequired, ClosedError
-from kxen_core.plugins import KxenPluginManager
-from kxen_core.session import Session
+from kxen_core.plugins.manager import KxenPluginManager
+from kxen_core.protocol.session import Session
 from kxen_core.transport import CHALLENGE_MAX_CHARS, TransportContext
 
 SERVER = ServerConfig(name="r", url="https://mcp.example/mcp", transport="http")

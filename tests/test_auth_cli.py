@@ -11,13 +11,13 @@ import pytest
 from auth_support import GOOD, Credentials, LoginPlugin, SignIn, assert_no_token, gated
 from remote_support import REMOTE_ON, remote
 
-from kxen_core import cli_login
+from kxen_core.cli import login as cli_login
 
 
 @pytest.fixture
 def extra_plugins(monkeypatch) -> list:
     """Plugin objects every plugin manager the command makes gets, beside http, sse and memory."""
-    from kxen_core import plugins as plugins_mod
+    from kxen_core.plugins import manager as plugins_mod
 
     original = plugins_mod.make_plugin_manager
     extra: list = []

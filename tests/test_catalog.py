@@ -1,4 +1,4 @@
-"""Bounded, deduplicated, validated catalogs: kxen_core.catalog.fetch_catalog."""
+"""Bounded, deduplicated, validated catalogs: kxen_core.protocol.catalog.fetch_catalog."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kxen_core.catalog import MAX_CURSOR_CHARS, Catalog, CatalogPage, Verdict, fetch_catalog
+from kxen_core.protocol.catalog import MAX_CURSOR_CHARS, Catalog, CatalogPage, Verdict, fetch_catalog
 
 pytestmark = pytest.mark.anyio
 
@@ -432,7 +432,7 @@ def ahead_path(request, monkeypatch):
     """Both ways the next page is fetched beside the judging: a bare asyncio task (inside an
     asyncio task) and a task group (trio, a guest run: forced here)."""
     if request.param == "task group":
-        import kxen_core.catalog as catalog_module
+        import kxen_core.protocol.catalog as catalog_module
 
         monkeypatch.setattr(catalog_module, "_asyncio_task", lambda: None)
     return request.param
@@ -534,7 +534,7 @@ def test_a_failing_page_fetched_ahead_keeps_the_items_so_far(ahead_path):
 def reference_walk(kind: str, pages: Sequence[Page], decide, max_pages: int, max_items: int) -> Catalog:
     """The walk written plainly from the documented rules: every item through the core rules one
     call at a time, the verdicts, then the first of each key kept (no shortcut, no fetch ahead)."""
-    from kxen_core.catalog import KINDS, _base_problem, _label
+    from kxen_core.protocol.catalog import KINDS, _base_problem, _label
 
     field, key_field = KINDS[kind][1], KINDS[kind][2]
     catalog = Catalog(kind=kind)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kxen_testing import FakeError, mem, text_result
 
-import kxen_core.plugins as plugins_mod
+import kxen_core.plugins.manager as plugins_mod
 
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
 

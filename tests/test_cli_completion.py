@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from kxen_core import cli
-from kxen_core.cli_completion import script
+from kxen_core.cli import command as cli
+from kxen_core.cli.completion import script
 
 BASH = shutil.which("bash")
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kxen_testing import FakeServer, mem, text_result
 
-from kxen_core import cli
+from kxen_core.cli import command as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = [{"uri": f"file:///r/{i}", "name": f"r{i}", "mimeType": "text/plain"} for i in range(25)]

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kxen_testing import FakeError, FakeServer, mem, text_result
 
-import kxen_core.plugins as plugins_mod
-from kxen_core import cli
-from kxen_core.agent_tools import qualified_name
+import kxen_core.plugins.manager as plugins_mod
+from kxen_core.agent.qualified import qualified_name
+from kxen_core.cli import command as cli
 from kxen_core.config.trust import trust
 from kxen_core.safe_text import finite, json_text, safe_text
 
@@ -356,9 +356,9 @@ async def test_a_failing_approval_channel_is_logged_without_raw_escapes(caplog):
     import logging
 
     from kxen_core import hookimpl
-    from kxen_core.approvals import Approvals
-    from kxen_core.plugins import make_plugin_manager
+    from kxen_core.plugins.manager import make_plugin_manager
     from kxen_core.policy import ApprovalRequest
+    from kxen_core.policy.approvals import Approvals
 
     class Broken:
         __name__ = "broken-channel"

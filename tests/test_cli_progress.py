@@ -9,7 +9,7 @@ import pytest
 from kxen_testing import mem, text_result
 from test_server_traffic import progress_fake
 
-from kxen_core import cli_contents as cli
+from kxen_core.cli import contents as cli
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import logging
 import pytest
 from kxen_testing import mem, text_result
 
-from kxen_core import __version__, cli
-from kxen_core.cli_setup import hoist_globals
+from kxen_core import __version__
+from kxen_core.cli import command as cli
+from kxen_core.cli.setup import hoist_globals
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -90,8 +91,8 @@ def test_plugin_calls_are_logged_with_vv_or_the_trace_variable(kxen_home, ws, ca
 
 
 def test_log_lines_are_escaped_and_scrubbed(kxen_home, tmp_path, capsys):
-    from kxen_core import cli_output
-    from kxen_core.cli_setup import configure_logging, reset_logging
+    from kxen_core.cli import output as cli_output
+    from kxen_core.cli.setup import configure_logging, reset_logging
     from kxen_core.config import load_config
 
     secret = "sk-live-0123456789abcdef"

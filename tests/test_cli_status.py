@@ -74,7 +74,7 @@ def test_a_not_ready_message_has_no_stray_none():
 
 
 def test_a_description_cut_for_the_table_says_so():
-    from kxen_core.cli import _first_line
+    from kxen_core.cli.mcp import _first_line
 
     assert _first_line("a" * 150) == "a" * 99 + "…"
     assert _first_line("first line\nmore below") == "first line …"

@@ -9,8 +9,9 @@ import sys
 import anyio
 import pytest
 
-from kxen_core import cli, cli_wait
-from kxen_core.runtime import Runtime
+from kxen_core.cli import command as cli
+from kxen_core.cli import wait as cli_wait
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 

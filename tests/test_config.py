@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kxen_core.config import check_server_key, load_config
-from kxen_core.converter import make_converter
+from kxen_core.config.converter import make_converter
 from kxen_core.errors import ConfigError
 
 

@@ -17,8 +17,8 @@ from support import write_project
 
 from kxen_core.config import load_config
 from kxen_core.config.expand import BadReference, expand
-from kxen_core.launch import digest, resolve_launch
-from kxen_core.safe_text import config_secrets
+from kxen_core.config.secrets import config_secrets
+from kxen_core.launch.resolve import digest, resolve_launch
 
 SECRET = "s3cr3t-from-the-host-0123"
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from support import demo_entry, write_project
 
-from kxen_core import cli
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config, loader
 from kxen_core.config.loader import MAX_CONFIG_BYTES, UnreadableFile, read_limited
 from kxen_core.errors import ConfigError
@@ -132,7 +132,7 @@ def test_kxen_mcp_status_with_a_fifo_project_file_returns(kxen_home, ws):
     env = {k: v for k, v in os.environ.items() if not k.startswith("KXEN_")}
     env.update(KXEN_HOME=str(kxen_home.path), KXEN_LOAD_PLUGINS="memory")
     proc = subprocess.run(
-        [sys.executable, "-m", "kxen_core.cli", "--workspace", str(ws), "mcp", "status", "--json", "--wait", "5"],
+        [sys.executable, "-m", "kxen_core.cli.command", "--workspace", str(ws), "mcp", "status", "--json", "--wait", "5"],
         capture_output=True, text=True, timeout=NO_HANG * 2, env=env, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kxen_core.config import ServerConfig
-from kxen_core.converter import make_converter
+from kxen_core.config.converter import make_converter
 
 _unknown_keys = st.text(min_size=1, max_size=30).filter(lambda k: k not in SERVER_FIELDS)
 _json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(max_size=10))

@@ -1,6 +1,6 @@
 """A config problem never shows a value that may be a credential.
 
-The rule (safe by construction, in :mod:`kxen_core.converter`): a value of the wrong type is named by
+The rule (safe by construction, in :mod:`kxen_core.config.converter`): a value of the wrong type is named by
 its type only; a string that is not one of the allowed words is not shown; a validator's message
 under a key that looks secret is replaced. So a token pasted into the wrong place -- a list under
 ``headers.Authorization``, a dict under ``env``, a string where a number belongs -- never reaches
@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kxen_core import cli
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ConfigError

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kxen_testing import Channel, FakeServer, mem, running, text_result
 
-from kxen_core.agent_tools import qualified_name, split_qualified
+from kxen_core.agent.qualified import qualified_name, split_qualified
 from kxen_core.config import check_server_key, load_config
 from kxen_core.errors import ApprovalDenied, ConfigError, InvalidArguments, PolicyDenied, UnknownTool
-from kxen_core.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE, TOOLS
+from kxen_core.runtime.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE, TOOLS
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from kxen_testing import running
 
-from kxen_core.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE
+from kxen_core.runtime.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 def test_a_remote_tool_schema_nested_too_deeply_to_measure_is_refused_alone():
     from kxen_core.config.models import RemoteCatalogLimits
-    from kxen_core.defaults import tool_problem as remote_tool_problem
+    from kxen_core.policy.defaults import tool_problem as remote_tool_problem
 
     schema: dict[str, Any] = {"type": "object"}
     for _ in range(100_000):  # built without recursion; measuring it recurses
@@ -53,7 +53,7 @@ def test_the_text_shortcut_decides_like_the_walk(schema, depth):
     """Whatever the schema holds (brackets and "$ref" inside strings included), the shortcut on its
     JSON text never lets through what the walk of every node refuses, and refuses nothing more."""
     from kxen_core.config.models import RemoteCatalogLimits
-    from kxen_core.defaults import schema_problem
+    from kxen_core.policy.defaults import schema_problem
 
     limits = RemoteCatalogLimits(max_schema_depth=depth, max_schema_bytes=16 * 1024 * 1024)
     assert schema_problem("s", schema, limits) == _walked(schema, depth)
@@ -123,9 +123,9 @@ def test_the_plain_tool_loop_decides_like_tool_problem(items, desc, size, depth)
     """``tool_verdicts`` (the page judge) rejects exactly the items ``tool_problem`` finds a problem
     with, with its message, whatever they hold: valid and invalid names, descriptions over the
     bound, schemas too large, too deep, with references, not objects, extra fields."""
-    from kxen_core.catalog import Verdict
     from kxen_core.config.models import RemoteCatalogLimits
-    from kxen_core.defaults import tool_problem, tool_verdicts
+    from kxen_core.policy.defaults import tool_problem, tool_verdicts
+    from kxen_core.protocol.catalog import Verdict
 
     limits = RemoteCatalogLimits(max_description_chars=desc, max_schema_bytes=size, max_schema_depth=depth)
     expected = [Verdict.reject(i, p) for i, item in enumerate(items) if (p := tool_problem(item, limits))]
@@ -135,7 +135,7 @@ def test_the_plain_tool_loop_decides_like_tool_problem(items, desc, size, depth)
 def test_the_plain_tool_loop_sees_both_kinds_of_items():
     """The property above is not vacuous: the loop passes plain tools itself and sends the rest on."""
     from kxen_core.config.models import RemoteCatalogLimits
-    from kxen_core.defaults import tool_verdicts
+    from kxen_core.policy.defaults import tool_verdicts
 
     limits = RemoteCatalogLimits(max_description_chars=10, max_schema_bytes=64, max_schema_depth=3)
     plain = {"name": "t", "description": "short", "inputSchema": {"type": "object"}}

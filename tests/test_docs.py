@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kxen_core import hookspecs
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 
 HOOKS_MD = Path(__file__).resolve().parents[1] / "docs" / "hooks.md"
 

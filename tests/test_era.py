@@ -1,4 +1,4 @@
-"""The protocol era of each server (kxen_core.era, kxen_core.era_requests) against scripted fakes:
+"""The protocol era of each server (kxen_core.protocol.era, kxen_core.protocol.era_requests) against scripted fakes:
 the probe and its fallback, pinned eras, the ``_meta`` envelope, ``resultType``, input-required
 rounds, the new error codes, caching hints, and hostile stateless-era servers. The same against real
 peers (the official SDK server in both eras, server-everything falling back): tests/test_era_peers.py."""
@@ -11,11 +11,12 @@ import anyio
 import pytest
 from kxen_testing import Answers, FakeError, mem, running, text_result
 
-from kxen_core import era, server_catalogs
 from kxen_core.config.models import ServerConfig
-from kxen_core.era import EraMemory
-from kxen_core.era_requests import MAX_INPUT_ROUNDS, META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from kxen_core.errors import ConfigError, ProtocolError, RemoteError, RequestError
+from kxen_core.protocol import era
+from kxen_core.protocol.era import EraMemory
+from kxen_core.protocol.era_requests import MAX_INPUT_ROUNDS, META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
+from kxen_core.runtime import server_catalogs
 
 pytestmark = pytest.mark.anyio
 

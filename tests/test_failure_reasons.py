@@ -11,8 +11,8 @@ from kxen_testing import FakeError, mem, running
 from support import settle, state
 
 from kxen_core.errors import ClosedError, RemoteError, RequestTimeout
-from kxen_core.runtime import Runtime
-from kxen_core.server import failure_text, real_cause
+from kxen_core.runtime.server import failure_text, real_cause
+from kxen_core.runtime.workspace import Runtime
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup

@@ -1,4 +1,4 @@
-"""The pause-free handshake (kxen_core.handshake) against real stdio processes: what each server
+"""The pause-free handshake (kxen_core.protocol.handshake) against real stdio processes: what each server
 receives on connecting is the plain sequence -- each message once, in order -- and every catalog
 is listed whole from the pages sent ahead.
 
@@ -78,7 +78,7 @@ async def test_entering_a_runtime_returns_with_its_local_servers_spawned(kxen_ho
     """The host gets control back only after the servers' tasks ran up to their spawn: the
     processes start while the host goes on (to ``wait_ready``, or anything else)."""
     from kxen_core import Runtime
-    from kxen_core.plugins import make_plugin_manager
+    from kxen_core.plugins.manager import make_plugin_manager
 
     entries = {f"demo{i}": {"command": sys.executable, "args": [str(DEMO)]} for i in range(3)}
     kxen_home.write_servers(entries)

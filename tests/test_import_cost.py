@@ -1,5 +1,5 @@
 """What importing kxen loads (the import target of docs/performance.md): a fresh interpreter imports
-``kxen_core.runtime`` and ``kxen_core.plugins`` and makes the plugin manager, and none of what a
+``kxen_core.runtime.workspace`` and ``kxen_core.plugins.manager`` and makes the plugin manager, and none of what a
 Runtime loads only when it is made, entered or used is loaded yet.
 
 Module lists, not timings: a timed assertion would be flaky on a shared machine.
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-IMPORT = "import kxen_core.runtime, kxen_core.plugins; pm = kxen_core.plugins.make_plugin_manager()"
+IMPORT = "import kxen_core.runtime.workspace, kxen_core.plugins.manager; pm = kxen_core.plugins.manager.make_plugin_manager()"
 
 #: loaded only when a Runtime is made, entered or used (or never, for a host that does not use it);
 #: plugin discovery is importlib.metadata's, which loads pathlib, shutil, email, zipfile... itself
@@ -28,23 +28,23 @@ NOT_ON_IMPORT = (
     "cattrs",  # the config loader
     # kxen's own modules a Runtime loads when it is made, entered or used
     "kxen_core.config",
-    "kxen_core.converter",
-    "kxen_core.server",
-    "kxen_core.session",
+    "kxen_core.config.converter",
+    "kxen_core.runtime.server",
+    "kxen_core.protocol.session",
     "kxen_core.transport",
-    "kxen_core.era",
-    "kxen_core.admission",
-    "kxen_core.approvals",
-    "kxen_core.votes",
-    "kxen_core.calls",
-    "kxen_core.contents",
-    "kxen_core.kxen_tools",
-    "kxen_core.agent_output",
-    "kxen_core.logins",
+    "kxen_core.protocol.era",
+    "kxen_core.runtime.admission",
+    "kxen_core.policy.approvals",
+    "kxen_core.policy.votes",
+    "kxen_core.runtime.calls",
+    "kxen_core.runtime.contents",
+    "kxen_core.runtime.kxen_tools",
+    "kxen_core.agent.output",
+    "kxen_core.runtime.logins",
     "kxen_core.auth",
-    "kxen_core.launch",
-    "kxen_core.catalog",
-    "kxen_core.kinds",
+    "kxen_core.launch.resolve",
+    "kxen_core.protocol.catalog",
+    "kxen_core.plugins.kinds",
     # the plugins' own code beyond their entry points
     "kxen_transport_http.streamable",
     "kxen_transport_stdio.transport",
@@ -75,7 +75,7 @@ def test_importing_kxen_and_making_the_plugin_manager_loads_only_what_that_needs
     )
     modules = set(got["modules"])  # type: ignore[arg-type]
     # it did its job: the runtime module and every installed plugin's entry point are loaded
-    assert {"kxen_core.runtime", "kxen_core.plugins", "kxen_core.defaults"} <= modules
+    assert {"kxen_core.runtime.workspace", "kxen_core.plugins.manager", "kxen_core.policy.defaults"} <= modules
     assert {"memory", "stdio", "http", "sse", "oauth", "tty"} <= set(got["plugins"])  # type: ignore[arg-type]
     assert got["failures"] == []
     loaded = sorted(m for m in NOT_ON_IMPORT if m in modules or any(k.startswith(m + ".") for k in modules))
@@ -96,9 +96,9 @@ def test_what_was_left_out_loads_when_a_runtime_is_made_and_used(tmp_path):
         "pathlib",
         "cattrs",
         "kxen_core.config",
-        "kxen_core.approvals",
-        "kxen_core.votes",
-        "kxen_core.era",
+        "kxen_core.policy.approvals",
+        "kxen_core.policy.votes",
+        "kxen_core.protocol.era",
     } <= modules
 
 
@@ -124,7 +124,7 @@ def test_an_installed_plugin_named_in_the_allowlist_still_loads_with_its_distrib
     is importlib.metadata's (it costs about a sixth of the import: kxen does not find distributions
     itself, see docs/performance.md)."""
     code = (
-        "import json, sys\nfrom kxen_core.plugins import make_plugin_manager\n"
+        "import json, sys\nfrom kxen_core.plugins.manager import make_plugin_manager\n"
         "pm = make_plugin_manager()\n"
         "print(json.dumps({'plugins': sorted(n for n, _ in pm.list_name_plugin()), 'dists': sorted(p.dist or '' for p in pm.infos()),"
         " 'metadata': 'importlib.metadata' in sys.modules}))"

@@ -2,7 +2,7 @@
 
 * a user's own server (``npx -y pkg``, ``python3 -m mod``, ``uv run``, ``node server.js``, ...)
   must not run what the workspace holds unless the user trusted the workspace and approved that
-  launch's fingerprint (launcher rules, :mod:`kxen_core.launchers`);
+  launch's fingerprint (launcher rules, :mod:`kxen_core.launch.launchers`);
 * commands are looked up on the host PATH, never in the workspace; interpreters get safe-path mode;
 * the fingerprint covers the command's target and the content of workspace files it runs, so an
   approval does not start changed code;
@@ -25,14 +25,14 @@ import pytest
 from kxen_testing import Channel, running
 from support import DEMO, settle, state, write_project
 
-from kxen_core import cli
-from kxen_core import launch as launch_mod
+from kxen_core.cli import command as cli
 from kxen_core.config import ServerConfig, load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ConnectError
-from kxen_core.launch import Launch, code_bearing, file_digest, resolve_launch, shown_env_value
-from kxen_core.launchers import RULES
-from kxen_core.runtime import Runtime
+from kxen_core.launch import resolve as launch_mod
+from kxen_core.launch.launchers import RULES
+from kxen_core.launch.resolve import Launch, code_bearing, file_digest, resolve_launch, shown_env_value
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -429,7 +429,7 @@ async def test_trust_changes_apply_to_held_user_launches_on_reload(kxen_home, ws
 @pytest.mark.parametrize("key", ["PATH", "path", "NODE_PATTERN", "DISPATCH_MODE"])
 def test_what_runs_is_never_hidden_as_a_secret(key):
     """PATH decides what a launcher finds: an approval shows it in clear ("pat" is a word, not a fragment)."""
-    from kxen_core.launch import sensitive_key
+    from kxen_core.config.secrets import sensitive_key
 
     assert not sensitive_key(key)
     launch = Launch(command="/bin/x", args=(), cwd="/", env={key: "/opt/bin:/usr/bin"}, scope="user")
@@ -455,7 +455,7 @@ def test_repository_file_names_reach_an_approval_without_control_characters(ws):
 def test_an_unchanged_files_digest_is_remembered_and_a_rewrite_is_seen(tmp_path, monkeypatch):
     """A settled file is hashed once; a rewrite (same size, even with its mtime set back) changes
     its ctime and is hashed again; a file changed just now is not remembered at all."""
-    from kxen_core import launch as launch_mod
+    from kxen_core.launch import resolve as launch_mod
 
     monkeypatch.setattr(launch_mod, "_DIGESTS", {})
     reads: list[int] = []

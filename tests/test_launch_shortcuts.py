@@ -1,8 +1,8 @@
 """The launch checks' shortcuts give what the standard library calls they stand for.
 
 A launch's argument checks join every argument to the cwd and look for a file there; the launcher
-rules are matched by the command's basename. Both have shortcuts (:func:`kxen_core.launch._under_cwd`,
-:func:`kxen_core.launchers._joined`, :func:`kxen_core.launchers._rules_for`); these properties hold
+rules are matched by the command's basename. Both have shortcuts (:func:`kxen_core.launch.resolve._under_cwd`,
+:func:`kxen_core.launch.launchers._joined`, :func:`kxen_core.launch.launchers._rules_for`); these properties hold
 them to the plain calls for any argument, cwd and command name.
 """
 
@@ -13,8 +13,8 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kxen_core.launch import _under_cwd
-from kxen_core.launchers import RULES, _joined, _pattern, _rules_for
+from kxen_core.launch.launchers import RULES, _joined, _pattern, _rules_for
+from kxen_core.launch.resolve import _under_cwd
 
 parts = st.sampled_from(["", ".", "..", "~", "~root", "a", "b.py", "-m", "--x=y", "/", "//", "x/../y", "\u00e9", " "])
 args = st.lists(parts, min_size=1, max_size=4).map("/".join) | st.text(max_size=12)

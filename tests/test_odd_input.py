@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kxen_core import cli
+from kxen_core.cli import command as cli
 from kxen_core.config.trust import trust
 
 COMMANDS = [

@@ -1,4 +1,4 @@
-"""kxen_core.paths: the kernel's canonical paths equal the standard library's, on real trees."""
+"""kxen_core.config.paths: the kernel's canonical paths equal the standard library's, on real trees."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kxen_core import paths
+from kxen_core.config import paths
 
 
 @pytest.fixture()

@@ -7,11 +7,11 @@ import json
 
 from support import demo_entry, write_project
 
-from kxen_core import cli
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
-from kxen_core.launch import resolve_launch
-from kxen_core.runtime import Runtime
+from kxen_core.launch.resolve import resolve_launch
+from kxen_core.runtime.workspace import Runtime
 
 SECRET = "sk-live-plan-0123456789"
 

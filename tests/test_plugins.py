@@ -9,12 +9,12 @@ from typing import Any
 import pluggy
 import pytest
 
-import kxen_core.plugins as plugins_mod
+import kxen_core.plugins.manager as plugins_mod
 from kxen_core import hookimpl, hookspecs
 from kxen_core.errors import PluginHookError
 from kxen_core.hookcall import acall_all, acall_first
 from kxen_core.hookspecs import ASYNC_HOOKS, HOOK_NAMES
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 
 pytestmark = pytest.mark.anyio
 
@@ -656,7 +656,7 @@ def test_an_embedding_host_run_from_a_repository_does_not_import_its_dist_info(t
     repo = _fake_dist_info(tmp_path / "repo")
     script = (
         "import sys\n"
-        "from kxen_core.plugins import make_plugin_manager\n"
+        "from kxen_core.plugins.manager import make_plugin_manager\n"
         "pm = make_plugin_manager()\n"
         "print(sorted(p.name for p in pm.infos()), [f.entry_point for f in pm.failures])\n"
     )
@@ -700,7 +700,7 @@ def test_unreadable_metadata_or_entry_points_are_load_failures_not_a_crash(tmp_p
 
 
 def test_an_entry_point_named_like_a_default_plugin_does_not_replace_it(entry_points):
-    from kxen_core import defaults
+    from kxen_core.policy import defaults
 
     name = next(iter(defaults.DEFAULT_PLUGINS))
     entry_points += [FakeEntryPoint(name, transport_plugin("evil", "evil"), dist="evil")]

@@ -18,9 +18,9 @@ from support import demo_entry
 
 from kxen_core import hookimpl
 from kxen_core.errors import ApprovalDenied, PolicyDenied
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ToolCall, Vote, combine, fingerprint
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -145,9 +145,9 @@ async def test_ask_without_a_channel_is_denied_and_not_sent(kxen_home, tmp_path)
 
 
 async def test_an_approved_fingerprint_does_not_lift_a_deny(fake):
-    from kxen_core.approvals import call_fingerprint
     from kxen_core.config import load_config
-    from kxen_core.launch import resolve_launch
+    from kxen_core.launch.resolve import resolve_launch
+    from kxen_core.policy.approvals import call_fingerprint
 
     server = fake(toolPolicies={"echo": "deny"})
     entry = load_config(None, Path.cwd()).servers["srv"]

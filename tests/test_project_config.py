@@ -18,13 +18,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from support import WAIT, Spy, demo_entry, settle, state, write_project
 
-from kxen_core import cli, hookimpl
+from kxen_core import hookimpl
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config
 from kxen_core.config.project import dangerous_env_key, secret_header
 from kxen_core.config.trust import trust
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 

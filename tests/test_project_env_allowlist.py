@@ -19,7 +19,7 @@ from support import demo_entry, settle, state, write_project
 from kxen_core.config import load_config
 from kxen_core.config.project import ENV_ALLOWED, dangerous_env_key, env_key_rule, env_value_rule
 from kxen_core.config.trust import trust
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +120,7 @@ async def test_allowed_env_reaches_the_approval_readable(kxen_home, ws, tmp_path
 
 
 def _pm(*channels):
-    from kxen_core.plugins import make_plugin_manager
+    from kxen_core.plugins.manager import make_plugin_manager
 
     pm = make_plugin_manager(extra=list(channels))
     for impl in list(pm.hook.kxen_approval_prompt.get_hookimpls()):

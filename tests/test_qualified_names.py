@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kxen_testing import mem, running, text_result
 
-from kxen_core import tool_names
-from kxen_core.agent_tools import qualified_name, split_qualified
+from kxen_core.agent import tool_names
+from kxen_core.agent.qualified import qualified_name, split_qualified
 from kxen_core.config import check_server_key, load_config
 
 pytestmark = pytest.mark.anyio

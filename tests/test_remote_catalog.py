@@ -16,7 +16,7 @@ import pytest
 from kxen_testing import mem, running, text_result
 from remote_support import REMOTE_ON, REMOTE_PLUGINS, SDK_TOOLS, WAIT, mcp_result, remote, status_of, text_of
 
-from kxen_core.agent_tools import qualified_name
+from kxen_core.agent.qualified import qualified_name
 from kxen_core.errors import UnknownTool
 
 pytestmark = pytest.mark.anyio

@@ -152,7 +152,7 @@ def cancel_answering_responder(cancel_delay: float, answer_cancel: bool) -> Resp
 
 
 async def test_stopping_wakes_pending_calls_with_closed_error(kxen_home, ws):
-    """Regression: kxen_core/session.py Session.aclose: it awaits _send_cancelled() for every pending
+    """Regression: kxen_core/protocol/session.py Session.aclose: it awaits _send_cancelled() for every pending
     request before _fail_all(ClosedError); meanwhile a reply (the server's answer to the cancellation)
     completes the call, and each cancel send may take CANCEL_SEND_SECONDS before anyone is woken.
 

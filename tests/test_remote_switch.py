@@ -24,7 +24,7 @@ from remote_support import (
     write_project,
 )
 
-from kxen_core.cli import main as kxen_main
+from kxen_core.cli.command import main as kxen_main
 from kxen_core.config import load_config
 from kxen_core.errors import ApprovalDenied, ConfigError, ServerNotReady
 
@@ -224,7 +224,7 @@ async def test_project_remote_entry_starts_once_the_user_turns_remote_on(kxen_ho
 
 
 async def test_turning_remote_off_stops_remote_servers_even_with_a_config_problem(kxen_home, ws):
-    """Regression: kxen_core/runtime.py Runtime.set_remote_enabled: writes remote_enabled = false, then
+    """Regression: kxen_core/runtime/workspace.py Runtime.set_remote_enabled: writes remote_enabled = false, then
     reload() raises ConfigError on any unrelated user-config problem before _replace(), so the running
     remote servers are never stopped; turning remote off must stop them even when the rest of the config
     cannot be loaded"""
@@ -247,7 +247,7 @@ async def test_turning_remote_off_stops_remote_servers_even_with_a_config_proble
 
 
 async def test_turning_remote_on_when_it_is_on_is_a_no_op(kxen_home, ws):
-    """Regression: kxen_core/runtime.py Runtime.set_remote_enabled(True) asks for approval even when remote
+    """Regression: kxen_core/runtime/workspace.py Runtime.set_remote_enabled(True) asks for approval even when remote
     MCP is already on, and a missing channel raises ApprovalDenied('remote MCP stays off') while remote
     servers run"""
     async with local_http(streamable_responder("never", 500, False)) as server:

@@ -12,7 +12,7 @@ from remote_support import REMOTE_PLUGINS, remote, write_project
 from kxen_core import Runtime
 from kxen_core.config import load_config
 from kxen_core.errors import ConfigError
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 
 pytestmark = pytest.mark.anyio
 

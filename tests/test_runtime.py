@@ -21,9 +21,9 @@ from kxen_core.errors import (
     ServerNotReady,
     UnknownTool,
 )
-from kxen_core.plugins import LoadFailure, make_plugin_manager
+from kxen_core.plugins.manager import LoadFailure, make_plugin_manager
 from kxen_core.policy import Vote
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 

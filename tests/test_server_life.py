@@ -10,11 +10,11 @@ import pytest
 from kxen_testing import mem, running, text_result
 
 from kxen_core import CatalogPage, Runtime, Verdict, hookimpl
-from kxen_core.admission import admit
 from kxen_core.config import load_config
 from kxen_core.errors import ServerNotReady
-from kxen_core.plugins import make_plugin_manager
-from kxen_core.server import SETTLED, Phase, State
+from kxen_core.plugins.manager import make_plugin_manager
+from kxen_core.runtime.admission import admit
+from kxen_core.runtime.server import SETTLED, Phase, State
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ import pytest
 from kxen_testing import Answers, FakeServer, mem, running, text_result
 
 from kxen_core.errors import Unsupported
-from kxen_core.notices import MAX_LOG_ENTRIES, MAX_LOG_TEXT, MAX_PENDING_URIS
-from kxen_core.progress import Progress
+from kxen_core.protocol.notices import MAX_LOG_ENTRIES, MAX_LOG_TEXT, MAX_PENDING_URIS
+from kxen_core.protocol.progress import Progress
 
 pytestmark = pytest.mark.anyio
 

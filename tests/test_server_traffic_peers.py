@@ -16,7 +16,7 @@ import anyio
 import pytest
 from kxen_testing import Answers, running
 
-from kxen_core.progress import Progress
+from kxen_core.protocol.progress import Progress
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]
 

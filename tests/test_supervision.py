@@ -21,7 +21,7 @@ from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of, t
 from support import demo_entry
 
 from kxen_core.errors import ClosedError, ConnectError, HTTPStatusError, RemoteError, ServerNotReady, SessionExpired
-from kxen_core.reconnect import Backoff, passing
+from kxen_core.runtime.reconnect import Backoff, passing
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from kxen_testing import FakeServer, mem, running, text_result
 
-from kxen_core.tool_output import MAX_CHECKED_VALUES, bounded_schema, check_result
+from kxen_core.agent.tool_output import MAX_CHECKED_VALUES, bounded_schema, check_result
 
 pytestmark = pytest.mark.anyio
 

@@ -16,14 +16,15 @@ import anyio
 import pytest
 from support import WAIT, demo_entry, settle, state, write_project
 
-from kxen_core import cli, hookimpl
+from kxen_core import hookimpl
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust, untrust
 from kxen_core.errors import ConfigError, ServerNotReady
-from kxen_core.launch import resolve_launch
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.launch.resolve import resolve_launch
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 

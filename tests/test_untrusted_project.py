@@ -13,13 +13,13 @@ import json
 import pytest
 from support import demo_entry, settle, state, write_project
 
-from kxen_core import cli
+from kxen_core.cli import command as cli
 from kxen_core.config import load_config
 from kxen_core.config.models import UNREAD
 from kxen_core.config.trust import trust
 from kxen_core.errors import ConnectError
-from kxen_core.launch import resolve_launch
-from kxen_core.runtime import Runtime
+from kxen_core.launch.resolve import resolve_launch
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 

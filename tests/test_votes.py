@@ -1,4 +1,4 @@
-"""Prepared policy votes (kxen_core/votes.py) give exactly the full vote (and the runtime's
+"""Prepared policy votes (kxen_core/policy/votes.py) give exactly the full vote (and the runtime's
 "allowed outright" shortcut only when the full vote allows), and the safety check's shortcut for
 flat arguments gives exactly the walk's answer.
 
@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 from support import demo_entry
 
 from kxen_core import hookimpl
+from kxen_core.config.converter import make_converter
 from kxen_core.config.models import ServerConfig, Settings
-from kxen_core.converter import make_converter
-from kxen_core.defaults import MAX_ARGUMENT_BYTES, SafetyCheck, _flat_and_small, full_safety_check
 from kxen_core.errors import PolicyDenied
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ToolCall, Vote, combine
-from kxen_core.runtime import Runtime
-from kxen_core.votes import PreparedVotes, full_votes
+from kxen_core.policy.defaults import MAX_ARGUMENT_BYTES, SafetyCheck, _flat_and_small, full_safety_check
+from kxen_core.policy.votes import PreparedVotes, full_votes
+from kxen_core.runtime.workspace import Runtime
 
 TOOLS = ("echo", "read_a", "write_b", "del_c")
 DECISIONS = ("allow", "ask", "deny")
@@ -279,8 +279,8 @@ async def test_prepared_votes_follow_reloads_roles_and_plugins(kxen_home, tmp_pa
 
 def test_the_list_of_implementations_is_read_again_only_when_the_plugins_change():
     from kxen_core import hookimpl
-    from kxen_core.plugins import make_plugin_manager
-    from kxen_core.votes import PreparedVotes
+    from kxen_core.plugins.manager import make_plugin_manager
+    from kxen_core.policy.votes import PreparedVotes
 
     pm = make_plugin_manager(load_entrypoints=False)
     prepared = PreparedVotes(pm)

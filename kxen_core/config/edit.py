@@ -29,15 +29,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..converter import SURROGATE_RULE, lone_surrogates, make_converter
-from ..errors import ConfigError, printable
-from .files import MAX_CONFIG_BYTES, UnreadableFile, locked, read_limited, write_atomic
-from .loader import load_settings, project_file, servers_from
-from .models import ServerConfig, check_server_key
-from .project import project_problems, shown_key
+from kxen_core.config.converter import SURROGATE_RULE, lone_surrogates, make_converter
+from kxen_core.config.files import MAX_CONFIG_BYTES, UnreadableFile, locked, read_limited, write_atomic
+from kxen_core.config.loader import load_settings, project_file, servers_from
+from kxen_core.config.models import ServerConfig, check_server_key
+from kxen_core.config.project import project_problems, shown_key
+from kxen_core.errors import ConfigError, printable
 
 if TYPE_CHECKING:
-    from ..plugins import KxenPluginManager
+    from kxen_core.plugins.manager import KxenPluginManager
 
 T = TypeVar("T")
 
@@ -159,7 +159,8 @@ def add_server(
         if name in servers:
             raise ConfigError(
                 [
-                    f"{path}: mcpServers.{name}: a server of this name is already configured here (kxen mcp remove {name} first)"
+                    f"{path}: mcpServers.{name}: a server of this name is already configured here (kxen mcp remove "
+                    f"{name} first)"
                 ]
             )
         servers[name] = entry

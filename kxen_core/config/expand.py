@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from .models import Expanded, ServerConfig
+from kxen_core.config.models import Expanded, ServerConfig
 
 #: the fields whose values are expanded (in user config) or refused (in project config)
 EXPANDED_FIELDS = ("env", "headers", "url")
@@ -85,7 +85,7 @@ def expand(value: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
 
 def _fields(server: ServerConfig) -> list[tuple[str, str, str]]:
     """``(key path suffix, key path as messages show it, value)`` of the fields that may reference variables."""
-    from .project import shown_key
+    from kxen_core.config.project import shown_key
 
     found = [(f"env.{k}", f"env.{shown_key(k)}", v) for k, v in server.env.items()]
     found += [(f"headers.{k}", f"headers.{shown_key(k)}", v) for k, v in server.headers.items()]

@@ -109,7 +109,7 @@ def locked(path: Path, lock_path: Path, timeout: float) -> Iterator[None]:
     elsewhere for longer than ``timeout`` seconds, or one that cannot be made, is a ConfigError."""
     import filelock  # only the commands that change files need it
 
-    from ..errors import ConfigError
+    from kxen_core.errors import ConfigError
 
     lock = filelock.FileLock(str(lock_path), timeout=timeout)
     try:

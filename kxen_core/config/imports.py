@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 
-from .files import UnreadableFile, read_limited
-from .models import check_server_key
+from kxen_core.config.files import UnreadableFile, read_limited
+from kxen_core.config.models import check_server_key
 
 FORMATS = ("claude-desktop", "claude-code", "cursor", "vscode", "gemini")
 
@@ -250,11 +250,13 @@ def _references(where: str, value: str, reasons: list[str], notes: list[str]) ->
             return "${" + body[4:] + "}"
         elif body.startswith("input:"):
             reasons.append(
-                f"{where}: VS Code input variables have no kxen equivalent: set the value in your environment and write ${{NAME}}"
+                f"{where}: VS Code input variables have no kxen equivalent: set the value in your environment and "
+                f"write ${{NAME}}"
             )
         elif not _NAME.fullmatch(body):
             reasons.append(
-                f"{where}: ${{{_shown(body, quote=False)}}} is not a variable kxen expands (only ${{NAME}} from your environment)"
+                f"{where}: ${{{_shown(body, quote=False)}}} is not a variable kxen expands (only ${{NAME}} from "
+                "your environment)"
             )
         return m.group()
 
@@ -262,8 +264,8 @@ def _references(where: str, value: str, reasons: list[str], notes: list[str]) ->
 
 
 def _plain_secret(where: str) -> bool:
-    from ..launch import sensitive_key
-    from .project import secret_header
+    from kxen_core.config.project import secret_header
+    from kxen_core.config.secrets import sensitive_key
 
     field, _, key = where.partition(".")
     return (field == "env" and sensitive_key(key)) or (field == "headers" and secret_header(key))

@@ -19,16 +19,24 @@ import cattrs
 from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
-from ..converter import SURROGATE_RULE, format_exception, lone_surrogates, shared_converter
-from ..errors import ConfigError, printable
-from ..paths import resolved
-from .expand import expand_server
-from .files import MAX_CONFIG_BYTES, UnreadableFile, read_limited, unsafe_owner  # noqa: F401 (their home was here)
-from .models import UNREAD, Scope, ServerConfig, Settings, check_remote_url, check_server_key, check_server_shape
-from .project import project_problems
+from kxen_core.config.converter import SURROGATE_RULE, format_exception, lone_surrogates, shared_converter
+from kxen_core.config.expand import expand_server
+from kxen_core.config.files import MAX_CONFIG_BYTES, UnreadableFile, read_limited, unsafe_owner  # noqa: F401 (their home was here)
+from kxen_core.config.models import (
+    UNREAD,
+    Scope,
+    ServerConfig,
+    Settings,
+    check_remote_url,
+    check_server_key,
+    check_server_shape,
+)
+from kxen_core.config.paths import resolved
+from kxen_core.config.project import project_problems
+from kxen_core.errors import ConfigError, printable
 
 if TYPE_CHECKING:
-    from ..plugins import KxenPluginManager
+    from kxen_core.plugins.manager import KxenPluginManager
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,11 +1,12 @@
-"""Config models: attrs classes whose attribute names are the file's keys (so error paths match).
+"""Config models of server entries: attrs classes whose attribute names are the file's keys (so error
+paths match). The user settings' models are in :mod:`.settings`, the remote URL rules in :mod:`.urls`
+(both importable from here too).
 
 ``mcp.json`` uses camelCase keys, as common MCP config files do; ``config.toml`` uses snake_case.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 from typing import Any, Literal
@@ -13,7 +14,16 @@ from urllib.parse import urlsplit
 
 import attrs
 
-Policy = Literal["allow", "ask", "deny"]
+# the settings models and URL rules lived here: importable from here as before (plugins use them)
+from kxen_core.config.settings import McpSettings as McpSettings
+from kxen_core.config.settings import Policy as Policy
+from kxen_core.config.settings import ProjectTools as ProjectTools
+from kxen_core.config.settings import RemoteCatalogLimits as RemoteCatalogLimits
+from kxen_core.config.settings import Role as Role
+from kxen_core.config.settings import Settings as Settings
+from kxen_core.config.urls import check_remote_url as check_remote_url
+from kxen_core.config.urls import is_loopback_host as is_loopback_host
+
 #: the protocol era a server entry speaks: found by probing ("auto"), or pinned (no probe)
 ProtocolEra = Literal["auto", "legacy", "modern"]
 Scope = Literal["user", "project"]
@@ -64,7 +74,8 @@ def _scope_tokens(instance: Any, attribute: attrs.Attribute, value: list[str]) -
     for i, scope in enumerate(value):
         if not _SCOPE_TOKEN_RE.fullmatch(scope):
             raise ValueError(
-                f"{attribute.name}[{i}] must be one scope token: 1-200 visible ASCII characters without space, '\"' or '\\'"
+                f"{attribute.name}[{i}] must be one scope token: 1-200 visible ASCII characters without space, '\"' "
+                "or '\\'"
             )
 
 
@@ -240,124 +251,3 @@ def check_server_shape(server: ServerConfig) -> list[tuple[str, str]]:
 
 _HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_VALUE_RE = re.compile(r"(?:[\x21-\x7e\x80-\xff](?:[\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?")
-
-
-def _bounded_int(low: int, high: int):
-    def check(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-        if not low <= value <= high:
-            raise ValueError(f"{attribute.name} must be between {low} and {high} (got {value})")
-
-    return check
-
-
-@attrs.frozen(kw_only=True)
-class RemoteCatalogLimits:
-    """Bounds on each item of a remote server's ``tools/list`` (``[mcp.remote_catalog]``)."""
-
-    max_description_chars: int = attrs.field(default=4096, validator=_bounded_int(0, 1_000_000))
-    max_schema_bytes: int = attrs.field(default=65536, validator=_bounded_int(64, 16 * 1024 * 1024))
-    max_schema_depth: int = attrs.field(default=32, validator=_bounded_int(2, 256))
-
-
-@attrs.frozen(kw_only=True)
-class McpSettings:
-    """``[mcp]`` in config.toml. Only the user's settings can turn remote MCP on."""
-
-    remote_enabled: bool = False
-    allow_loopback_http: bool = False
-    remote_catalog: RemoteCatalogLimits = attrs.field(factory=RemoteCatalogLimits)
-    #: the most characters of any one output handed to the agent (a tool result, a read, a prompt, an error)
-    max_output_chars: int = attrs.field(default=50_000, validator=_bounded_int(10_000, 10_000_000))
-
-
-def is_loopback_host(host: str | None) -> bool:
-    if not host:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_remote_url(url: str, *, allow_loopback_http: bool) -> str | None:
-    """The rule a remote URL breaks, or None: https only, no credentials in it; plain http only
-    for loopback hosts and only when the user allowed loopback HTTP."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-        parts.port  # noqa: B018 -- raises ValueError on a bad port
-    except ValueError:
-        return "must be a valid URL"
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        return "must not carry a username or password"
-    if not host:
-        return "must have a host"
-    if parts.scheme == "https":
-        return None
-    if parts.scheme == "http":
-        if not is_loopback_host(host):
-            return "must be https:// (plain http:// only for loopback hosts)"
-        if not allow_loopback_http:
-            return "plain http:// to a loopback host needs [mcp] allow_loopback_http = true in user settings"
-        return None
-    return "must be an https:// URL"
-
-
-def _absolute_paths(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
-    # a relative entry would trust whatever directory kxen happens to run in
-    for i, path in enumerate(value):
-        if not os.path.isabs(path):
-            raise ValueError(f"{attribute.name}[{i}] must be an absolute path")
-
-
-def _globs(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
-    for pattern in value:
-        if not pattern or len(pattern) > 200:
-            raise ValueError(f"{attribute.name}: patterns are 1-200 characters (got {len(pattern)})")
-
-
-@attrs.frozen(kw_only=True)
-class Role:
-    """What one acting role may do: glob patterns over qualified tool names (``server__tool``).
-
-    ``deny`` beats ``ask`` beats ``allow``; a tool that no pattern matches is denied to the role.
-    """
-
-    allow: list[str] = attrs.field(factory=list, validator=_globs)
-    ask: list[str] = attrs.field(factory=list, validator=_globs)
-    deny: list[str] = attrs.field(factory=list, validator=_globs)
-
-
-def _workspace(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if not os.path.isabs(value):
-        raise ValueError("must be an absolute path (the workspace whose project server this is)")
-
-
-def _launch_fingerprint(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
-        raise ValueError("must be the 64 hex characters of the approved launch (kxen mcp approvals)")
-
-
-@attrs.frozen(kw_only=True)
-class ProjectTools:
-    """The user's policy for tools of one project server, bound to the workspace and to the exact
-    launch the user approved: when the launch changes (a command, an argument, a file it runs), the
-    rule no longer applies. A project file cannot hold this (a repository must not allow its own tools)."""
-
-    workspace: str = attrs.field(validator=_workspace)
-    server: str
-    launch: str = attrs.field(validator=_launch_fingerprint)
-    tools: dict[str, Policy] = attrs.field(factory=dict)
-
-
-@attrs.frozen(kw_only=True)
-class Settings:
-    """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
-
-    mcp: McpSettings = attrs.field(factory=McpSettings)
-    trusted_workspaces: list[str] = attrs.field(factory=list, validator=_absolute_paths)
-    roles: dict[str, Role] = attrs.field(factory=dict)
-    #: ``[[project_tools]]``: the user's policy for tools of project servers (see ProjectTools)
-    project_tools: list[ProjectTools] = attrs.field(factory=list)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .models import ServerConfig, check_project_cwd
+from kxen_core.config.models import ServerConfig, check_project_cwd
 
 #: env keys (compared case-insensitively) a project may never set
 DANGEROUS_ENV = frozenset(

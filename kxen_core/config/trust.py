@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .files import UnreadableFile, locked, read_limited, write_atomic
-from .loader import canonical
+from kxen_core.config.files import UnreadableFile, locked, read_limited, write_atomic
+from kxen_core.config.loader import canonical
+from kxen_core.errors import ConfigError
 
 #: seconds to wait for another process's settings change before giving up with a ConfigError
 LOCK_TIMEOUT = 10.0

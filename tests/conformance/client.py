@@ -35,10 +35,10 @@ from headless import Headless  # noqa: E402
 from scenarios import oauth_block, run_scenario  # noqa: E402
 
 from kxen_core import Runtime  # noqa: E402
-from kxen_core.era_requests import MODERN_VERSIONS  # noqa: E402
-from kxen_core.plugins import make_plugin_manager  # noqa: E402
+from kxen_core.plugins.manager import make_plugin_manager  # noqa: E402
+from kxen_core.protocol.era_requests import MODERN_VERSIONS  # noqa: E402
+from kxen_core.protocol.session import SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
 from kxen_core.safe_text import safe_text  # noqa: E402
-from kxen_core.session import SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
 
 SERVER = "peer"
 #: the client's own bound, under the harness's --timeout: ``KXEN_CONFORMANCE_SECONDS`` (the tests

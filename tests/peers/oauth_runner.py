@@ -11,7 +11,7 @@ import sys
 import anyio
 
 from kxen_core import Runtime
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.plugins.manager import make_plugin_manager
 
 
 async def main(home: str, ws: str, server: str, tool: str, args: str) -> int:

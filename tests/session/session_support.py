@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from kxen_core.errors import ClosedError
-from kxen_core.session import LATEST_PROTOCOL_VERSION
+from kxen_core.protocol.session import LATEST_PROTOCOL_VERSION
 
 
 class ClientSide:

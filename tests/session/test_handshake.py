@@ -1,4 +1,4 @@
-"""The handshake without pauses (kxen_core.handshake): what must follow a reply goes out from the
+"""The handshake without pauses (kxen_core.protocol.handshake): what must follow a reply goes out from the
 reply's arrival, and it is what the plain sequence would have sent, in the same order.
 
 "From the reply's arrival" is checked exactly: the reply is handed to the session's receiving
@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from session_support import Peer, init_result, start
 
-from kxen_core._replies import error_code
-from kxen_core.catalog import FIRST_PAGES
-from kxen_core.era import _discover, _Legacy
-from kxen_core.era_requests import CLIENT_INFO, LATEST_MODERN_VERSION, MODERN_ERRORS, Modern
 from kxen_core.errors import ProtocolError, RemoteError
-from kxen_core.handshake import Handshake
-from kxen_core.session import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Session
+from kxen_core.protocol.catalog import FIRST_PAGES
+from kxen_core.protocol.era import _discover, _Legacy
+from kxen_core.protocol.era_requests import CLIENT_INFO, LATEST_MODERN_VERSION, MODERN_ERRORS, Modern
+from kxen_core.protocol.handshake import Handshake
+from kxen_core.protocol.replies import error_code
+from kxen_core.protocol.session import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Session
 
 pytestmark = pytest.mark.anyio
 
@@ -174,7 +174,7 @@ class _ScriptedProbe:
         return (1, on_reply)
 
     async def finish(self, begun: Any, timeout: float | None = None) -> dict[str, Any]:
-        from kxen_core._replies import result_of
+        from kxen_core.protocol.replies import result_of
 
         _, hook = begun
         message = {"jsonrpc": "2.0", "id": 1, **self.reply}

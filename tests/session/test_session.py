@@ -12,7 +12,7 @@ import pytest
 from session_support import Outcome, Peer, init_result, start
 
 from kxen_core.errors import ProtocolError, RemoteError
-from kxen_core.session import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Session
+from kxen_core.protocol.session import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Session
 from kxen_core.transport import MessageStream
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 from session_support import init_result, start
 
 from kxen_core.errors import ProtocolError, RemoteError
-from kxen_core.session import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, Session
+from kxen_core.protocol.session import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, Session
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import pytest
 from session_support import ClientSide, start
 
 from kxen_core.errors import ClosedError, ProtocolError, RequestTimeout
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from session_support import start
 
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 
 pytestmark = pytest.mark.anyio
 
@@ -102,7 +102,7 @@ async def test_a_raising_notification_handler_does_not_stop_the_session(peer):
 
 
 async def test_server_requests_in_flight_are_bounded(peer):
-    from kxen_core.session import MAX_SERVER_REQUESTS_IN_FLIGHT
+    from kxen_core.protocol.session import MAX_SERVER_REQUESTS_IN_FLIGHT
 
     release = anyio.Event()
     entered = 0

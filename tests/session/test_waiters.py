@@ -1,11 +1,11 @@
-"""kxen_core._waiters: the one backend-specific piece of the session, on asyncio and on trio."""
+"""kxen_core.protocol.waiters: the one backend-specific piece of the session, on asyncio and on trio."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from kxen_core._waiters import AnyioWaiters, AsyncioWaiters, for_current_backend
+from kxen_core.protocol.waiters import AnyioWaiters, AsyncioWaiters, for_current_backend
 
 pytestmark = pytest.mark.anyio
 

@@ -17,10 +17,10 @@ from kxen_approval_allowlist import hooks
 from kxen_core.config import load_config
 from kxen_core.config.trust import trust
 from kxen_core.errors import ApprovalDenied
-from kxen_core.launch import resolve_launch
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.launch.resolve import resolve_launch
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, fingerprint
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,10 +14,10 @@ from kxen_approval_tty.hooks import ask_blocking, render
 from kxen_testing.fake import text_result
 
 from kxen_core.errors import ApprovalDenied
-from kxen_core.launch import Launch
-from kxen_core.plugins import make_plugin_manager
+from kxen_core.launch.resolve import Launch
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest
-from kxen_core.runtime import Runtime
+from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ import anyio
 from kxen_transport_http.streamable import open_streamable_http
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 from kxen_core.transport import TransportContext
 
 

@@ -27,8 +27,8 @@ from kxen_core.errors import (
     ProtocolError,
     RemoteError,
 )
-from kxen_core.plugins import KxenPluginManager
-from kxen_core.session import Session
+from kxen_core.plugins.manager import KxenPluginManager
+from kxen_core.protocol.session import Session
 from kxen_core.transport import MessageStream, TransportContext
 
 pytestmark = pytest.mark.anyio

@@ -17,10 +17,10 @@ from kxen_transport_http import hooks
 from kxen_transport_http._modern import encode_value, header_map, invalid_header
 from kxen_transport_http.streamable import open_streamable_http
 
-from kxen_core.catalog import CatalogPage
 from kxen_core.config.models import ServerConfig
-from kxen_core.era import EraMemory, open_session
-from kxen_core.session import Session
+from kxen_core.protocol.catalog import CatalogPage
+from kxen_core.protocol.era import EraMemory, open_session
+from kxen_core.protocol.session import Session
 from kxen_core.transport import TransportContext
 
 pytestmark = pytest.mark.anyio

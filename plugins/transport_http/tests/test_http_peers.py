@@ -11,7 +11,7 @@ from kxen_transport_http.streamable import open_streamable_http
 
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 from kxen_core.transport import TransportContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]

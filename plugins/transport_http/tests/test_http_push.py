@@ -20,7 +20,7 @@ from test_http_mock import LIMIT, App
 from kxen_core import RequestFailed
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import ClosedError, ProtocolError
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 from kxen_core.transport import TransportContext
 
 pytestmark = pytest.mark.anyio

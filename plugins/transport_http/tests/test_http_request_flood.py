@@ -22,9 +22,9 @@ import httpx
 import pytest
 from kxen_transport_http.streamable import open_streamable_http
 
-import kxen_core._serving
+import kxen_core.protocol.serving
 from kxen_core.config.models import ServerConfig
-from kxen_core.session import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, Session
+from kxen_core.protocol.session import MAX_REFUSALS_IN_FLIGHT, MAX_SERVER_REQUESTS_IN_FLIGHT, Session
 from kxen_core.transport import TransportContext
 
 pytestmark = pytest.mark.anyio
@@ -74,7 +74,7 @@ class App:
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_request_flood_on_the_get_stream_is_bounded_and_closes_fast(monkeypatch: pytest.MonkeyPatch) -> None:
     # a refusal's slot must not come free mid-flood (the count would depend on the machine's speed)
-    monkeypatch.setattr(kxen_core._serving, "REFUSAL_SEND_SECONDS", LONGER_THAN_THE_TEST)
+    monkeypatch.setattr(kxen_core.protocol.serving, "REFUSAL_SEND_SECONDS", LONGER_THAN_THE_TEST)
     app = App()
     server = ServerConfig(name="t", url="http://mock.test/mcp", transport="http")
     context = TransportContext(workspace=Path.cwd(), diagnostic=lambda m: None)

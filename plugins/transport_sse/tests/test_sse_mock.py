@@ -18,8 +18,8 @@ from kxen_transport_sse.legacy import open_legacy_sse, resolve_endpoint
 from kxen_core import hookimpl
 from kxen_core.config.models import ServerConfig
 from kxen_core.errors import AuthRequired, ClosedError, ConfigError, ConnectError, HTTPStatusError
-from kxen_core.plugins import KxenPluginManager
-from kxen_core.session import Session
+from kxen_core.plugins.manager import KxenPluginManager
+from kxen_core.protocol.session import Session
 from kxen_core.transport import MessageStream, TransportContext
 
 pytestmark = pytest.mark.anyio

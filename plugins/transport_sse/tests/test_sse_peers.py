@@ -10,7 +10,7 @@ from kxen_testing import returned_by_receive
 from kxen_transport_sse.legacy import open_legacy_sse
 
 from kxen_core.config.models import ServerConfig
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 from kxen_core.transport import TransportContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peer]

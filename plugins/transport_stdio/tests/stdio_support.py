@@ -14,8 +14,8 @@ from typing import Any
 import anyio
 
 from kxen_core import Launch, ServerConfig, TransportContext
-from kxen_core.launch import resolve_launch
-from kxen_core.runtime import Runtime
+from kxen_core.launch.resolve import resolve_launch
+from kxen_core.runtime.workspace import Runtime
 
 HERE = Path(__file__).resolve().parent
 HELPER = HERE / "helper_server.py"

@@ -87,7 +87,7 @@ def test_a_signal_to_kxen_ends_a_double_forked_orphan(tmp_path, backend):
 
 HOST = """
 import json, subprocess, sys, time
-from kxen_core import cli
+from kxen_core.cli import command as cli
 # a child of the host that kxen did not start: it must survive kxen's cleanup of adopted orphans
 mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)", sys.argv[1]])
 time.sleep(0.2)

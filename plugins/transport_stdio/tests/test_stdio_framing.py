@@ -14,15 +14,15 @@ from stdio_support import HELPER_ARGV, STDIO, context, helper, wait_state
 
 from kxen_core.config import ServerConfig
 from kxen_core.errors import ClosedError, ProtocolError
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 
 pytestmark = pytest.mark.anyio
 
 
 def test_stdio_config_accepts_options(kxen_home, workspace):
     from kxen_core.config import load_config
-    from kxen_core.converter import make_converter
-    from kxen_core.plugins import make_plugin_manager
+    from kxen_core.config.converter import make_converter
+    from kxen_core.plugins.manager import make_plugin_manager
 
     kxen_home.write_servers({"h": helper(transport="stdio", options={"maxLineBytes": 1024})})
     pm = make_plugin_manager()

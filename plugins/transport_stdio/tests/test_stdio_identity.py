@@ -19,7 +19,7 @@ from stdio_support import HELPER_ARGV, context
 
 from kxen_core import ServerConfig
 from kxen_core.errors import ClosedError
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 
 pytestmark = pytest.mark.anyio
 

@@ -15,9 +15,9 @@ from stdio_support import HELPER, HELPER_ARGV, OWNER, STDIO, context, helper, ow
 
 from kxen_core.config import ServerConfig
 from kxen_core.errors import ConnectError
-from kxen_core.launch import resolve_launch
-from kxen_core.runtime import Runtime
-from kxen_core.session import Session
+from kxen_core.launch.resolve import resolve_launch
+from kxen_core.protocol.session import Session
+from kxen_core.runtime.workspace import Runtime
 from kxen_core.transport import TransportContext
 
 pytestmark = pytest.mark.anyio
@@ -201,8 +201,8 @@ async def test_the_transport_refuses_to_start_without_a_resolved_launch(tmp_path
 async def test_approved_project_server_keeps_its_venv(kxen_home, workspace):
     """The runtime starts an approved project server by the core's resolved command: no symlink resolving."""
     from kxen_core.config import load_config
-    from kxen_core.launch import resolve_launch
-    from kxen_core.runtime import Runtime
+    from kxen_core.launch.resolve import resolve_launch
+    from kxen_core.runtime.workspace import Runtime
 
     kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(workspace))}]\n")
     (workspace / ".kxen").mkdir()

@@ -18,7 +18,7 @@ from stdio_support import DEMO, HELPER_ARGV, STDIO, Timer, alive, context, helpe
 
 from kxen_core.config import ServerConfig
 from kxen_core.errors import ClosedError, ConnectError, RequestTimeout
-from kxen_core.session import Session
+from kxen_core.protocol.session import Session
 from kxen_core.transport import TransportContext
 
 pytestmark = pytest.mark.anyio
@@ -161,7 +161,7 @@ async def test_crashed_server_leaves_no_grandchildren(kxen_home, workspace):
 async def test_close_while_connecting_is_bounded(kxen_home, workspace):
     # a server that never answers initialize: close the runtime before it settles
     kxen_home.write_servers({"h": {"command": "sleep", "args": ["1000"], "defaultToolPolicy": "allow"}})
-    from kxen_core.runtime import Runtime
+    from kxen_core.runtime.workspace import Runtime
 
     async with Runtime(workspace=workspace) as rt:
         with anyio.fail_after(5):

@@ -21,7 +21,7 @@ from stdio_support import OWNER, alive, helper, owned_helpers
 #: runs the kxen CLI: argv is OWNER (the mark), the anyio backend, then kxen's own arguments
 RUNNER = """
 import sys, anyio
-from kxen_core import cli
+from kxen_core.cli import command as cli
 backend, argv = sys.argv[2], sys.argv[3:]
 if backend == "asyncio":
     sys.exit(cli.main(argv))

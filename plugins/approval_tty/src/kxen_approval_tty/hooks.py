@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any, TextIO
 
 import anyio
@@ -94,5 +93,8 @@ def _interactive() -> bool:
 async def kxen_approval_prompt(request: ApprovalRequest) -> ApprovalDecision | None:
     if not _interactive():
         return None
-    ask: Callable[[], Any] = lambda: ask_blocking(request, sys.stdin, sys.stderr)
+
+    def ask() -> Any:
+        return ask_blocking(request, sys.stdin, sys.stderr)
+
     return await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)

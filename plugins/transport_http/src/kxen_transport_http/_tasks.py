@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, Union
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -94,7 +94,7 @@ class GroupRequests:
         """Nothing to do: leaving the task group waits for its tasks."""
 
 
-RequestTasks = Union[AsyncioRequests, GroupRequests]
+RequestTasks = AsyncioRequests | GroupRequests
 
 
 def request_tasks(tg: anyio.abc.TaskGroup) -> RequestTasks:

@@ -226,7 +226,7 @@ class StreamableHTTPStream(HttpMessageStream):
                     await response.aclose()
         except TransportError as exc:
             self.fail(exc)
-            raise self.closed_error()
+            raise self.closed_error()  # noqa: B904 (it carries what failed the transport as its cause)
         except AuthRequired as exc:  # refused for good: so is every later message
             self.fail(exc)
             raise

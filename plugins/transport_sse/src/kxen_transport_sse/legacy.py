@@ -133,7 +133,7 @@ class LegacySSEStream(HttpMessageStream):
                     await response.aclose()
         except TransportError as exc:
             self.fail(exc)
-            raise self.closed_error()
+            raise self.closed_error()  # noqa: B904 (it carries what failed the transport as its cause)
         except AuthRequired as exc:  # refused for good: the request fails with it, and so does the transport
             if isinstance(method, str) and rid is not None:
                 await self.deliver(RequestFailed(rid, exc))

@@ -12,7 +12,7 @@ import httpx
 
 from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
 from kxen_core.errors import ClosedError, ConnectError, KxenError
-from kxen_core.kinds import structure_options
+from kxen_core.plugins.kinds import structure_options
 
 from ._auth import answer_challenge, auth_required, challenge_of, refused_for_auth
 from ._bodies import ACCEPT_ENCODING
@@ -45,7 +45,8 @@ def open_client(
     factory: TransportFactory | None = None,
 ) -> httpx.AsyncClient:
     """The one ``httpx.AsyncClient`` of a transport: no redirects (a redirect must not carry
-    credentials elsewhere), ``Accept-Encoding`` limited to :data:`ACCEPT_ENCODING`, connect bounded by ``options.connectTimeoutSeconds``, no read timeout
+    credentials elsewhere), ``Accept-Encoding`` limited to :data:`ACCEPT_ENCODING`, connect bounded by
+    ``options.connectTimeoutSeconds``, no read timeout
     (streams stay open; requests are bounded by the session), and the network replaced by
     ``http_transport`` or by what ``factory(server)`` answers, when either is given (tests)."""
     if not server.url or not server.url.startswith(("http://", "https://")):
@@ -113,11 +114,11 @@ class HttpMessageStream:
         except anyio.WouldBlock:
             pass
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise self.closed_error()  # (its cause is kept, the context is not shown)
+            raise self.closed_error()  # noqa: B904 (its cause is kept, the context is not shown)
         try:
             return await self._inbox.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise self.closed_error()  # (its cause is kept, the context is not shown)
+            raise self.closed_error()  # noqa: B904 (its cause is kept, the context is not shown)
 
     def set_receiver(self, receiver: Callable[[Any], None] | None) -> bool:
         """Hand every message delivered from now on to ``receiver``, in the task that read it (no

@@ -5,7 +5,7 @@ loop that follows a stream across reconnections (``GET`` + ``Last-Event-ID`` aft
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import AsyncContextManager
+from contextlib import AbstractAsyncContextManager
 
 import anyio
 import attrs
@@ -24,7 +24,7 @@ MAX_RETRY_MS = 60_000
 UNSUPPORTED = (400, 404, 405)
 
 OnEvent = Callable[[ServerSentEvent], Awaitable[bool]]
-Connect = Callable[["SseCursor"], AsyncContextManager[httpx.Response]]
+Connect = Callable[["SseCursor"], AbstractAsyncContextManager[httpx.Response]]
 
 
 @attrs.define

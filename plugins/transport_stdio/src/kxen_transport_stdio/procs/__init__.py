@@ -20,7 +20,8 @@ time>.json``, the directory 0700) listing every stdio server it started: pid, st
 and the boot it ran in. :func:`end_leftovers` reads the ledgers of hosts that are gone and ends only
 the servers whose pid, start time and boot still match and that still lead their own session and
 group (as kxen started them): never a process kxen did not start (the command is recorded for
-people reading the file; a server may have exec'd another program and is still the one started). Both are bounded (files, entries, bytes, seconds). The ``kxen`` command does both; an
+people reading the file; a server may have exec'd another program and is still the one started).
+Both are bounded (files, entries, bytes, seconds). The ``kxen`` command does both; an
 embedding host may opt in with :func:`open_ledger` and :func:`end_leftovers`.
 
 Elsewhere than Linux every helper here finds nothing and the group kill is all there is.

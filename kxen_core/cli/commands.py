@@ -1,0 +1,190 @@
+"""The ``kxen`` commands that start no server: ``config check``, ``trust``/``untrust``, ``remote``,
+``mcp approvals`` and ``plugins``. Thin: parse, call public config and Runtime APIs, print."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from kxen_core.cli.output import print_json, print_problems, say, table, use_config
+from kxen_core.config import load_config
+from kxen_core.safe_text import json_text, safe_text
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def config_check(args: argparse.Namespace) -> int:
+    from kxen_core.plugins.manager import make_plugin_manager
+
+    # kinds and their options are checked against the installed plugins
+    config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
+    use_config(config)
+    problems = list(config.project_problems)
+    unread = sorted(n for n, s in config.servers.items() if s.scope == "project" and not config.trusted)
+    note = (
+        f"{config.files[-1]}: not checked: the workspace is not trusted (kxen trust); "
+        f"it names {len(unread)} server(s): {', '.join(unread)}"
+        if unread
+        else None
+    )
+    if args.json:
+        print_json(
+            {
+                "ok": not problems,
+                "problems": problems,
+                "files": list(config.files),
+                "servers": sorted(config.servers),
+                "trusted": config.trusted,
+                "note": note,
+            }
+        )
+    elif problems:
+        print_problems(problems)
+    else:
+        say(safe_text(f"OK: {len(config.servers)} server(s) in {', '.join(config.files)}"))
+        if note:
+            say(safe_text(note))
+    return EXIT_USAGE if problems else EXIT_OK
+
+
+def trust(args: argparse.Namespace) -> int:
+    from kxen_core.config.loader import default_home
+    from kxen_core.config.trust import trust, untrust
+
+    path = (args.path or args.workspace or Path.cwd()).resolve()
+    changed = (trust if args.command == "trust" else untrust)(args.home or default_home(), path)
+    verb = "trusted" if args.command == "trust" else "not trusted"
+    say(safe_text(f"{path}: {verb}" + ("" if changed else " (unchanged)")))
+    return EXIT_OK
+
+
+def remote(args: argparse.Namespace) -> int:
+    # the user typing this is the decision: no further approval is asked
+    from kxen_core.config.loader import default_home
+    from kxen_core.config.trust import set_remote_enabled
+
+    set_remote_enabled(args.home or default_home(), args.switch == "on")
+    print(f"remote MCP is {args.switch}")
+    return EXIT_OK
+
+
+def approvals(args: argparse.Namespace) -> int:
+    from kxen_core.runtime.workspace import Runtime
+
+    rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
+    config = rt.load()  # nothing starts
+    use_config(config)
+    rows = []
+    for server, launch, error in rt.pending_launches():
+        unread = server.scope == "project" and not config.trusted  # only its name was read
+        rows.append(
+            {
+                "server": server.name,
+                "kind": "workspace_trust" if unread else "stdio_launch",
+                "scope": server.scope,
+                "held": launch.held if launch else None,
+                "transport": None if unread else server.kind,
+                "source": server.source,
+                "trusted": config.trusted,
+                "approved": bool(launch and rt.approvals.is_approved(launch.fingerprint)),
+                "fingerprint": launch.fingerprint if launch else None,
+                "launch": launch.display() if launch else None,
+                "error": error,
+            }
+        )
+    problems = list(config.project_problems)
+    if args.json:
+        print_json({"approvals": rows, "problems": problems})
+    else:
+        print_problems(problems)
+        if not rows and not problems:
+            say("no project servers to approve in this workspace")
+        for r in rows:
+            if r["kind"] == "workspace_trust":
+                say(safe_text(f"{r['server']}: waits for the workspace to be trusted (kxen trust {config.workspace})"))
+                continue
+            state = "approved" if r["approved"] else "needs approval"
+            if not r["trusted"]:
+                state += " (workspace not trusted: kxen trust)"
+            say(f"{safe_text(r['server'])}: {state}")
+            if r["held"]:
+                say(f"  held: {safe_text(r['held'])}")
+            if r["error"]:
+                say(f"  error: {safe_text(r['error'])}")
+            else:
+                say(f"  fingerprint: {safe_text(r['fingerprint'])}")
+                say("  launch: " + json_text(r["launch"]).replace("\n", "\n  "))
+    return EXIT_OK
+
+
+def plan(args: argparse.Namespace) -> int:
+    from kxen_core.runtime.workspace import Runtime
+
+    rt = Runtime(home=args.home, workspace=args.workspace, approve=args.approve)
+    config = rt.load()  # nothing starts, nothing is contacted
+    use_config(config)
+    rows = rt.plan()
+    problems = list(config.project_problems)
+    if args.json:
+        print_json({"servers": rows, "problems": problems, "trusted": config.trusted})
+        return EXIT_OK
+    print_problems(problems)
+    table(
+        "what would start",
+        ["name", "scope", "transport", "starts", "why not / next step"],
+        [
+            [
+                r["name"],
+                r["scope"] + (" (user entry used)" if r["runs"] == "user" and r["scope"] == "project" else ""),
+                r["transport"],
+                "yes" if r["start"] else r["state"],
+                r["reason"] or "",
+            ]
+            for r in rows
+        ],
+    )
+    for r in rows:
+        if r["launch"] is not None:
+            say(safe_text(f"{r['name']}: launch" + (f" (fingerprint {r['fingerprint']})" if r["fingerprint"] else "")))
+            say("  " + json_text(r["launch"]).replace("\n", "\n  "))
+        elif r["url"] is not None:
+            headers = f"; headers set: {', '.join(r['headers'])}" if r["headers"] else ""
+            say(safe_text(f"{r['name']}: {r['url']}{headers}"))
+    return EXIT_OK
+
+
+def plugins(args: argparse.Namespace) -> int:
+    from kxen_core.plugins.manager import make_plugin_manager
+
+    pm = make_plugin_manager()
+    plugins: list[dict[str, Any]] = [
+        {
+            "name": p.name,
+            "dist": p.dist,
+            "version": p.version,
+            "source": p.source,
+            "hooks": list(p.hooks),
+            "transports": list(p.transports),
+        }
+        for p in pm.infos()
+    ]
+    failures = [{"dist": f.dist, "entryPoint": f.entry_point, "error": f.error} for f in pm.failures if not f.skipped]
+    skipped = [{"dist": f.dist, "entryPoint": f.entry_point} for f in pm.failures if f.skipped]
+    if args.json:
+        print_json({"plugins": plugins, "failures": failures, "skipped": skipped})
+    else:
+        table(
+            "plugins",
+            ["name", "dist", "version", "source", "transports", "hooks"],
+            [
+                [p["name"], p["dist"], p["version"], p["source"], ", ".join(p["transports"]), ", ".join(p["hooks"])]
+                for p in plugins
+            ],
+        )
+        for f in failures:
+            say(safe_text(f"failed to load {f['dist']}[{f['entryPoint']}]: {f['error']}"), err=True)
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+__all__ = ["approvals", "config_check", "plan", "plugins", "remote", "trust"]

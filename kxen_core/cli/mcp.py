@@ -1,0 +1,207 @@
+"""``kxen mcp ...`` with servers running: a Runtime entered for the command, every server closed with
+the usual bounds when it ends or a signal arrives, and 128 + N after signal N.
+
+Signals: SIGINT, SIGTERM, SIGHUP (a closed terminal) and every other catchable signal whose default
+would end the process (SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM...) do what Ctrl-C does: the command is
+cancelled, every server is closed (its whole process group and its descendants; on Linux kxen is a
+child subreaper while it runs, so orphans that double-forked away are ended too, see
+:mod:`kxen_core.runtime.host`). A second signal during that close is absorbed: the close is bounded
+anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from typing import Any
+
+import anyio
+
+from kxen_core.cli import contents, login
+from kxen_core.cli import status as cli_status
+from kxen_core.cli.output import print_json, say, table, use_config
+from kxen_core.cli.wait import wait_visibly
+from kxen_core.safe_text import safe_text
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+#: the signals that end ``kxen mcp ...`` cleanly (those this platform has)
+#: every catchable signal whose default action ends the process: each closes the servers first
+#: (SIGKILL cannot be caught: what it leaves is ended at the next start, see kxen_core.runtime.host)
+STOP_SIGNALS = tuple(
+    getattr(signal, n)
+    for n in (
+        "SIGINT",
+        "SIGTERM",
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGALRM",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGPOLL",
+        "SIGPWR",
+    )
+    if hasattr(signal, n)
+)
+
+
+async def _mcp_until_signal(args: argparse.Namespace) -> int:
+    """:func:`_mcp`, cancelled by any of :data:`STOP_SIGNALS`; then 128 + the signal number.
+
+    The receiver stays installed until every server is closed, so a repeated signal cannot kill
+    kxen in the middle of its (shielded, bounded) close. Around the work, every plugin's host guard
+    (:func:`kxen_core.runtime.host.host_guard`): the stdio transport's ends what a crashed kxen left running,
+    records this process's servers, and adopts and ends the orphans of double-forking servers."""
+    from kxen_core.config.loader import default_home
+    from kxen_core.errors import printable
+    from kxen_core.plugins.manager import make_plugin_manager
+    from kxen_core.runtime.host import host_guard
+
+    received: list[int] = []
+    code, error = EXIT_FAILED, None  # type: int, Exception | None
+    home = args.home or default_home()
+    args.pm = make_plugin_manager()
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with host_guard(args.pm, home, subreaper=True) as problems:
+            for problem in problems:
+                print(f"kxen: warning: {printable(problem)}", file=sys.stderr)
+            async with anyio.create_task_group() as tg:
+                work = anyio.CancelScope()
+
+                async def watch() -> None:
+                    async for signum in signals:
+                        received.append(int(signum))
+                        work.cancel()
+
+                tg.start_soon(watch)
+                with work:
+                    try:
+                        code = await _mcp(args)
+                    except Exception as exc:  # raised as itself below, not in a task group's ExceptionGroup
+                        error = exc
+                tg.cancel_scope.cancel()
+        if received:
+            # leaving the receiver puts each signal back to its default (death by signal): until
+            # they are ignored below, a signal still coming waits, blocked, instead of killing kxen
+            _mask(signal.SIG_BLOCK)
+    if error is not None and not received:
+        raise error
+    if received:
+        # kxen exits now: a signal still coming must not turn 128+N into death by signal
+        for signum in STOP_SIGNALS:
+            try:
+                signal.signal(signum, signal.SIG_IGN)
+            except (ValueError, OSError):  # not the main thread: nothing to protect
+                pass
+        _mask(signal.SIG_UNBLOCK)  # what arrived meanwhile is discarded: it is ignored now
+        return 128 + received[0]
+    return code
+
+
+def _mask(how: int) -> None:
+    """Block or unblock :data:`STOP_SIGNALS` for this thread (where the platform can)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(how, STOP_SIGNALS)
+
+
+async def _mcp(args: argparse.Namespace) -> int:
+    from kxen_core.config.converter import SURROGATE_RULE, lone_surrogates
+    from kxen_core.errors import printable
+    from kxen_core.runtime.workspace import Runtime
+
+    only = None
+    if getattr(args, "server", None):  # a command about one server starts only that one
+        only = {args.server}
+    call_args: dict[str, Any] = {}
+    if args.mcp_command in ("call", "get-prompt", "doctor"):
+        problem = None
+        try:
+            call_args = json.loads(args.args)
+        except RecursionError:
+            problem = "--args is not valid JSON: nested too deeply"
+        except ValueError as exc:  # UnicodeError included
+            problem = f"--args is not valid JSON: {exc}"
+        else:
+            if not isinstance(call_args, dict):
+                problem = "--args must be a JSON object"
+            elif lone_surrogates(call_args, limit=1):  # undecodable argv bytes or "\ud800" escapes
+                problem = f"--args: {lone_surrogates(call_args, limit=1)[0]}: {SURROGATE_RULE}"
+        if problem is not None:
+            print(f"kxen: error: {printable(problem)}", file=sys.stderr)
+            return EXIT_USAGE
+
+    pm = getattr(args, "pm", None)
+    async with Runtime(
+        home=args.home, workspace=args.workspace, pm=pm, only=only, approve=args.approve, role=args.role
+    ) as rt:
+        if only and not set(only) <= set(rt.servers):
+            say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
+            return EXIT_USAGE
+        assert rt.config is not None
+        use_config(rt.config)
+        if args.mcp_command in login.COMMANDS:  # no waiting first: the server may well need the sign-in
+            return await login.run(rt, args)
+        await wait_visibly(rt, args.wait)
+        if args.mcp_command == "status":
+            return cli_status.status(rt, args)
+        if args.mcp_command == "tools":
+            return await _tools(rt, args)
+        if args.mcp_command == "doctor":
+            from kxen_core.cli.doctor import doctor
+
+            return await doctor(rt, args, call_args)
+        if args.mcp_command in ("resources", "templates", "prompts"):
+            return getattr(contents, args.mcp_command)(rt, args)
+        if args.mcp_command == "read":
+            return await contents.read(rt, args)
+        if args.mcp_command == "get-prompt":
+            return await contents.get_prompt(rt, args, call_args)
+        return await contents.call(rt, args, call_args)
+
+
+async def _tools(rt: Any, args: argparse.Namespace) -> int:
+    tools = rt.tools(args.server)
+    for t in tools:  # what a call would meet: allow, ask (an approval) or deny
+        if t["server"] is None:
+            t["policy"] = "allow"  # kxen's read-only tools (toolPolicies can deny them: docs/config.md)
+        else:
+            t["policy"], t["policyReasons"] = await rt.tool_policy(t["server"], t["name"])
+    if args.json:
+        print_json({"tools": tools})
+    else:
+        table(
+            "tools",
+            ["model-facing name", "server", "tool", "policy", "description"],
+            [
+                [t["qualifiedName"], t["server"] or "(kxen)", t["name"], t["policy"], _first_line(t.get("description"))]
+                for t in tools
+            ],
+        )
+        if any(t["policy"] == "ask" for t in tools):
+            say(
+                "tools whose policy is 'ask' need an approval for each call (a terminal asks; else kxen --approve, "
+                "or toolPolicies)"
+            )
+    failed = [s for s in rt.status() if s["state"] == "failed"]
+    for s in failed:
+        say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _first_line(text: Any) -> str:
+    """The first line of a description, at most 100 characters; a cut says so with an ellipsis."""
+    lines = (text if isinstance(text, str) else "").strip().split("\n")
+    first = lines[0]
+    if len(first) > 100:
+        return first[:99] + "…"
+    return first + (" …" if len(lines) > 1 and any(line.strip() for line in lines[1:]) else "")
+
+
+__all__ = ["STOP_SIGNALS"]

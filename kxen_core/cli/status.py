@@ -1,0 +1,96 @@
+"""``kxen mcp status``: what each server is doing, and what to do next.
+
+The table has one row per server (state, counts); below it, for each server that is not plainly
+ready, its failed phase and reason, its note, the next step a person can take, and its last
+diagnostics (a stdio server's stderr tail among them). ``--json`` carries the same rows plus
+``next``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kxen_core.cli.output import print_json, print_problems, say, table
+from kxen_core.safe_text import safe_text
+
+EXIT_OK, EXIT_FAILED = 0, 1
+#: the most diagnostics shown per server in the human output (--json has the last 20)
+SHOWN_DIAGNOSTICS = 3
+
+
+def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | None:
+    """The next thing a person can do about a server in this state, or None."""
+    state, error = row["state"], row.get("error") or ""
+    if state == "awaiting_trust":
+        return f"kxen trust {workspace}  (then approve its launch: kxen mcp approvals)"
+    if state == "awaiting_approval":
+        fingerprint = row.get("fingerprint")
+        return (
+            f"kxen --approve {fingerprint} mcp status  (see what it runs: kxen mcp approvals)" if fingerprint else None
+        )
+    if state == "disabled":
+        if "remote MCP is off" in (row.get("note") or ""):
+            return "kxen remote on"
+        return f'set "enabled": true for it in {source}' if source else None
+    if state == "failed":
+        if row.get("phase") == "transport" and "not found" in error:
+            return "install the command, or fix 'command' in its config (kxen mcp plan shows what would run)"
+        return "see the reason and diagnostics above; kxen -v mcp status logs every step"
+    if state == "needs_login":
+        return f"kxen mcp login {row['name']}"
+    if state in ("connecting", "initializing", "listing"):
+        return "still starting: wait longer with --wait S, or look at it with kxen -v mcp status"
+    return None
+
+
+def transport_cell(row: dict[str, Any]) -> str:
+    """The transport column, with the protocol era once connected: ``http (modern)`` for the
+    stateless 2026-07-28 era, ``stdio (legacy)`` for the handshake era (the version is in --json)."""
+    return f"{row['transport']} ({row['era']})" if row.get("era") else str(row["transport"])
+
+
+def status(rt: Any, args: argparse.Namespace) -> int:
+    servers = rt.status()
+    sources = {name: s.config.source for name, s in rt.servers.items()}
+    for row in servers:
+        # the server's own next step (an auth failure's: kxen mcp login NAME) comes first
+        row["next"] = row.get("next") or next_step(row, rt.workspace, sources.get(row["name"]))
+    if args.json:
+        print_json({"servers": servers, "problems": rt.problems})
+    else:
+        print_problems(rt.problems)
+        table(
+            "MCP servers",
+            ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
+            [
+                [
+                    s["name"],
+                    s["scope"],
+                    transport_cell(s),
+                    s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
+                    s["tools"],
+                    s["resources"],
+                    s["prompts"],
+                ]
+                for s in servers
+            ],
+        )
+        for s in servers:
+            lines = []
+            if s["error"]:
+                lines.append(s["error"])
+            if s["note"]:
+                lines.append(f"note: {s['note']}")
+            if s["next"]:
+                lines.append(f"next: {s['next']}")
+            if s["state"] != "ready":
+                lines.extend(f"diagnostic: {d}" for d in s["diagnostics"][-SHOWN_DIAGNOSTICS:])
+            if lines:
+                say(safe_text(f"{s['name']}:"))
+                for line in lines:
+                    say("  " + safe_text(line))
+    return EXIT_FAILED if any(s["state"] in ("failed", "needs_login") for s in servers) else EXIT_OK
+
+
+__all__ = ["next_step", "status", "transport_cell"]

@@ -1,0 +1,81 @@
+"""Waiting for servers to settle, visibly: nobody stares at a silent terminal.
+
+On a terminal, a spinner on stderr names each server still loading and what it is doing; elsewhere
+(a pipe, a log), a line on stderr names the servers still loading after :data:`FIRST_NOTICE`
+seconds and then every :data:`NOTICE_EVERY` seconds. stdout stays what the command prints.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import anyio
+
+from kxen_core.cli.output import say
+from kxen_core.runtime.states import SETTLED
+from kxen_core.safe_text import safe_text
+
+#: seconds before the first "still waiting" line (no spinner), and between the next ones
+FIRST_NOTICE = 3.0
+NOTICE_EVERY = 10.0
+#: how often the spinner's text is brought up to date
+TICK = 0.1
+
+
+def loading(rt: Any) -> list[str]:
+    """``name (state)`` of every server that has not settled yet."""
+    return [f"{s.name} ({s.state.value})" for s in rt.servers.values() if s.state not in SETTLED]
+
+
+async def wait_visibly(rt: Any, timeout: float | None, *, tty: bool | None = None) -> bool:
+    """:meth:`Runtime.wait_ready`, showing who is still loading; False on timeout."""
+    tty = sys.stderr.isatty() if tty is None else tty
+    start = time.monotonic()
+    finished = anyio.Event()
+    result = False
+
+    async def wait() -> None:
+        nonlocal result
+        try:
+            result = await rt.wait_ready(timeout)
+        finally:
+            finished.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await (_spinner if tty else _notices)(rt, start, finished)
+    return result
+
+
+async def _spinner(rt: Any, start: float, finished: anyio.Event) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    with console.status("") as status:
+        while not finished.is_set():
+            names = loading(rt)
+            status.update(
+                safe_text(f"starting {len(names)} server(s) ({time.monotonic() - start:.0f} s): {', '.join(names)}")
+            )
+            with anyio.move_on_after(TICK):
+                await finished.wait()
+
+
+async def _notices(rt: Any, start: float, finished: anyio.Event) -> None:
+    wait = FIRST_NOTICE
+    while not finished.is_set():
+        with anyio.move_on_after(wait):
+            await finished.wait()
+            return
+        names = loading(rt)
+        if names:
+            say(
+                safe_text(f"kxen: still waiting after {time.monotonic() - start:.0f} s for: {', '.join(names)}"),
+                err=True,
+            )
+        wait = NOTICE_EVERY
+
+
+__all__ = ["loading", "wait_visibly"]

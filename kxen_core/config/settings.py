@@ -1,0 +1,101 @@
+"""User settings, ``$KXEN_HOME/config.toml`` (snake_case keys): ``[mcp]`` (the remote switch, loopback
+HTTP, bounds), trusted workspaces, roles and the user's policy for project tools. attrs classes
+whose attribute names are the file's keys, so error paths match; only the user writes them."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+import attrs
+
+Policy = Literal["allow", "ask", "deny"]
+
+
+def _bounded_int(low: int, high: int):
+    def check(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+        if not low <= value <= high:
+            raise ValueError(f"{attribute.name} must be between {low} and {high} (got {value})")
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class RemoteCatalogLimits:
+    """Bounds on each item of a remote server's ``tools/list`` (``[mcp.remote_catalog]``)."""
+
+    max_description_chars: int = attrs.field(default=4096, validator=_bounded_int(0, 1_000_000))
+    max_schema_bytes: int = attrs.field(default=65536, validator=_bounded_int(64, 16 * 1024 * 1024))
+    max_schema_depth: int = attrs.field(default=32, validator=_bounded_int(2, 256))
+
+
+@attrs.frozen(kw_only=True)
+class McpSettings:
+    """``[mcp]`` in config.toml. Only the user's settings can turn remote MCP on."""
+
+    remote_enabled: bool = False
+    allow_loopback_http: bool = False
+    remote_catalog: RemoteCatalogLimits = attrs.field(factory=RemoteCatalogLimits)
+    #: the most characters of any one output handed to the agent (a tool result, a read, a prompt, an error)
+    max_output_chars: int = attrs.field(default=50_000, validator=_bounded_int(10_000, 10_000_000))
+
+
+def _absolute_paths(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    # a relative entry would trust whatever directory kxen happens to run in
+    for i, path in enumerate(value):
+        if not os.path.isabs(path):
+            raise ValueError(f"{attribute.name}[{i}] must be an absolute path")
+
+
+def _globs(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    for pattern in value:
+        if not pattern or len(pattern) > 200:
+            raise ValueError(f"{attribute.name}: patterns are 1-200 characters (got {len(pattern)})")
+
+
+@attrs.frozen(kw_only=True)
+class Role:
+    """What one acting role may do: glob patterns over qualified tool names (``server__tool``).
+
+    ``deny`` beats ``ask`` beats ``allow``; a tool that no pattern matches is denied to the role.
+    """
+
+    allow: list[str] = attrs.field(factory=list, validator=_globs)
+    ask: list[str] = attrs.field(factory=list, validator=_globs)
+    deny: list[str] = attrs.field(factory=list, validator=_globs)
+
+
+def _workspace(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not os.path.isabs(value):
+        raise ValueError("must be an absolute path (the workspace whose project server this is)")
+
+
+def _launch_fingerprint(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise ValueError("must be the 64 hex characters of the approved launch (kxen mcp approvals)")
+
+
+@attrs.frozen(kw_only=True)
+class ProjectTools:
+    """The user's policy for tools of one project server, bound to the workspace and to the exact
+    launch the user approved: when the launch changes (a command, an argument, a file it runs), the
+    rule no longer applies. A project file cannot hold this (a repository must not allow its own tools)."""
+
+    workspace: str = attrs.field(validator=_workspace)
+    server: str
+    launch: str = attrs.field(validator=_launch_fingerprint)
+    tools: dict[str, Policy] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
+
+    mcp: McpSettings = attrs.field(factory=McpSettings)
+    trusted_workspaces: list[str] = attrs.field(factory=list, validator=_absolute_paths)
+    roles: dict[str, Role] = attrs.field(factory=dict)
+    #: ``[[project_tools]]``: the user's policy for tools of project servers (see ProjectTools)
+    project_tools: list[ProjectTools] = attrs.field(factory=list)
+
+
+__all__ = ["McpSettings", "ProjectTools", "RemoteCatalogLimits", "Role", "Settings"]

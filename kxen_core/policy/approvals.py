@@ -1,0 +1,240 @@
+"""Approvals: count the policy votes on a tool call, ask a channel, remember what was approved.
+
+:func:`authorize` lets every ``kxen_policy_decision`` implementation vote on a call (deny beats ask
+beats allow) and sends an ``ask`` to :class:`Approvals`.
+
+A request with a fingerprint (a project launch, a tool call with its arguments) that was approved
+once in this process -- by a channel, or up front with ``--approve`` -- is not asked again. A tool
+call's fingerprint is bound to the server's identity (:func:`server_identity`: scope, kind, and the
+launch fingerprint of a local server or the canonical URL of a remote one), not only its name: when
+a reload puts something else behind the name, the same call is asked again. Channels
+are asked one request at a time (a person answers one prompt at a time); with no channel, or a
+channel that fails, the answer is no. Nothing is persisted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import attrs
+
+from kxen_core.errors import ApprovalDenied, KxenError, PolicyDenied
+from kxen_core.hookcall import acall_first
+from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, combine, fingerprint
+from kxen_core.policy.votes import PreparedVotes, full_votes
+from kxen_core.safe_text import safe_text, shown_url
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from kxen_core.config.models import ServerConfig
+    from kxen_core.launch.resolve import Launch
+
+log = logging.getLogger("kxen.approvals")
+
+_EARLIER = ApprovalDecision(approved=True, reason="approved earlier in this process", channel="process")
+
+
+#: the shortest fingerprint prefix ``--approve`` takes (48 bits: no accidental match in practice)
+MIN_PREFIX = 12
+
+
+class Approvals:
+    def __init__(self, pm: pluggy.PluginManager, approved: Iterable[str] = ()) -> None:
+        self.pm = pm
+        #: fingerprints approved for this process (launches, tool calls), or prefixes of at least
+        #: MIN_PREFIX characters of them; never persisted
+        self.approved: set[str] = set(approved)
+        #: a prefix stands for the first fingerprint it matched; a second one it matches is not approved
+        self._bound: dict[str, str] = {}
+        self._lock = anyio.Lock()
+        #: writes ``toolPolicies: {tool: allow}`` for a request answered "always" (set by the Runtime:
+        #: the user's config, never a project file); returns what it wrote, for the log
+        self.allow_always: Callable[[ApprovalRequest], str] | None = None
+
+    def is_approved(self, fingerprint: str | None) -> bool:
+        if not fingerprint:
+            return False
+        if fingerprint in self.approved:
+            return True
+        for prefix in self.approved:
+            if len(prefix) >= MIN_PREFIX and len(prefix) < len(fingerprint) and fingerprint.startswith(prefix):
+                bound = self._bound.setdefault(prefix, fingerprint)
+                if bound == fingerprint:
+                    return True
+                log.warning("--approve %s matches more than one fingerprint: give more of it", prefix)
+        return False
+
+    def _earlier(self, request: ApprovalRequest) -> bool:
+        return self.is_approved(request.fingerprint) or bool(request.tool_key and request.tool_key in self.approved)
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        """A fingerprint approved in this process, else the first channel that answers, else no.
+
+        A yes is remembered as the channel says (``ApprovalDecision.remember``, among the request's
+        ``remember_choices``): not at all (once), this exact request (call), the tool for the process
+        (tool), or the tool always (the user's ``toolPolicies``, written by :attr:`allow_always`)."""
+        if self._earlier(request):
+            return _EARLIER
+        async with self._lock:  # one prompt at a time
+            if self._earlier(request):
+                return _EARLIER  # approved while this request waited for the lock
+            try:
+                answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
+            except KxenError as exc:
+                log.warning("approval channel failed: %s", safe_text(exc))  # may go to a terminal as is
+                return ApprovalDecision(approved=False, reason=f"approval channel failed: {exc}")
+        if not isinstance(answer, ApprovalDecision):
+            return ApprovalDecision(approved=False, reason="no approval channel is available")
+        if answer.approved:
+            answer = self._remember(request, answer)
+        if not answer.approved and not answer.reason:
+            answer = attrs.evolve(answer, reason="declined")
+        return answer
+
+    def _remember(self, request: ApprovalRequest, answer: ApprovalDecision) -> ApprovalDecision:
+        how = answer.remember if answer.remember in request.remember_choices else "call"
+        if how == "always" and self.allow_always is not None:
+            try:
+                log.info("%s", self.allow_always(request))
+            except Exception as exc:  # the call is still approved; only the lasting rule failed
+                log.warning("could not write the allow rule: %s", safe_text(exc))
+                answer = attrs.evolve(answer, reason=f"approved; the lasting rule was not written: {exc}")
+            how = "tool"
+        if how == "tool" and request.tool_key:
+            self.approved.add(request.tool_key)
+        elif how != "once" and request.fingerprint:
+            self.approved.add(request.fingerprint)
+        return attrs.evolve(answer, remember=how)
+
+
+def canonical_url(url: str) -> str:
+    """``url`` with the scheme and host lower-cased, a default port dropped, an empty path as ``/``
+    and no fragment: two spellings of one endpoint are one identity."""
+    try:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or ""), parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None and (scheme, port) not in (("https", 443), ("http", 80)):
+        host = f"{host}:{port}"
+    return urlunsplit((scheme, host, parts.path or "/", parts.query, ""))
+
+
+def server_identity(server: ServerConfig, launch: Launch | None = None) -> dict[str, Any]:
+    """What stands behind a server's name: its scope and transport kind, and the canonical URL of a
+    remote server or the fingerprint of a local server's launch (from its config when the resolved
+    ``launch`` is not known)."""
+    identity: dict[str, Any] = {"scope": server.scope, "kind": server.kind}
+    if server.is_remote:
+        identity["url"] = canonical_url(server.url or "")
+    elif launch is not None:
+        identity["launch"] = launch.fingerprint
+    else:
+        identity["config"] = fingerprint(
+            {
+                "command": server.command,
+                "args": server.args,
+                "cwd": server.cwd,
+                "env": server.env,
+                "options": server.options,
+            }
+        )
+    return identity
+
+
+def call_fingerprint(call: ToolCall) -> str:
+    """The fingerprint of one tool call: server name and identity, tool, arguments."""
+    return fingerprint(
+        {
+            "server": call.server.name,
+            "identity": server_identity(call.server, call.launch),
+            "tool": call.tool,
+            "arguments": call.arguments,
+        }
+    )
+
+
+def tool_key(call: ToolCall) -> str:
+    """What "allow this tool for the process" remembers: the tool, bound to the server's identity."""
+    return "tool:" + fingerprint(
+        {"server": call.server.name, "identity": server_identity(call.server, call.launch), "tool": call.tool}
+    )
+
+
+def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
+    """What an approval request shows about the server: scope, file, kind, URL or launch."""
+    shown: dict[str, Any] = {"scope": server.scope, "source": server.source, "transport": server.kind}
+    if server.is_remote:
+        shown["url"] = shown_url(server)  # as written where it took ${VAR}: those values are secrets
+    elif launch is not None:
+        shown["launch"] = launch.display()
+    else:
+        shown["command"] = server.command
+    return shown
+
+
+async def authorize(
+    pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals, *, prepared: PreparedVotes | None = None
+) -> None:
+    """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
+    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out.
+
+    With ``prepared`` (the same ``pm``'s), the votes that cannot change between calls of the tool
+    are counted once (:mod:`kxen_core.policy.votes`); the votes and the decision are the same."""
+    if prepared is not None:
+        decision, why = await prepared.decide(call)
+    else:
+        decision, why = combine(await full_votes(pm, call), call.server.defaultToolPolicy)
+    if decision == "allow":
+        return
+    label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
+    if decision == "deny":
+        reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
+        raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
+    if decision == "ask":
+        fp = call_fingerprint(call)
+        where = _where(call.server, call.launch)
+        request = ApprovalRequest(
+            kind="tool_call",
+            server=call.server.name,
+            summary=f"call tool {label} on the {call.server.scope} server {call.server.name!r}"
+            + (f" at {where['url']}" if "url" in where else ""),
+            details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why], **where},
+            fingerprint=fp,
+            tool_key=tool_key(call),
+            # "always" writes the user's toolPolicies: never for a project server (nor a project file)
+            remember_choices=("once", "call", "tool") + (("always",) if call.server.scope == "user" else ()),
+        )
+        answer = await approvals.ask(request)
+        if not answer.approved:
+            raise ApprovalDenied(f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}")
+
+
+def how_to_allow(call: ToolCall, fp: str) -> str:
+    """The exact ways to allow a call that was not approved: this call once (a fingerprint prefix
+    for ``--approve``), or the tool always (the ``toolPolicies`` line, in the user's config)."""
+    once = f"To allow this exact call for one run: kxen --approve {fp[:16]} (fingerprint {fp})"
+    line = f'"toolPolicies": {{"{call.tool}": "allow"}}'
+    if call.server.scope == "project":
+        return f"{once}; a project file may not allow tools (a repository must not approve its own tools)."
+    where = call.server.source or "the user mcp.json"
+    return f"{once}; to allow the tool always: {line} in server {call.server.name!r} of {where}."
+
+
+__all__ = [
+    "MIN_PREFIX",
+    "Approvals",
+    "authorize",
+    "how_to_allow",
+    "call_fingerprint",
+    "canonical_url",
+    "server_identity",
+]

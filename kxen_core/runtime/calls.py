@@ -1,0 +1,144 @@
+"""A tool call on the host's path: the model-facing name, the policy votes and approval, the
+request, and the tool's ``outputSchema`` check (``Runtime.call_tool``).
+
+A remote server that answers "no such session" (Streamable HTTP: 404 on a known session id) did
+not process the request: the server connects again at once (:mod:`kxen_core.runtime.reconnect`) and the
+call waits for the new session -- at most its own timeout -- and is sent again, once. The caller
+sees the result, not the expiry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kxen_core.agent import tool_names
+from kxen_core.agent.tool_output import check_result
+from kxen_core.errors import AuthRequired, ClosedError, SessionExpired, UnknownTool
+from kxen_core.policy import ToolCall
+from kxen_core.policy.approvals import authorize
+from kxen_core.runtime import kxen_tools
+from kxen_core.runtime.failures import auth_failure
+from kxen_core.runtime.states import State
+
+if TYPE_CHECKING:
+    from kxen_core.policy.votes import PreparedVotes
+    from kxen_core.protocol.progress import ProgressCallback
+    from kxen_core.protocol.session import Session
+    from kxen_core.runtime.server import Server
+
+
+class CallHost(kxen_tools.AgentHost, Protocol):
+    """What a call needs of the runtime (``kxen_core.Runtime`` is one)."""
+
+    _votes: PreparedVotes
+
+    def _ready(self, name: str) -> Server: ...
+
+    def _server(self, name: str) -> Server: ...
+
+
+async def call_tool(
+    rt: CallHost,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    server: str | None,
+    timeout: float | None,
+    on_progress: ProgressCallback | None,
+) -> dict[str, Any]:
+    # Every call of every host passes here: the lookups are inlined (one function call less each),
+    # and each falls back on the helper that raises the right error when anything is off.
+    if server is None:
+        if name in kxen_tools.TOOLS:
+            return (await kxen_tools.call(rt, name, arguments, rt.output_limit)).as_result()
+        # a model-facing name: its server part, then that server's name map
+        server, sep, rest = name.partition(tool_names.SEPARATOR)
+        if not (sep and server and rest):
+            try:
+                tool_names.server_of(name)
+            except ValueError as exc:
+                raise UnknownTool(str(exc)) from None
+        target = rt.servers.get(server)
+        if target is None or target.state != State.READY or target.session is None:
+            target = rt._ready(server)  # raises: no such server, or not ready
+        tool = target.model_tools.get(name) or ""
+    else:
+        target, tool = rt._ready(server), name
+    info = target.tools_by_name.get(tool)
+    if info is None:
+        raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
+    args = dict(arguments) if arguments else {}
+    config = rt.config
+    settings = config.settings if config else None
+    if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args, target.launch):
+        call = ToolCall(
+            server=target.config,
+            tool=tool,
+            arguments=args,
+            role=rt.role,
+            tool_info=info,
+            settings=settings,
+            launch=target.launch,  # the approval is bound to what runs behind the name
+        )
+        await authorize(rt.pm, call, rt.approvals, prepared=rt._votes)
+    session = target.session
+    if session is None:  # stopped while the votes were counted
+        raise target.not_ready()
+    params: dict[str, Any] = {"name": tool, "arguments": args}
+    try:
+        if on_progress is None:
+            result = await session.request("tools/call", params, timeout=timeout)
+        else:
+            result = await _send(target, session, params, timeout, on_progress)
+    except SessionExpired:
+        # not processed by the server: once more, in the session the server is opening now
+        wait = timeout if timeout is not None else target.config.timeouts.requestSeconds
+        renewed = await target.next_session(session, wait)
+        if renewed is None:
+            raise
+        result = await _send(target, renewed, params, timeout, on_progress)
+    except ClosedError as exc:  # the transport ended on an auth failure (another request met it first)
+        auth = auth_failure(exc)
+        if auth is None:
+            raise
+        raise AuthRequired(auth.reason, next_step=auth.next_step, scopes=auth.scopes, status=auth.status) from None
+    # a tool without an outputSchema has nothing to check
+    return check_result(info, result, target.diag) if "outputSchema" in info else result
+
+
+async def tool_policy(rt: CallHost, server: str, tool: str) -> tuple[str, list[str]]:
+    """What the policy votes decide for a call of ``tool`` with no arguments (``allow``, ``ask`` or
+    ``deny``) and why: what a person sees in ``kxen mcp tools``. A vote that looks at the arguments
+    may still decide otherwise for a real call."""
+    from kxen_core.policy import combine
+    from kxen_core.policy.votes import full_votes
+
+    target = rt._server(server)
+    call = ToolCall(
+        server=target.config,
+        tool=tool,
+        arguments={},
+        role=rt.role,
+        tool_info=target.tools_by_name.get(tool, {}),
+        settings=rt.config.settings if rt.config else None,
+        launch=target.launch,
+    )
+    decision, why = combine(await full_votes(rt.pm, call), target.config.defaultToolPolicy)
+    return decision, [f"{v.plugin}: {v.reason}" for v in why]
+
+
+async def _send(
+    target: Server,
+    session: Session,
+    params: dict[str, Any],
+    timeout: float | None,
+    on_progress: ProgressCallback | None,
+) -> dict[str, Any]:
+    if on_progress is None:
+        return await session.request("tools/call", params, timeout=timeout)
+    async with target.progress.route(on_progress) as token:
+        return await session.request("tools/call", {**params, "_meta": {"progressToken": token}}, timeout=timeout)
+
+
+__all__ = ["call_tool", "tool_policy"]

@@ -1,0 +1,193 @@
+"""One server's start and each of its connections: the gate (the launch resolved once and approved
+when it must be, the transport kind), then one connection -- open the transport, the session in the
+server's era (:mod:`kxen_core.protocol.era`), every declared catalog listed, ready until it ends.
+
+:class:`Connection` is the part of :class:`kxen_core.runtime.server.Server` that connects; the
+server's life around it (reconnects, stop, notifications) is in :mod:`.server`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+
+from kxen_core.launch.resolve import Launch, resolve_launch
+from kxen_core.protocol.catalog import CAPABILITY, FIRST_PAGES, KINDS
+from kxen_core.protocol.client_requests import client_capabilities, request_handlers
+from kxen_core.protocol.era import EraMemory, handshake_only, open_session
+from kxen_core.protocol.session import Session
+from kxen_core.runtime.admission import approve_launch
+from kxen_core.runtime.states import Phase, State
+from kxen_core.transport import MessageStream, TransportContext
+
+if TYPE_CHECKING:
+    import anyio.abc
+    import cattrs
+
+    from kxen_core.config import ServerConfig, Settings
+    from kxen_core.plugins.manager import KxenPluginManager
+    from kxen_core.policy.approvals import Approvals
+    from kxen_core.protocol.notices import Subscriptions
+
+
+@attrs.frozen(kw_only=True)
+class ServerEnv:
+    """What every server of one runtime shares: the plugins, the workspace, the approvals, the
+    settings of the config it was started from, and a way to find a user entry standing in."""
+
+    pm: KxenPluginManager
+    workspace: Path
+    approvals: Approvals
+    settings: Settings
+    converter: cattrs.Converter
+    #: the user entry that may start in place of a project entry of this name, if any
+    fallback: Callable[[str], ServerConfig | None]
+    #: whether the user trusts the workspace (a user launch that runs workspace files needs it)
+    trusted: bool = False
+    #: the kxen home (transports keep per-server files under it: stderr logs)
+    home: Path | None = None
+    eras: EraMemory | None = None  # the protocol era of each remote endpoint, for the runtime's life
+
+
+class Connection:
+    """Mixed into ``Server``: the attributes below are the server's own (attrs fields there)."""
+
+    if TYPE_CHECKING:
+        env: ServerEnv | None
+        config: ServerConfig
+        state: State
+        note: str | None
+        session: Session | None
+        stream: MessageStream | None
+        launch: Launch | None
+        held: bool
+        fingerprint: str | None
+        stopping: bool
+        subscriptions: Subscriptions
+        _tg: anyio.abc.TaskGroup | None
+        _changed_early: set[str]
+        _connected: anyio.Event
+
+        def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None: ...
+
+        def diag(self, message: str) -> None: ...
+
+        async def refetch_tools(self) -> None: ...
+
+        async def _list(self, kind: str, *, required: bool) -> None: ...
+
+        def _list_changed(self, kind: str) -> None: ...
+
+        def start_expiry(self) -> None: ...
+
+        def _on_notification(self, method: str, params: Any) -> None: ...
+
+    async def _gate(self, env: ServerEnv) -> tuple[ServerConfig, Launch | None, Any] | None:
+        """The launch (resolved once, approved when it must be) and the transport kind; None when
+        the server may not start (its state says why)."""
+        server = self.config
+        launch = None
+        if not server.is_remote:
+            launch = resolve_launch(server, env.workspace, canonical=True)  # ConnectError -> failed(transport)
+            self.held = launch.held is not None
+            if server.scope != "project" and launch.held and not env.trusted:
+                # a user server that would run what the workspace holds: never in an untrusted one
+                self.fingerprint = launch.fingerprint
+                self.set(
+                    State.AWAITING_TRUST,
+                    None,
+                    f"held: {launch.held}; trust the workspace (kxen trust) and approve this exact "
+                    f"launch with --approve {launch.fingerprint}",
+                )
+                return None
+            if server.scope == "project" or launch.held:
+                approved = await approve_launch(self, launch)
+                if approved is None:
+                    return None
+                server, launch = approved
+        self.launch = launch
+        kind = env.pm.transports.get(server.kind)
+        if kind is None:
+            self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.broken()))
+            return None
+        return server, launch, kind
+
+    async def _connect_once(
+        self, server: ServerConfig, launch: Launch | None, kind: Any, env: ServerEnv
+    ) -> tuple[Phase, BaseException | str | None, bool]:
+        """One connection: open, initialize, list, serve until it ends. Returns the phase it ended
+        in, what ended it (None when kxen stopped it) and whether it had been ready."""
+        phase, was_ready = Phase.TRANSPORT, False
+        try:
+            context = TransportContext(
+                workspace=env.workspace,
+                diagnostic=self.diag,
+                pm=env.pm,
+                settings=env.settings,
+                options=env.pm.transports.options_for(server, env.converter),
+                launch=launch,
+                home=env.home,
+            )
+            transport = kind.opener(server, context)
+            self.set(State.CONNECTING)
+            async with transport as stream:
+                self.stream = stream
+                phase = Phase.INITIALIZE
+                self.set(State.INITIALIZING)
+                async with Session(
+                    stream,
+                    server=server.name,
+                    request_timeout=server.timeouts.requestSeconds,
+                    initialize_timeout=server.timeouts.initializeSeconds,
+                    capabilities=client_capabilities(env.pm, server),
+                    on_notification=self._on_notification,
+                    on_diagnostic=self.diag,
+                    request_handlers=request_handlers(env.pm, server, env.workspace, self.diag),
+                ) as session:
+                    self.session = session
+                    init = await open_session(
+                        session,
+                        server,
+                        env.eras,
+                        refetch_tools=self.refetch_tools,
+                        legacy_only=handshake_only(stream),
+                        diag=self.diag,
+                        prefetch=FIRST_PAGES,
+                    )
+                    phase = Phase.CATALOG
+                    self.set(State.LISTING)
+                    async with anyio.create_task_group() as tg:
+                        for kind_name in KINDS:
+                            if CAPABILITY[kind_name] in init.capabilities:
+                                await self._list(kind_name, required=(kind_name == "tools"))
+                        self._tg = tg
+                        self.subscriptions.request, self.subscriptions.start = session.request, tg.start_soon
+                        self.set(State.READY)
+                        was_ready = True
+                        self._connected.set()
+                        # a list_changed that came while we were listing: fetch that kind again now
+                        for kind_name in sorted(self._changed_early):
+                            self._list_changed(kind_name)
+                        self._changed_early.clear()
+                        self.start_expiry()  # catalogs with a caching hint: fetched again when it runs out
+                        await session.closed_event.wait()
+                        self._tg = None
+                        tg.cancel_scope.cancel()
+                    phase = Phase.TRANSPORT
+                    if self.stopping:
+                        return phase, None, was_ready
+                    return phase, session.close_error or session.close_reason or "connection closed", was_ready
+        except Exception as exc:  # a task group (the listing's, a transport's) wraps the cause: kept
+            return phase, (None if self.stopping else exc), was_ready
+        finally:
+            self.session = None
+            self.stream = None
+            self.subscriptions.reset()
+            self._connected = anyio.Event()  # the next session is a new one
+
+
+__all__ = ["Connection", "ServerEnv"]

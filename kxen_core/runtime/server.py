@@ -1,0 +1,220 @@
+"""One server's supervised life: gate, open, initialize, list, refresh, stop.
+
+A :class:`Server` runs as one task in the runtime's task group and holds its transport open until
+it is stopped or the connection ends, moving through the states of :mod:`kxen_core.runtime.states`. A
+process that runs is not a server that is ready: ``ready`` means initialized and listed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import attrs
+
+from kxen_core.errors import AuthRequired, KxenError, Unsupported
+from kxen_core.launch.resolve import Launch
+from kxen_core.protocol.catalog import Catalog, kinds_of
+from kxen_core.protocol.notices import ServerLog, Subscription, Subscriptions, UpdateCallback
+from kxen_core.protocol.progress import ProgressRoutes
+from kxen_core.protocol.session import Session
+from kxen_core.runtime.connection import Connection, ServerEnv
+from kxen_core.runtime.failures import failure_text, real_cause
+from kxen_core.runtime.reconnect import Backoff
+from kxen_core.runtime.server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
+from kxen_core.runtime.server_view import ServerView
+from kxen_core.runtime.states import SETTLED, Phase, State
+from kxen_core.transport import MessageStream
+
+if TYPE_CHECKING:
+    from kxen_core.config import ServerConfig
+    from kxen_core.runtime.admission import Admission
+
+log = logging.getLogger("kxen.server")
+
+MAX_DIAGNOSTICS = 200
+MAX_TIMELINE = 64
+STOP_WAIT_SECONDS = 10
+
+
+@attrs.define(eq=False)
+class Server(Connection, CatalogLists, ServerView):
+    """One configured server and, while it runs, its transport and session (its start and each
+    connection: :class:`kxen_core.runtime.connection.Connection`; its catalogs:
+    :class:`kxen_core.runtime.server_catalogs.CatalogLists`; its status:
+    :class:`kxen_core.runtime.server_view.ServerView`)."""
+
+    entry: ServerConfig  # the merged config entry this server was made from
+    admission: Admission  # the decision to start it (or why not)
+    env: ServerEnv | None = None
+    config: ServerConfig = attrs.field(init=False)  # what runs: the entry, or a user entry standing in
+    state: State = State.CONNECTING
+    phase: Phase | None = None
+    error: str | None = None
+    note: str | None = None  # e.g. why a user entry stands in for a project entry
+    auth: AuthRequired | None = None  # what the server wants, while it is needs_login
+    fingerprint: str | None = None  # of a project launch awaiting approval
+    launch: Launch | None = None  # what runs, for a local server (tool-call approvals are bound to it)
+    held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
+    session: Session | None = None
+    stream: MessageStream | None = None  # while the transport is up (for describe())
+    catalogs: dict[str, Catalog] = attrs.field(factory=dict)
+    tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    tool_names: dict[str, str] = attrs.field(factory=dict)  # tool -> its model-facing name
+    model_tools: dict[str, str] = attrs.field(factory=dict)  # model-facing name -> tool
+    diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
+    # lambdas: ``anyio.Event`` named here would load anyio's synchronization modules on import
+    settled: anyio.Event = attrs.field(factory=lambda: anyio.Event())
+    done: anyio.Event = attrs.field(factory=lambda: anyio.Event())
+    stopping: bool = False
+    close_reason: str | None = None  # why kxen stopped it ("stop requested", "reload"...)
+    _scope: anyio.CancelScope | None = None
+    _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
+    _refreshing: set[str] = attrs.field(factory=set)
+    _changed_early: set[str] = attrs.field(factory=set)
+    _expiring: dict[str, float] = attrs.field(factory=dict)  # catalog kind -> its caching hint (s)
+    _expiry_running: set[str] = attrs.field(factory=set)
+    _connected: anyio.Event = attrs.field(factory=lambda: anyio.Event())  # set while a session is ready
+    #: (monotonic time, state) of each state it entered, the first MAX_TIMELINE (kxen mcp doctor)
+    timeline: list[tuple[float, State]] = attrs.field(factory=lambda: [(time.monotonic(), State.CONNECTING)])
+    progress: ProgressRoutes = attrs.field(init=False)  # notifications/progress -> the call's callback
+    server_log: ServerLog = attrs.field(init=False)  # notifications/message, bounded
+    subscriptions: Subscriptions = attrs.field(init=False)  # notifications/resources/updated
+
+    def __attrs_post_init__(self) -> None:
+        self.config = self.admission.run or self.entry
+        self.progress = ProgressRoutes("kxen", self.diag)
+        self.server_log = ServerLog(self.config.name)
+        self.subscriptions = Subscriptions(self.diag)
+        self.note = self.admission.note
+        if self.admission.run is None:
+            self.set(self.admission.state, None, self.admission.error)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None:
+        self.state, self.phase, self.error = State(state), Phase(phase) if phase else None, error
+        if len(self.timeline) < MAX_TIMELINE:
+            self.timeline.append((time.monotonic(), self.state))
+        if self.state in SETTLED:
+            self.settled.set()
+
+    def diag(self, message: str) -> None:
+        self.diagnostics.append(message)
+
+    # --- life -----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Gate, open, initialize and list; then serve until stopped or the connection ends. A
+        remote server whose connection fails or ends, or whose session expires, connects again by
+        itself (:mod:`kxen_core.runtime.reconnect`); a local one stays failed until it is restarted. A
+        remote server that refused kxen's credentials waits in ``needs_login`` (phase ``auth``)."""
+        env = self.env
+        assert env is not None
+        server = self.config
+        phase = Phase.TRANSPORT
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                gated = await self._gate(env)
+                if gated is None:
+                    return
+                server, launch, kind = gated
+                backoff = Backoff()
+                while True:
+                    phase, failure, was_ready = await self._connect_once(server, launch, kind, env)
+                    if self.stopping or self.settle_auth(failure):
+                        return  # an auth failure waits for a sign-in or a restart: not retried
+                    reason = failure_text(failure) if isinstance(failure, BaseException) else failure
+                    delay = backoff.next(failure, was_ready) if server.is_remote else None
+                    if delay is None:
+                        self.set(State.FAILED, phase, backoff.gave_up(reason))
+                        return
+                    self.set(State.FAILED, phase, f"{reason}; {backoff.describe(delay)}")
+                    self.diag(f"reconnecting ({backoff.describe(delay)}) after: {reason}")
+                    await anyio.sleep(delay)
+        except Exception as exc:  # a kxen error, or a plugin bug: it must not take the runtime down
+            if not self.stopping and not self.settle_auth(exc):
+                self.set(State.FAILED, phase, failure_text(exc))
+            if not isinstance(real_cause(exc), KxenError):
+                log.debug("server %s failed", server.name, exc_info=True)
+        finally:
+            if self.stopping:
+                self.set(State.STOPPED)
+            elif self.state not in SETTLED:
+                self.set(State.FAILED, phase, "stopped unexpectedly")
+            self.done.set()
+            try:
+                env.pm.hook.kxen_transport_closed(
+                    server=server, reason=self.close_reason or self.error or self.state.value
+                )
+            except Exception as exc:  # an observer must not take the runtime down
+                self.diag(f"a kxen_transport_closed observer failed: {type(exc).__name__}: {exc}")
+
+    async def next_session(self, old: Session | None, timeout: float) -> Session | None:
+        """Wait (at most ``timeout`` s) for a session other than ``old`` to be ready, as after a
+        reconnection; None when there is none by then or the server failed for good or stopped."""
+        with anyio.move_on_after(timeout):
+            while not self.stopping:
+                session = self.session
+                if session is not None and session is not old and self.state == State.READY:
+                    return session
+                if self.done.is_set():
+                    return None
+                with anyio.move_on_after(0.5):  # a state change without an event (failed for good)
+                    await self._connected.wait()
+        return None
+
+    async def stop(self, reason: str) -> None:
+        """Stop: pending calls fail at once, the transport closes (bounded)."""
+        self.stopping = True
+        self.close_reason = reason
+        if self.session is not None:
+            await self.session.aclose(f"server {self.name!r} was stopped: {reason}")
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._scope is not None or self.session is not None:
+            with anyio.move_on_after(STOP_WAIT_SECONDS):
+                await self.done.wait()
+        if self.state != State.DISABLED:
+            self.set(State.STOPPED)
+
+    async def subscribe(self, uri: str, callback: UpdateCallback) -> Subscription:
+        """Subscribe to updates of ``uri`` (``resources/subscribe``, sent once per URI); raises
+        ``Unsupported`` unless the server declared ``resources.subscribe``."""
+        init = self.session.initialized if self.session is not None else None
+        resources = init.capabilities.get("resources") if init is not None else None
+        if not (isinstance(resources, dict) and resources.get("subscribe") is True):
+            raise Unsupported(f"server {self.name!r} does not offer resource subscriptions (resources.subscribe)")
+        return await self.subscriptions.add(uri, callback)
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        """The session reader's: O(1) per notification, never waits (see progress and notices)."""
+        if method == "notifications/progress":
+            self.progress.notify(params)
+        elif method == "notifications/message":
+            self.server_log.notify(params)
+        elif method == "notifications/resources/updated":
+            self.subscriptions.notify(params)
+        elif method.endswith("/list_changed"):
+            for kind in kinds_of(method.split("/")[1]):  # resources/list_changed: templates too
+                self._list_changed(kind)
+
+
+# the states are re-exported for hosts; failure_text, real_cause and LIST_CHANGED_DEBOUNCE stay importable here
+__all__ = [
+    "LIST_CHANGED_DEBOUNCE",
+    "Phase",
+    "SETTLED",
+    "Server",
+    "ServerEnv",
+    "State",
+    "failure_text",
+    "real_cause",
+]

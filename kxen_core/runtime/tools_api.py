@@ -1,0 +1,113 @@
+"""The Runtime's tool API and server lookups (mixed into :class:`kxen_core.Runtime`): the status of
+every server, the tools the model sees, a tool call on the host's path (:mod:`.calls`), catalog
+refreshes and resource subscriptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from kxen_core.errors import UnknownTool
+from kxen_core.runtime.states import State
+
+if TYPE_CHECKING:
+    from kxen_core.protocol.catalog import Catalog
+    from kxen_core.protocol.notices import Subscription, UpdateCallback
+    from kxen_core.protocol.progress import ProgressCallback
+    from kxen_core.runtime.kxen_tools import AgentHost
+    from kxen_core.runtime.server import Server
+
+
+class ToolsHost:
+    """Mixed into :class:`kxen_core.Runtime`. The attributes below are the runtime's."""
+
+    if TYPE_CHECKING:
+        servers: dict[str, Server]
+        _call_tool: Any
+        _tool_policy: Any
+
+    def status(self) -> list[dict[str, Any]]:
+        return [server.snapshot() for server in self.servers.values()]
+
+    def tools(self, server: str | None = None) -> list[dict[str, Any]]:
+        """The tools the model sees: each ready server's, as the server listed it (``title``,
+        ``annotations``, ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as
+        sent) plus ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
+        :mod:`kxen_core.agent.tool_names`; ``name`` stays the server's own); then, without ``server``,
+        kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`)."""
+        out = []
+        for s in self.servers.values():
+            name = s.name
+            if (server is not None and name != server) or s.state != State.READY:
+                continue
+            notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
+            model_names = s.tool_names  # the server's name map (provider-safe, see tool_names)
+            for tool, t in s.tools_by_name.items():  # keyed by each tool's "name"
+                entry = t.copy()  # a new dict per tool (the host may change it); copied, then 2 keys set
+                entry["server"], entry["qualifiedName"] = name, model_names[tool]
+                if notes and tool in notes:
+                    entry["notes"] = notes[tool]  # what catalog plugins annotated
+                out.append(entry)
+        if server is not None:
+            return out
+        from kxen_core.runtime import kxen_tools
+
+        return out + kxen_tools.available(cast("AgentHost", self))  # the Runtime it is mixed into is one
+
+    def _server(self, name: str) -> Server:
+        server = self.servers.get(name)
+        if server is None:
+            raise UnknownTool(f"no server named {name[:40]!r}")
+        return server
+
+    def _ready(self, name: str) -> Server:
+        server = self._server(name)
+        if server.state != State.READY or server.session is None:
+            raise server.not_ready()
+        return server
+
+    async def refresh(self, server: str, kind: str = "tools") -> Catalog:
+        """Fetch one catalog (``tools``, ``resources`` or ``prompts``) of a ready server again and
+        return it; what the agent sees changes at once. Raises ``ServerNotReady`` when the server
+        is not ready, ``KeyError`` for an unknown kind, and what the listing raises."""
+        target = self._ready(server)
+        return await target.refresh(kind)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """Call a tool by its model-facing name (``qualifiedName`` of :meth:`tools`), or by
+        ``server=`` and the tool's own name; return the server's result as it is (for the host;
+        :meth:`agent_call` is the agent's view).
+
+        Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
+        kxen's own tools (:mod:`.kxen_tools`) return their agent view as a tool result.
+        With ``on_progress`` (a function or coroutine function of a :class:`kxen_core.protocol.progress.Progress`)
+        the call asks for progress and gets the server's updates, the latest first, until the result
+        is in. A ``structuredContent`` that breaks the tool's ``outputSchema`` gives an ``isError`` result.
+        When a remote server has forgotten the session (the request was not processed), the call
+        waits for the new session the server opens at once and is sent again, once (see
+        :mod:`kxen_core.runtime.calls`).
+        """
+        return await self._call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+
+    async def tool_policy(self, server: str, tool: str) -> tuple[str, list[str]]:
+        """``(allow|ask|deny, reasons)`` of the policy votes for ``tool`` of ``server`` called with no
+        arguments (a vote on the arguments may still differ for a real call)."""
+        return await self._tool_policy(self, server, tool)
+
+    async def subscribe(self, server: str, uri: str, callback: UpdateCallback) -> Subscription:
+        """Call ``callback(uri)`` whenever ``server`` says ``uri`` (or a URI below it) was updated,
+        until the subscription is closed (``aclose()``, ``async with``) or the server stops. Raises
+        ``Unsupported`` unless it declared ``resources.subscribe``, and what the request raises."""
+        return await self._ready(server).subscribe(uri, callback)
+
+
+__all__ = ["ToolsHost"]

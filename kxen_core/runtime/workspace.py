@@ -1,0 +1,210 @@
+"""The Runtime: one workspace's servers, their states, and the calls the agent makes.
+
+::
+
+    async with Runtime(home=..., workspace=...) as rt:
+        await rt.wait_ready()
+        print(rt.status())
+        result = await rt.call_tool("demo__echo", {"text": "hi"})
+
+The runtime loads the config (fail closed), decides which servers may start (:mod:`.admission`),
+runs each in its own task (:mod:`.server`), asks approvals through one
+:class:`kxen_core.policy.approvals.Approvals`,
+and routes the agent's calls through the policy votes. States: see :class:`.states.State`.
+
+This module holds the runtime's life (enter, load, reload, restart, close); its API is mixed in
+from one module per job: tools and calls (:mod:`.tools_api`), resources and prompts
+(:mod:`.contents_api`), settings actions (:mod:`.settings_api`) and sign-ins (:mod:`.login_api`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+import attrs
+
+from kxen_core.plugins.manager import KxenPluginManager, make_plugin_manager
+from kxen_core.runtime.contents_api import ContentsHost
+from kxen_core.runtime.login_api import LoginHost
+from kxen_core.runtime.settings_api import SettingsHost
+from kxen_core.runtime.states import State
+from kxen_core.runtime.tools_api import ToolsHost
+
+if TYPE_CHECKING:
+    # what a Runtime uses loads when it is made or used, not with this module (docs/performance.md)
+    from pathlib import Path
+
+    import anyio.abc
+
+    from kxen_core.config import Config
+    from kxen_core.runtime.server import Server
+
+
+class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
+    """Servers of one workspace. An async context manager; nothing starts before entering it.
+    Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
+    (:mod:`.logins`)."""
+
+    def __init__(
+        self,
+        *,
+        home: Path | str | None = None,
+        workspace: Path | str | None = None,
+        pm: KxenPluginManager | None = None,
+        role: str | None = None,
+        only: set[str] | None = None,
+        approve: Iterable[str] = (),
+    ) -> None:
+        from pathlib import Path
+
+        from kxen_core.config.converter import shared_converter
+        from kxen_core.config.paths import resolved
+        from kxen_core.policy.allow_rules import always_writer  # "always": allow in the user's toolPolicies
+        from kxen_core.policy.approvals import Approvals
+        from kxen_core.policy.votes import PreparedVotes
+        from kxen_core.protocol.era import EraMemory
+        from kxen_core.runtime import calls
+
+        self.home = Path(home) if home is not None else None
+        self.workspace = resolved(workspace if workspace is not None else Path.cwd())
+        self.pm = pm if pm is not None else make_plugin_manager()
+        self.role = role
+        self.only = only  # start only these servers (e.g. for one call); None = all
+        self.approvals = Approvals(self.pm, approve)
+        self.approvals.allow_always = always_writer(self)
+        self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
+        self.config: Config | None = None
+        self.servers: dict[str, Server] = {}
+        self._converter = shared_converter()
+        self._eras = EraMemory()  # each remote endpoint's protocol era, found once for the runtime's life
+        # the call path, held here: an import statement in call_tool would run on every call
+        self._call_tool, self._tool_policy = calls.call_tool, calls.tool_policy
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Runtime:
+        config = self.load()  # raises ConfigError before anything starts
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._apply(config)
+        # one turn of the loop before the host goes on: the servers' tasks run up to their spawn
+        # first (never cancelled here: the task group is open and __aexit__ would not run)
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        with anyio.CancelScope(shield=True):
+            for server in list(self.servers.values()):
+                await server.stop("the runtime is closing")
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+        return None
+
+    def load(self) -> Config:
+        """Read and check the config files (kinds and options against the installed plugins), and
+        keep the result as ``self.config`` when nothing is running yet. Raises ``ConfigError``."""
+        from kxen_core.config import load_config
+
+        config = load_config(self.home, self.workspace, pm=self.pm, canonical=True)
+        if self.config is None:
+            self.config = config
+        return config
+
+    async def reload(self) -> None:
+        """Load the config again. On a bad config raise ``ConfigError`` and change nothing.
+
+        A rejected project file is rejected whole, and the running runtime is kept: the project
+        entries in force before stay (admitted again under the new settings: untrusting the
+        workspace or turning remote off still stops them), and ``problems`` says why the file was
+        not applied. The user's changes apply."""
+        await self._replace(self._keep_project(self.load()))
+
+    def _keep_project(self, config: Config) -> Config:
+        """``config`` with the project entries of the running config when its project file was rejected."""
+        if not config.project_problems or self.config is None:
+            return config
+        kept = {n: s for n, s in self.config.servers.items() if s.scope == "project"}
+        if not kept:
+            return config
+        return attrs.evolve(config, servers={**config.servers, **kept})
+
+    async def _replace(self, config: Config) -> None:
+        """Apply a new config: servers whose entry and admission are unchanged keep running; the
+        rest are stopped (their pending calls fail at once) and started again from the new config."""
+        from kxen_core.runtime.admission import admit, why_replaced
+
+        keep = {
+            n: s
+            for n, s in self.servers.items()
+            if config.servers.get(n) == s.entry
+            and admit(config, s.entry) == s.admission
+            # a held launch depends on workspace trust: started again when trust changed
+            and not (s.held and s.env is not None and s.env.trusted != config.trusted)
+            and not (s.state in (State.FAILED, State.NEEDS_LOGIN) and s.done.is_set())  # a reload retries it
+        }
+        for name, server in self.servers.items():
+            if name not in keep:
+                await server.stop(why_replaced(config, name))
+        self.servers = dict(keep)
+        self._apply(config, skip=set(keep))
+
+    def _apply(self, config: Config, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        from kxen_core.runtime.admission import admit, user_fallback
+        from kxen_core.runtime.server import Server, ServerEnv
+
+        self.config = config
+        env = ServerEnv(
+            pm=self.pm,
+            workspace=self.workspace,
+            approvals=self.approvals,
+            settings=config.settings,
+            converter=self._converter,
+            fallback=lambda name: user_fallback(config, name),
+            trusted=config.trusted,
+            home=config.home,
+            eras=self._eras,
+        )
+        for name, entry in config.servers.items():
+            if name in skip:
+                self.servers[name].env = env  # kept running: it sees the new settings from now on
+                continue
+            if self.only is not None and name not in self.only:
+                continue
+            server = self.servers[name] = Server(entry=entry, admission=admit(config, entry), env=env)
+            if server.admission.run is not None:
+                assert self._tg is not None
+                self._tg.start_soon(server.run, name=f"kxen-server-{name}")
+
+    async def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every server has settled (ready, failed, disabled, ...); False on timeout."""
+        with anyio.move_on_after(timeout) as scope:
+            for server in list(self.servers.values()):
+                await server.settled.wait()
+        return not scope.cancelled_caught
+
+    async def stop_server(self, name: str) -> None:
+        await self._server(name).stop("stop requested")
+
+    async def restart(self, name: str) -> None:
+        """Stop server ``name`` (its waiting calls fail at once with the reason, its process group
+        is ended) and start it again from the current config, through the same gates (trust, the
+        remote switch, approvals). Returns once the new start has begun; :meth:`wait_ready` waits."""
+        old = self._server(name)
+        await old.stop("restarting")
+        if self.config is None or self._tg is None or name not in self.config.servers:
+            return
+        from kxen_core.runtime.admission import admit
+        from kxen_core.runtime.server import Server
+
+        entry = self.config.servers[name]
+        server = self.servers[name] = Server(entry=entry, admission=admit(self.config, entry), env=old.env)
+        if server.admission.run is not None:
+            self._tg.start_soon(server.run, name=f"kxen-server-{name}")
+
+
+__all__ = ["Runtime"]
