@@ -153,7 +153,7 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
         names = zf.namelist()
     assert "kxen_core/cli/command.py" in names and "kxen_core/config/trust.py" in names
     assert not [n for n in names if not n.startswith(("kxen_core/", "kxen-"))], names
-    assert "kxen = kxen_core.cli.command:main" in _dist_info(wheels["kxen"], "entry_points.txt").splitlines()
+    assert "kxen = kxen_core.cli:main" in _dist_info(wheels["kxen"], "entry_points.txt").splitlines()
 
     assert set(_requires(wheels["kxen"])) == CORE_DEPENDENCIES
     assert set(_metadata(wheels["kxen"]).get_all("Provides-Extra")) == {
