@@ -139,3 +139,21 @@ async def test_an_sdk_server_imports_its_sibling_module(kxen_home, workspace, tm
         with anyio.fail_after(20):
             result = await rt.call_tool("sky", {"city": "Oslo"}, server="w")
     assert result["isError"] is False and result["content"][0]["text"] == "clear", result
+
+
+@pytest.mark.peer
+@pytest.mark.anyio
+async def test_server_everything_sees_exactly_the_allowlist_plus_the_entrys_env(kxen_home, workspace, monkeypatch):
+    """The real-peer twin of the env probe: server-everything's ``get-env`` returns ``process.env``."""
+    from test_stdio_peers import _everything_or_skip
+
+    node, *args = _everything_or_skip()
+    monkeypatch.setenv("SECRET_X", "must-not-leak")
+    configured = {"WEATHER_UNITS": "metric"}
+    entry = {"command": node, "args": args, "env": configured, "defaultToolPolicy": "allow"}
+    async with running(kxen_home, workspace, servers={"ev": entry}, allow=STDIO, wait=30) as rt:
+        with anyio.fail_after(20):
+            result = await rt.call_tool("get-env", server="ev")
+    env = json.loads(result["content"][0]["text"])
+    assert set(env) == {k for k in ENV_PASSTHROUGH if k in os.environ} | set(configured), env.keys()
+    assert env["WEATHER_UNITS"] == "metric" and "PYTHONSAFEPATH" not in env
