@@ -230,15 +230,20 @@ def declared(fake: FakeServer) -> dict[str, Any]:
     return next(m for m in fake.received if m.get("method") == "initialize")["params"]["capabilities"]
 
 
-async def test_without_a_handler_nothing_is_declared_and_requests_are_declined(kxen_home, fakes, tmp_path):
+async def test_without_a_handler_nothing_is_declared_and_requests_get_method_not_found(kxen_home, fakes, tmp_path):
+    """A request for a capability kxen did not declare is not a declined one: it gets JSON-RPC's
+    -32601 "Method not found", never a result, never a code outside JSON-RPC's."""
     fake = fakes.add("f", tools={"t": lambda a: text_result("x")})
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
         assert declared(fake) == {"roots": {"listChanged": False}}
         sampling = await ask(fake, "a", "sampling/createMessage", SAMPLE)
         elicitation = await ask(fake, "b", "elicitation/create", ELICIT)
+        roots = await ask(fake, "c", "roots/list", {})
         assert rt.status()[0]["state"] == "ready"
-    assert sampling["error"]["code"] == -1 and "declined" in sampling["error"]["message"]
-    assert elicitation["result"] == {"action": "decline"}
+    for reply, method in ((sampling, "sampling/createMessage"), (elicitation, "elicitation/create")):
+        assert "result" not in reply, reply
+        assert reply["error"] == {"code": -32601, "message": f"Method not found: {method}"}
+    assert roots["result"] == {"roots": [{"uri": tmp_path.as_uri(), "name": tmp_path.name}]}  # declared: served
 
 
 async def test_handlers_answer_and_only_their_capabilities_are_declared(kxen_home, fakes, tmp_path):
@@ -261,7 +266,7 @@ async def test_handlers_answer_and_only_their_capabilities_are_declared(kxen_hom
     async with running(kxen_home, tmp_path, only, servers={"r": mem("g")}):
         assert declared(fake2) == {"roots": {"listChanged": False}, "elicitation": {"form": {}}}
         assert (await ask(fake2, 1, "elicitation/create", ELICIT))["result"] == {"action": "cancel"}
-        assert (await ask(fake2, 2, "sampling/createMessage", SAMPLE))["error"]["code"] == -1
+        assert (await ask(fake2, 2, "sampling/createMessage", SAMPLE))["error"]["code"] == -32601  # not declared
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,9 @@ Usage: ``python sdk_server.py MODE [PORT] [--bad-tools]`` with MODE one of
 
 HTTP modes bind 127.0.0.1 only. Tools: ``add``, ``echo``, ``boom`` (raises), ``slow`` (sleeps),
 ``poll`` (closes its answer stream, then answers: the client must resume), ``roots`` (asks the
-client for its roots and returns what it got, with the capabilities the client declared).
+client for its roots and returns what it got, with the capabilities the client declared),
+``ask_client`` (sends the client a sampling or an elicitation request, declared or not, and returns
+the result or the JSON-RPC error).
 ``--bad-tools`` adds ``bad.name`` (a dot: MCP allows it, model providers do not, so kxen keeps it
 under a provider-safe name) and tools the catalog must reject: ``has space`` (outside MCP's name
 rule), ``remote_ref`` (an input schema with a ``$ref`` to another document) and ``wordy`` (a
@@ -26,8 +28,10 @@ from itertools import count
 from typing import Any
 
 import anyio
+from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.shared.exceptions import MCPError
 
 mcp = MCPServer("kxen-sdk-peer")
 
@@ -79,6 +83,24 @@ async def roots(ctx: Context) -> str:
     except Exception as exc:  # report it: the test decides what it means
         got, error = None, f"{type(exc).__name__}: {exc}"
     return json.dumps({"capabilities": declared, "roots": got, "error": error})
+
+
+@mcp.tool()
+async def ask_client(method: str, ctx: Context) -> str:
+    """Send the client ``sampling/createMessage`` or ``elicitation/create`` whatever it declared;
+    answer with the result or the JSON-RPC error that came back."""
+    result: Any = None
+    error = None
+    try:
+        if method == "sampling":
+            message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+            got: Any = await ctx.session.create_message([message], max_tokens=5)
+        else:
+            got = await ctx.session.elicit_form("your name?", {"type": "object", "properties": {}})
+        result = got.model_dump(by_alias=True, mode="json", exclude_none=True)
+    except MCPError as exc:
+        error = {"code": exc.code, "message": exc.message}
+    return json.dumps({"result": result, "error": error})
 
 
 def add_bad_tools() -> None:
