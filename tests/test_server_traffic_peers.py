@@ -309,7 +309,9 @@ async def outcome(rt: Any, name: str, args: dict[str, Any]) -> str:
             return f"RemoteError: {exc}"
 
 
-async def test_everything_old_tools_progress_and_declines(kxen_home, tmp_path, everything_old):
+async def test_everything_old_tools_progress_and_undeclared_sampling(kxen_home, tmp_path, everything_old):
+    """Its ``sampleLLM`` sends ``sampling/createMessage`` whatever the client declared: without a
+    sampling hook kxen declared none, so the request gets -32601, not a decline."""
     raw = raw_tools([everything_old["command"], *everything_old["args"]], PLAIN_CAPS)
     seen: list[Progress] = []
     async with running(kxen_home, tmp_path, servers={"old": everything_old}, allow=STDIO, wait=WAIT) as rt:
@@ -321,8 +323,8 @@ async def test_everything_old_tools_progress_and_declines(kxen_home, tmp_path, e
             structured = await rt.call_tool("old__structuredContent", {"location": "Paris"})
             await rt.call_tool("old__longRunningOperation", {"duration": 1, "steps": 3}, on_progress=seen.append)
         assert not structured.get("isError") and structured["structuredContent"], structured
-        declined = await outcome(rt, "old__sampleLLM", {"prompt": "hi", "maxTokens": 5})
-    assert "declined" in declined, declined
+        refused = await outcome(rt, "old__sampleLLM", {"prompt": "hi", "maxTokens": 5})
+    assert "-32601" in refused and "Method not found: sampling/createMessage" in refused, refused
     assert seen and seen[-1].progress == 3
 
 
