@@ -286,3 +286,27 @@ async def test_a_passing_broken_or_raising_handler_is_a_decline(kxen_home, fakes
         assert (await ask(fake, "a", "sampling/createMessage", SAMPLE))["error"]["code"] == -1
         assert (await ask(fake, "b", "elicitation/create", ELICIT))["result"] == {"action": "decline"}
         assert rt.status()[0]["state"] == "ready"
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+@pytest.mark.parametrize(
+    "answers",
+    [{}, {"sampling": ANSWER}, {"elicitation": {"action": "cancel"}}, {"sampling": None, "elicitation": None}],
+    ids=["none", "sampling", "elicitation", "both"],
+)
+def test_a_server_request_is_served_exactly_when_its_capability_is_declared(remote, answers, tmp_path):
+    """Whatever the host's hooks and the server's scope: kxen serves roots, sampling and elicitation
+    requests exactly when it declares their capability; the others get -32601 from serving."""
+    from kxen_core.config.models import ServerConfig
+    from kxen_core.plugins.manager import make_plugin_manager
+    from kxen_core.protocol.client_requests import NEEDS, client_capabilities, request_handlers
+
+    pm = make_plugin_manager(load_entrypoints=False)
+    pm.register(Answers(**answers))
+    server = ServerConfig(name="s", **({"url": "http://127.0.0.1:9/mcp"} if remote else {"command": "x"}))
+    declared = client_capabilities(pm, server)
+    served = request_handlers(pm, server, tmp_path, lambda text: None)
+    assert set(served) == {method for method, capability in NEEDS.items() if capability in declared}
+    assert ("roots/list" in served) is not remote  # a remote server never learns the workspace
+    assert ("sampling/createMessage" in served) is ("sampling" in answers)
+    assert ("elicitation/create" in served) is ("elicitation" in answers)
