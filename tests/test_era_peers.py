@@ -186,7 +186,7 @@ async def test_a_remote_endpoint_is_probed_once_per_runtime(kxen_home, ws):
 @pytest.mark.parametrize("mode", ["stateless", "json"])
 async def test_sdk_mirrored_headers_are_checked_by_the_server_and_bounded_by_kxen(kxen_home, ws, peers, mode):
     """The SDK server's ``tag`` mirrors ``region`` into ``Mcp-Param-Region`` and checks it against
-    the body (the scripted twin: plugins/transport_http/tests/test_http_modern.py). A region the
+    the body (the scripted twin: plugins/transport_http/tests/test_http_header_bounds.py). A region the
     header can carry is mirrored and accepted; 120,000 characters is over kxen's bound: the call
     fails before it is sent (the server would have answered 431) with the header, the size and the
     option named, and the server stays ready."""
