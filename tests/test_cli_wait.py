@@ -47,3 +47,20 @@ async def test_the_wait_ends_at_its_bound_and_when_all_settled(kxen_home, ws, tt
             await rt.stop_server("mute")
             assert await cli_wait.wait_visibly(rt, 5, tty=tty) is True
             assert cli_wait.loading(rt) == []
+
+
+def test_a_silent_server_fails_after_its_one_budget_and_says_so(kxen_home, ws, capsys):
+    """A real process that never answers: the era probe and initialize share ``initializeSeconds``
+    (the virtual-clock twin that checks the elapsed time exactly: tests/session/test_start_budget.py),
+    and ``kxen mcp status`` names that budget, not initialize's share of it."""
+    entry = {"command": SILENT[0], "args": SILENT[1:], "timeouts": {"initializeSeconds": 1}}
+    kxen_home.write_servers({"mute": entry})
+    code = cli.main(["--home", str(kxen_home.path), "--workspace", str(ws), "mcp", "status", "--json", "--wait", "30"])
+    out, _ = capsys.readouterr()
+    row = json.loads(out)["servers"][0]
+    assert (row["state"], row["phase"]) == ("failed", "initialize"), row
+    assert (
+        "server/discover, then initialize: no reply from server 'mute' within 1 s "
+        "(the start's one budget, timeouts.initializeSeconds)" in row["error"]
+    ), row["error"]
+    assert code != 0
