@@ -74,7 +74,7 @@ def test_login_no_browser_prints_the_url_waits_and_the_server_goes_ready(
     assert "To sign in to r, open this URL in a browser:" in out
     assert "https://auth.example/authorize?client_id=kxen&state=s1&x=" in out and "\x1b" not in out  # escaped
     assert "kxen: still waiting for the sign-in to r" in err
-    assert "signed in to r" in out and "r is ready: 6 tool(s)" in out, out
+    assert "signed in to r" in out and "r is ready: 7 tool(s)" in out, out
     assert opened == []
     assert sign_in.flows[0].request.open_browser is False and sign_in.flows[0].closed == 1
     assert_no_token("the output", out + err)
