@@ -24,6 +24,7 @@ from kxen_core.agent.tool_names import server_of
 from kxen_core.errors import ApprovalDenied, InvalidArguments, KxenError, PolicyDenied, UnknownTool
 from kxen_core.protocol.catalog import CAPABILITY
 from kxen_core.runtime import contents
+from kxen_core.safe_text import Secrets
 
 
 class AgentHost(contents.Host, Protocol):
@@ -31,6 +32,9 @@ class AgentHost(contents.Host, Protocol):
 
     @property
     def output_limit(self) -> int: ...
+
+    @property
+    def secrets(self) -> Secrets: ...
 
     async def call_tool(
         self,
@@ -169,7 +173,15 @@ async def call(rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, li
 async def agent_call(
     rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, *, server: str | None, timeout: float | None
 ) -> AgentOutput:
-    """What the agent gets for calling ``name``: a result or an error text, within the bound."""
+    """What the agent gets for calling ``name``: a result or an error text, within the bound, with
+    every value kxen holds as secret (``rt.secrets``) scrubbed from it."""
+    out = await _agent_call(rt, name, arguments, server=server, timeout=timeout)
+    return agent_output.scrubbed(out, rt.secrets)
+
+
+async def _agent_call(
+    rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, *, server: str | None, timeout: float | None
+) -> AgentOutput:
     limit = rt.output_limit
     try:
         if server is None and name in TOOLS:

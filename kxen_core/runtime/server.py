@@ -88,7 +88,7 @@ class Server(Connection, CatalogLists, ServerView):
     def __attrs_post_init__(self) -> None:
         self.config = self.admission.run or self.entry
         self.progress = ProgressRoutes("kxen", self.diag)
-        self.server_log = ServerLog(self.config.name)
+        self.server_log = ServerLog(self.config.name, lambda: self.env.secrets if self.env is not None else None)
         self.subscriptions = Subscriptions(self.diag)
         self.note = self.admission.note
         if self.admission.run is None:
