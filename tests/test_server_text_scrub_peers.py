@@ -1,0 +1,101 @@
+"""Real-peer twins of tests/test_server_text_scrub.py: servers nobody on this project wrote echo what
+kxen holds as secret, and neither the agent nor a terminal gets it.
+
+* server-everything (npm) over stdio: ``get-env`` answers with the child's environment (a value a
+  ``${VAR}`` supplied, a sensitive env value), ``echo`` with the message it was given (terminal
+  escapes around a secret);
+* the OAuth peer (tests/peers/auth_peer.py ``--leaky``, the official SDK's authorization server and a
+  protected MCP server): after a real sign-in through kxen-oauth, ``leak`` answers and ``leak_error``
+  fails with the caller's access token and every refresh token of its client.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+import anyio
+import pytest
+from kxen_testing import running
+from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, stored
+from remote_support import remote, status_of
+
+pytestmark = pytest.mark.anyio
+
+VAR_SECRET = "expanded-var-secret-4242"
+ENV_SECRET = "env-pa55word-value-31"
+ATTACK = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H\u202e"
+WAIT = 60
+
+
+@pytest.fixture
+def everything(everything_js: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH")
+    monkeypatch.setenv("KXEN_TEST_VAR_SECRET", VAR_SECRET)
+    return {
+        "command": node,
+        "args": [everything_js, "stdio"],
+        "env": {"API_TOKEN": "${KXEN_TEST_VAR_SECRET}", "SERVICE_PASSWORD": ENV_SECRET},
+        "defaultToolPolicy": "allow",
+        "timeouts": {"requestSeconds": 30},
+    }
+
+
+async def test_server_everything_echoing_secrets_to_the_agent(kxen_home, tmp_path, everything):
+    async with running(kxen_home, tmp_path, servers={"ev": everything}, allow=("stdio",), wait=WAIT) as rt:
+        out = await rt.agent_call("ev__get-env", {})
+        assert not out.is_error, out.text
+        env = json.loads(out.text)
+        # the child got both values; the agent sees neither
+        assert (env["API_TOKEN"], env["SERVICE_PASSWORD"]) == ("***", "***"), out.text
+        out = await rt.agent_call("ev__echo", {"message": f"{ATTACK} {VAR_SECRET} {ENV_SECRET}"})
+        assert VAR_SECRET not in out.text and ENV_SECRET not in out.text and "*** ***" in out.text, out.text
+
+
+def test_server_everything_echo_on_the_terminal(kx, kxen_home, monkeypatch, everything):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
+    kxen_home.write_servers({"ev": everything})
+    message = json.dumps({"message": f"{ATTACK} {VAR_SECRET} {ENV_SECRET}"})
+    for extra in ((), ("--json",)):
+        code, out, err = kx("mcp", "call", "ev", "echo", "--args", message, *extra, "--wait", str(WAIT))
+        assert code == 0, err
+        for raw in ("\x1b", "\x07", "\u202e"):
+            assert raw not in out + err, (out, err)
+        assert VAR_SECRET not in out + err and ENV_SECRET not in out + err, (out, err)
+        assert "*** ***" in out
+
+
+def stored_tokens() -> list[str]:
+    doc = stored()
+    values = [t.get(k) for t in doc.get("tokens", []) for k in ("accessToken", "refreshToken")]
+    return [v for v in values if isinstance(v, str) and len(v) >= 8]
+
+
+async def test_oauth_tokens_a_server_echoes_never_reach_the_agent(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer, "--leaky")
+    kxen_home.write_settings(SETTINGS)
+    async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        started = await rt.login_start("r")
+        with anyio.fail_after(30):
+            await Follower().follow(started.url)  # the person, in a browser
+            while rt.login_poll(started.flow_id).state == "pending":
+                await anyio.sleep(0.02)
+            assert await rt.wait_ready(30)
+        assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r")
+        tokens = stored_tokens()
+        assert len(tokens) == 2, "an access and a refresh token are stored"
+        raw = await rt.call_tool("r__leak", {})  # the host's own view: what the server sent
+        assert all(t in raw["content"][0]["text"] for t in tokens), "the peer echoes both tokens"
+        texts = []
+        for name in ("r__leak", "r__leak_error"):
+            out = await rt.agent_call(name, {})
+            texts.append(out.text)
+            for token in tokens:
+                assert token not in out.text, f"{name}: a stored token reached the agent: {out.text}"
+        assert texts[0] == "access=*** refresh=***", texts[0]
+        assert "access=*** refresh=***" in texts[1], texts[1]
+        shown = json.dumps(rt.status())
+        assert not any(t in shown for t in tokens)
