@@ -321,9 +321,12 @@ def render_error(message: str, *, limit: int = DEFAULT_OUTPUT_CHARS) -> AgentOut
 
 
 def error_output(exc: BaseException, *, limit: int = DEFAULT_OUTPUT_CHARS) -> AgentOutput:
-    """A kxen error as the agent gets it: ``Type: message``, within the bound; an ``AuthRequired``
-    also names what a person does about it (``next: kxen mcp login NAME``), which the agent can relay."""
-    text = f"{type(exc).__name__}: {exc}"
+    """A kxen error as the agent gets it: ``Type: message``, within the bound -- the error's short
+    ``for_agent`` reason where it has one (a denial: no host path, fingerprint or command line for
+    the model; the person's next step stays in the message, for the CLI and the host); an
+    ``AuthRequired`` also names what a person does about it (``next: kxen mcp login NAME``), which
+    the agent can relay."""
+    text = f"{type(exc).__name__}: {getattr(exc, 'for_agent', None) or exc}"
     if isinstance(exc, AuthRequired) and exc.next_step:
         text += f" (next: {exc.next_step})"
     return render_error(text, limit=limit)

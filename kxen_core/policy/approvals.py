@@ -185,7 +185,9 @@ async def authorize(
     pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals, *, prepared: PreparedVotes | None = None
 ) -> None:
     """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
-    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out.
+    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out. The error
+    message names the votes and the next step (:func:`how_to_allow`); its ``for_agent`` is the short,
+    path-free reason the model gets ("denied by policy", "needs the user's approval").
 
     With ``prepared`` (the same ``pm``'s), the votes that cannot change between calls of the tool
     are counted once (:mod:`kxen_core.policy.votes`); the votes and the decision are the same."""
@@ -198,7 +200,7 @@ async def authorize(
     label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
     if decision == "deny":
         reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
-        raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
+        raise PolicyDenied(f"{label} denied by policy ({reasons})", why, for_agent=f"{label} denied by policy")
     if decision == "ask":
         fp = call_fingerprint(call)
         where = _where(call.server, call.launch)
@@ -215,7 +217,10 @@ async def authorize(
         )
         answer = await approvals.ask(request)
         if not answer.approved:
-            raise ApprovalDenied(f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}")
+            raise ApprovalDenied(
+                f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}",
+                for_agent=f"{label} was not run: it needs the user's approval",
+            )
 
 
 def how_to_allow(call: ToolCall, fp: str) -> str:

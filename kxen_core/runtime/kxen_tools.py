@@ -214,7 +214,7 @@ async def _list(rt: AgentHost, kind: str, args: dict[str, Any], limit: int) -> A
         try:  # what the policy denies for a server is not listed
             await contents.authorize_method(rt, target, _LIST_METHOD[kind], {})
         except (PolicyDenied, ApprovalDenied) as exc:
-            skipped[target.name] = str(exc)[:300]
+            skipped[target.name] = (exc.for_agent or str(exc))[:300]
             continue
         items.extend(contents.pairs([target], kind))
     shown: list[dict[str, Any]] = []
