@@ -67,6 +67,7 @@ class Connection:
         session: Session | None
         stream: MessageStream | None
         launch: Launch | None
+        awaiting_launch: Launch | None
         held: bool
         fingerprint: str | None
         stopping: bool
