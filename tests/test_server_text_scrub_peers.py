@@ -99,3 +99,41 @@ async def test_oauth_tokens_a_server_echoes_never_reach_the_agent(kxen_home, ws,
         assert "access=*** refresh=***" in texts[1], texts[1]
         shown = json.dumps(rt.status())
         assert not any(t in shown for t in tokens)
+
+
+def test_sdk_server_log_message_on_the_terminal(kxen_home, tmp_path, monkeypatch):
+    """The official Python SDK server sends a log message (warning) with what it was given: the
+    ``kxen`` command, as a process of its own, prints it escaped and with the secret scrubbed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")
+    sdk = Path(__file__).resolve().parent / "peers" / "sdk_server.py"
+    entry = {
+        "command": sys.executable,
+        "args": [str(sdk), "stdio", "--log-tools"],
+        "env": {"API_TOKEN": "${KXEN_TEST_VAR_SECRET}"},
+        "defaultToolPolicy": "allow",
+        "protocolEra": "legacy",  # logging is deprecated in the 2026-07-28 revision: the SDK sends none there
+    }
+    kxen_home.write_servers({"s": entry})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {**os.environ, "KXEN_TEST_VAR_SECRET": VAR_SECRET}
+    env.pop("KXEN_LOAD_PLUGINS", None)
+    argv = [sys.executable, "-m", "kxen_core.cli", "--home", str(kxen_home.path), "--workspace", str(ws)]
+    text = json.dumps({"text": f"{ATTACK} {VAR_SECRET}"})
+    proc = subprocess.run(
+        [*argv, "mcp", "call", "s", "shout", "--args", text, "--wait", str(WAIT)],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, (out, err)
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in out + err, (out, err)
+    assert VAR_SECRET not in out + err, (out, err)
+    assert "\\x1b]52;c;" in err and "***" in err, err  # the log line was printed, escaped and scrubbed

@@ -1,6 +1,6 @@
 """An MCP server on the official Python SDK (PyPI ``mcp``), run as a subprocess by the peer tests.
 
-Usage: ``python sdk_server.py MODE [PORT] [--bad-tools]`` with MODE one of
+Usage: ``python sdk_server.py MODE [PORT] [--bad-tools] [--log-tools]`` with MODE one of
 
 * ``stdio``;
 * ``stateful``, ``json`` (``json_response=True``), ``stateless`` (``stateless_http=True``),
@@ -14,7 +14,8 @@ client for its roots and returns what it got, with the capabilities the client d
 ``--bad-tools`` adds ``bad.name`` (a dot: MCP allows it, model providers do not, so kxen keeps it
 under a provider-safe name) and tools the catalog must reject: ``has space`` (outside MCP's name
 rule), ``remote_ref`` (an input schema with a ``$ref`` to another document) and ``wordy`` (a
-300-character description).
+300-character description). ``--log-tools`` adds ``shout`` (sends its ``text`` as a log message at
+warning level, then answers with it).
 """
 
 from __future__ import annotations
@@ -127,10 +128,20 @@ class MemoryEventStore(EventStore):
         return stream
 
 
+def add_log_tools() -> None:
+    async def shout(text: str, ctx: Context) -> str:
+        await ctx.warning(text)
+        return text
+
+    mcp.add_tool(shout, name="shout", description="log the text at warning level, then answer with it")
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if "--bad-tools" in sys.argv[1:]:
         add_bad_tools()
+    if "--log-tools" in sys.argv[1:]:
+        add_log_tools()
     mode = args[0] if args else "stdio"
     if mode == "stdio":
         mcp.run("stdio")
