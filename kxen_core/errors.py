@@ -15,6 +15,7 @@
     │                               id); the request that got it was not processed: safe to send again
     ├── RequestError                a JSON-RPC request did not produce a result
     │   ├── RequestTimeout          no reply in time; it was cancelled on the wire
+    │   │   └── StartTimeout        a start (era probe and initialize) ran out of its one budget
     │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
     ├── AuthRequired                a remote server wants a sign-in (or more scope) that needs a person:
     │                               ``reason``, ``next_step``, ``scopes``, ``status``
@@ -124,6 +125,21 @@ class RequestTimeout(RequestError):
         self.server = server
         where = f" from server {server!r}" if server else ""
         super().__init__(f"{method}: no reply{where} within {seconds:g} s (request cancelled)")
+
+
+class StartTimeout(RequestTimeout):
+    """A server's start -- the era probe (``server/discover``) and ``initialize`` together -- did not
+    finish within its one budget, ``timeouts.initializeSeconds``."""
+
+    def __init__(self, seconds: float, *, server: str | None = None):
+        RequestError.__init__(
+            self,
+            f"server/discover, then initialize: no reply{f' from server {server!r}' if server else ''} within "
+            f"{seconds:g} s (the start's one budget, timeouts.initializeSeconds)",
+        )
+        self.method = "initialize"
+        self.seconds = seconds
+        self.server = server
 
 
 class RemoteError(RequestError):

@@ -35,7 +35,7 @@ REMOTE_ON = "# the user's settings\n[mcp]\nremote_enabled = true\nallow_loopback
 REMOTE_OFF = "# the user's settings\n[mcp]\nallow_loopback_http = true\n"
 OFF_NOTE = "remote MCP is off"
 
-SDK_TOOLS = {"add", "echo", "boom", "slow", "poll", "roots"}  # tests/peers/sdk_server.py
+SDK_TOOLS = {"add", "echo", "boom", "slow", "poll", "roots", "ask_client"}  # tests/peers/sdk_server.py
 
 
 # --- helpers ----------------------------------------------------------------------------------

@@ -148,3 +148,20 @@ def test_the_spinner_never_draws_over_the_terminal_prompt(kxen_home, ws):
     assert after_prompt == b"", f"something drew over the prompt: {after_prompt!r}"
     assert b"starting 0 server(s)" not in seen, seen[-2000:]
     assert b"awaiting_approval" in seen and proc.returncode == 0, seen[-2000:]
+
+
+def test_a_silent_server_fails_after_its_one_budget_and_says_so(kxen_home, ws, capsys):
+    """A real process that never answers: the era probe and initialize share ``initializeSeconds``
+    (the virtual-clock twin that checks the elapsed time exactly: tests/session/test_start_budget.py),
+    and ``kxen mcp status`` names that budget, not initialize's share of it."""
+    entry = {"command": SILENT[0], "args": SILENT[1:], "timeouts": {"initializeSeconds": 1}}
+    kxen_home.write_servers({"mute": entry})
+    code = cli.main(["--home", str(kxen_home.path), "--workspace", str(ws), "mcp", "status", "--json", "--wait", "30"])
+    out, _ = capsys.readouterr()
+    row = json.loads(out)["servers"][0]
+    assert (row["state"], row["phase"]) == ("failed", "initialize"), row
+    assert (
+        "server/discover, then initialize: no reply from server 'mute' within 1 s "
+        "(the start's one budget, timeouts.initializeSeconds)" in row["error"]
+    ), row["error"]
+    assert code != 0

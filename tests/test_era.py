@@ -243,23 +243,47 @@ async def test_input_required_goes_through_the_elicitation_hook_and_echoes_the_s
     assert len(ids) == 2 and ids[0] != ids[1]
 
 
-async def test_a_sampling_request_without_a_handler_ends_the_call(kxen_home, ws, fakes):
+SAMPLING = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+
+
+async def test_a_declined_sampling_request_ends_the_call(kxen_home, ws, fakes):
+    """Sampling declared (a hook exists) but the hook passes: the call fails, as the request has no
+    decline result to send."""
     calls: list[dict[str, Any]] = []
-    sampling = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
 
     def ask_sampling(params: dict[str, Any]) -> dict[str, Any]:
         calls.append(params)
-        return input_required(params, None, sampling)
+        return input_required(params, None, SAMPLING)
 
     fakes.add("g", tools={"t": lambda a: text_result("x")}, eras=("modern",), methods={"tools/call": ask_sampling})
-    async with running(kxen_home, ws, servers={"s": mem("g", defaultToolPolicy="allow")}) as rt:
+    passing = Answers(sampling=None)
+    async with running(kxen_home, ws, passing, servers={"s": mem("g", defaultToolPolicy="allow")}) as rt:
         with pytest.raises(RequestError, match="sampling/createMessage request was declined"):
             await rt.call_tool("s__t", {})
         assert status_of(rt, "s")["state"] == "ready"
     assert len(calls) == 1  # not sent again: a declined sampling request has no answer to send
+    assert len(passing.requests) == 1
 
 
-async def test_input_required_with_no_handler_sends_decline(kxen_home, ws, fakes):
+@pytest.mark.parametrize("request_", [SAMPLING, ELICIT], ids=["sampling", "elicitation"])
+async def test_input_for_an_undeclared_capability_fails_the_call_unanswered(kxen_home, ws, fakes, request_):
+    """No hook, nothing declared: the revision forbids the server to ask, so kxen neither asks the
+    host nor answers; the call fails naming the method, nothing is sent again."""
+    calls: list[dict[str, Any]] = []
+
+    def call(params: dict[str, Any]) -> dict[str, Any]:
+        calls.append(params)
+        return input_required(params, None, request_)
+
+    fakes.add("g", tools={"t": lambda a: text_result("x")}, eras=("modern",), methods={"tools/call": call})
+    async with running(kxen_home, ws, servers={"s": mem("g", defaultToolPolicy="allow")}) as rt:
+        with pytest.raises(ProtocolError, match=f"{request_['method']}.*a capability kxen did not declare"):
+            await rt.call_tool("s__t", {})
+        assert status_of(rt, "s")["state"] == "ready"
+    assert len(calls) == 1
+
+
+async def test_input_required_with_a_passing_handler_sends_decline(kxen_home, ws, fakes):
     responses: list[Any] = []
 
     def call(params: dict[str, Any]) -> dict[str, Any]:
@@ -269,7 +293,8 @@ async def test_input_required_with_no_handler_sends_decline(kxen_home, ws, fakes
         return text_result("ok")
 
     both(fakes, tools={"t": lambda a: text_result("x")}, methods={"tools/call": call})
-    async with running(kxen_home, ws, servers={"s": mem("f", defaultToolPolicy="allow")}) as rt:
+    passing = Answers(elicitation=None)
+    async with running(kxen_home, ws, passing, servers={"s": mem("f", defaultToolPolicy="allow")}) as rt:
         await rt.call_tool("s__t", {})
     assert responses == [{"ask": {"action": "decline"}}]
 
@@ -282,7 +307,8 @@ async def test_an_endless_input_loop_stops_after_the_bound(kxen_home, ws, fakes)
         return input_required(params, "again", ELICIT)
 
     both(fakes, tools={"t": lambda a: text_result("x")}, methods={"tools/call": call})
-    async with running(kxen_home, ws, servers={"s": mem("f", defaultToolPolicy="allow")}) as rt:
+    passing = Answers(elicitation=None)  # declared, so each round is answered (declined)
+    async with running(kxen_home, ws, passing, servers={"s": mem("f", defaultToolPolicy="allow")}) as rt:
         with pytest.raises(ProtocolError, match=f"after {MAX_INPUT_ROUNDS} rounds"):
             await rt.call_tool("s__t", {})
         assert status_of(rt, "s")["state"] == "ready"  # one call failed, the server is fine

@@ -26,7 +26,7 @@ from remote_support import (
     text_of,
 )
 
-from kxen_core.errors import RequestTimeout
+from kxen_core.errors import InvalidArguments, RequestTimeout
 
 pytestmark = pytest.mark.anyio
 
@@ -180,3 +180,28 @@ async def test_a_remote_endpoint_is_probed_once_per_runtime(kxen_home, ws):
         methods = [json.loads(r.body).get("method") for r in server.requests if r.method == "POST"]
     assert methods.count("server/discover") == 1
     assert methods.count("initialize") == 2
+
+
+@pytest.mark.peer
+@pytest.mark.parametrize("mode", ["stateless", "json"])
+async def test_sdk_mirrored_headers_are_checked_by_the_server_and_bounded_by_kxen(kxen_home, ws, peers, mode):
+    """The SDK server's ``tag`` mirrors ``region`` into ``Mcp-Param-Region`` and checks it against
+    the body (the scripted twin: plugins/transport_http/tests/test_http_header_bounds.py). A region the
+    header can carry is mirrored and accepted; 120,000 characters is over kxen's bound: the call
+    fails before it is sent (the server would have answered 431) with the header, the size and the
+    option named, and the server stays ready."""
+    url, kind = peers.sdk(mode, "--header-tool")
+    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_servers({"r": remote(url, kind)})
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
+        assert status_of(rt, "r")["era"] == "modern"
+        with anyio.fail_after(WAIT):
+            fine = await rt.call_tool("r__tag", {"region": "eu-west-1 ✓"})  # not ASCII: sent in base64
+            with pytest.raises(InvalidArguments) as refused:
+                await rt.call_tool("r__tag", {"region": "r" * 120_000})
+            again = await rt.call_tool("r__tag", {"region": "a" * 4000})
+        assert status_of(rt, "r")["state"] == "ready"
+    assert text_of(fine) == "region of 11 characters" and not fine.get("isError"), fine
+    assert "a 120,000-byte Mcp-Param-Region header" in str(refused.value)
+    assert "options.maxHeaderValueBytes of server 'r'" in str(refused.value)
+    assert text_of(again) == "region of 4000 characters", again

@@ -3,7 +3,8 @@
 * a user's own server (``npx -y pkg``, ``python3 -m mod``, ``uv run``, ``node server.js``, ...)
   must not run what the workspace holds unless the user trusted the workspace and approved that
   launch's fingerprint (launcher rules, :mod:`kxen_core.launch.launchers`);
-* commands are looked up on the host PATH, never in the workspace; interpreters get safe-path mode;
+* commands are looked up on the host PATH, never in the workspace; ``python -m``/``-c`` with importable
+  code in a workspace cwd is held (nothing is added to the launch or the environment);
 * the fingerprint covers the command's target and the content of workspace files it runs, so an
   approval does not start changed code;
 * a project ``cwd`` stays inside the workspace.
@@ -89,6 +90,12 @@ PLANTS = [
     ("bun", ["/opt/server.ts"], ["bunfig.toml"], "bunfig.toml"),
     ("pipx", ["run", "./tool"], ["tool/pyproject.toml"], "tool"),
     ("java", ["-jar", "server.jar"], ["server.jar"], "server.jar"),
+    # python -m / -c put the cwd first on sys.path: any module or package it holds is imported first
+    ("python3", ["-m", "mcp_server_time"], ["json.py"], "json.py"),
+    ("python3", ["-c", "import requests"], ["requests/__init__.py"], "requests/__init__.py"),
+    ("python3", ["-u", "-Wignore", "-c", "pass"], ["fast.cpython-312-x86_64-linux-gnu.so"],
+     "fast.cpython-312-x86_64-linux-gnu.so"),
+    ("python3", ["-X", "dev", "-"], ["helper.pyc"], "helper.pyc"),
 ]  # fmt: skip
 
 
@@ -208,10 +215,8 @@ async def test_an_unplanted_workspace_starts_the_user_launcher_as_before(kxen_ho
     assert marker.exists()
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH needs Python 3.11")
-async def test_python_does_not_import_from_the_workspace(kxen_home, ws, tmp_path):
-    """``python -c`` puts the cwd first on sys.path; safe-path mode in the child takes it off."""
-    marker = tmp_path / "imported"
+def _importing_entry(marker: Path, ws: Path, *flags: str) -> dict:
+    """``python -c`` that imports ``evilmod`` (if it can), then runs the demo server."""
     (ws / "evilmod.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
     code = (
         "import runpy, sys\n"
@@ -219,10 +224,100 @@ async def test_python_does_not_import_from_the_workspace(kxen_home, ws, tmp_path
         f"sys.argv = [{str(DEMO)!r}]\n"
         "runpy.run_path(sys.argv[0], run_name='__main__')\n"
     )
-    entry = {"command": sys.executable, "args": ["-c", code], "defaultToolPolicy": "allow"}
+    return {"command": sys.executable, "args": [*flags, "-c", code], "defaultToolPolicy": "allow"}
+
+
+async def test_python_does_not_import_from_the_workspace_unasked(kxen_home, ws, tmp_path):
+    """``python -c`` puts the cwd (the workspace) first on sys.path: with a module there, even the
+    user's own launch waits for trust and approval of exactly that launch; nothing is added to it."""
+    marker = tmp_path / "imported"
+    entry = _importing_entry(marker, ws)
+    async with running(kxen_home, ws, servers={"u": entry}, allow=STDIO) as rt:
+        st = state(rt, "u")
+    assert st["state"] == "awaiting_trust", st
+    assert "python -m/-c" in st["error"] and str(ws / "evilmod.py") in st["error"]
+    assert not marker.exists(), "the child imported a module from the workspace"
+    trust(kxen_home.path, ws)
+    async with running(kxen_home, ws, servers={"u": entry}, allow=STDIO) as rt:
+        st = state(rt, "u")
+    assert st["state"] == "awaiting_approval" and st["fingerprint"], st
+    assert not marker.exists()
+    # approved, it runs as shown: the approved launch imports what the user saw it would
+    launch = resolve_launch(ServerConfig(name="u", **entry), ws)
+    assert launch.args == tuple(entry["args"]) and "PYTHONSAFEPATH" not in launch.env
+    assert str(ws / "evilmod.py") in launch.display()["files"]
+    async with running(kxen_home, ws, servers={"u": entry}, allow=STDIO, approve=[st["fingerprint"]]) as rt:
+        assert state(rt, "u")["state"] == "ready", rt.status()
+    assert marker.exists()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="-P needs Python 3.11")
+async def test_python_with_safe_path_mode_is_not_held_and_does_not_import(kxen_home, ws, tmp_path):
+    marker = tmp_path / "imported"
+    entry = _importing_entry(marker, ws, "-P")
     async with running(kxen_home, ws, servers={"u": entry}, allow=STDIO) as rt:
         assert state(rt, "u")["state"] == "ready", rt.status()
     assert not marker.exists(), "the child imported a module from the workspace"
+
+
+@pytest.mark.parametrize(
+    ("args", "plant", "cwd"),
+    [
+        (["-P", "-m", "mcp_server_time"], "json.py", None),  # safe-path mode: the cwd is not on sys.path
+        (["-I", "-c", "import json"], "json.py", None),  # isolated mode implies it
+        (["-IPc", "import json"], "json.py", None),
+        (["/opt/weather/server.py"], "json.py", None),  # a script: its own directory goes first
+        (["-m", "mcp_server_time"], "my-notes.py", None),  # not a module name
+        (["-m", "mcp_server_time"], "README.md", None),
+        (["-m", "mcp_server_time"], "docs/index.md", None),  # a directory without __init__.py
+        (["-m", "mcp_server_time"], "json.py", "outside"),  # the cwd is not the workspace's
+    ],
+)
+def test_python_that_cannot_import_from_the_workspace_is_not_held(ws, tmp_path, args, plant, cwd):
+    bin_dir = tmp_path / "bin"
+    stub(bin_dir, "python3", tmp_path / "ran")
+    root = ws if cwd is None else tmp_path / cwd
+    (root / plant).parent.mkdir(parents=True, exist_ok=True)
+    (root / plant).write_text("x = 1\n")
+    extra = {} if cwd is None else {"cwd": str(root)}
+    assert resolve_launch(ServerConfig(name="u", **user_entry("python3", args, bin_dir, **extra)), ws).held is None
+
+
+def test_a_crowded_cwd_is_held_as_a_whole(ws, tmp_path, monkeypatch):
+    from kxen_core.launch import python_cli
+
+    monkeypatch.setattr(python_cli, "MAX_CWD_ENTRIES", 4)
+    bin_dir = tmp_path / "bin"
+    stub(bin_dir, "python3", tmp_path / "ran")
+    for i in range(6):
+        (ws / f"notes{i}.txt").write_text("")
+    launch = resolve_launch(ServerConfig(name="u", **user_entry("python3", ["-c", "pass"], bin_dir)), ws)
+    assert launch.held and f"holds {ws}" in launch.held
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["-m", "x"], "-m"),
+        (["-mx"], "-m"),
+        (["-u", "-X", "dev", "-c", "pass"], "-c"),
+        (["-Bc", "pass"], "-c"),
+        (["-"], "-"),
+        ([], "-"),
+        (["--", "-"], "-"),
+        (["--check-hash-based-pycs", "always", "-m", "x"], "-m"),
+        (["-W", "error", "server.py", "-m", "x"], None),
+        (["--", "server.py"], None),
+        (["-P", "-m", "x"], None),
+        (["-I", "-"], None),
+        (["-sIc", "pass"], None),
+        (["-Xfrozen_modules=off", "-P", "-c", "pass"], None),
+    ],
+)
+def test_which_python_launches_put_the_cwd_on_the_import_path(args, expected):
+    from kxen_core.launch.python_cli import cwd_import
+
+    assert cwd_import(args) == expected
 
 
 # --- the fingerprint covers what runs ---------------------------------------------------------

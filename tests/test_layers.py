@@ -96,3 +96,14 @@ def test_a_forbidden_import_breaks_the_contract_that_names_it(tmp_path, module, 
     # the report names the importer: whole, or relative to its package in a circle's report
     leaf = module.rsplit(".", 1)[1]
     assert module in proc.stdout or f".{leaf} -> " in proc.stdout, proc.stdout[-3000:]
+
+
+#: DESIGN: "Modules stay 50-400 lines" (the upper bound is the one a growing module meets)
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_of_the_core_or_a_plugin_is_over_400_lines():
+    sources = [*ROOT.glob("kxen_core/**/*.py"), *ROOT.glob("plugins/*/src/**/*.py")]
+    assert len(sources) > 100  # the glob found the tree
+    long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}

@@ -143,8 +143,8 @@ async def test_remote_server_gets_no_roots(kxen_home, ws, peers, mode):
     assert not result.get("isError"), result
     text = text_of(result)
     seen = json.loads(text)
-    assert seen["error"] is None
-    assert seen["roots"] == []  # kxen answered roots/list with an empty list
+    assert seen["roots"] is None  # roots was not declared: roots/list is a method kxen does not offer
+    assert "-32601" in seen["error"] or "Method not found" in seen["error"], seen["error"]
     assert "roots" not in (seen["capabilities"] or {})  # and declared no roots capability
     assert str(ws) not in text and ws.name not in text
 

@@ -230,15 +230,20 @@ def declared(fake: FakeServer) -> dict[str, Any]:
     return next(m for m in fake.received if m.get("method") == "initialize")["params"]["capabilities"]
 
 
-async def test_without_a_handler_nothing_is_declared_and_requests_are_declined(kxen_home, fakes, tmp_path):
+async def test_without_a_handler_nothing_is_declared_and_requests_get_method_not_found(kxen_home, fakes, tmp_path):
+    """A request for a capability kxen did not declare is not a declined one: it gets JSON-RPC's
+    -32601 "Method not found", never a result, never a code outside JSON-RPC's."""
     fake = fakes.add("f", tools={"t": lambda a: text_result("x")})
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
         assert declared(fake) == {"roots": {"listChanged": False}}
         sampling = await ask(fake, "a", "sampling/createMessage", SAMPLE)
         elicitation = await ask(fake, "b", "elicitation/create", ELICIT)
+        roots = await ask(fake, "c", "roots/list", {})
         assert rt.status()[0]["state"] == "ready"
-    assert sampling["error"]["code"] == -1 and "declined" in sampling["error"]["message"]
-    assert elicitation["result"] == {"action": "decline"}
+    for reply, method in ((sampling, "sampling/createMessage"), (elicitation, "elicitation/create")):
+        assert "result" not in reply, reply
+        assert reply["error"] == {"code": -32601, "message": f"Method not found: {method}"}
+    assert roots["result"] == {"roots": [{"uri": tmp_path.as_uri(), "name": tmp_path.name}]}  # declared: served
 
 
 async def test_handlers_answer_and_only_their_capabilities_are_declared(kxen_home, fakes, tmp_path):
@@ -261,7 +266,7 @@ async def test_handlers_answer_and_only_their_capabilities_are_declared(kxen_hom
     async with running(kxen_home, tmp_path, only, servers={"r": mem("g")}):
         assert declared(fake2) == {"roots": {"listChanged": False}, "elicitation": {"form": {}}}
         assert (await ask(fake2, 1, "elicitation/create", ELICIT))["result"] == {"action": "cancel"}
-        assert (await ask(fake2, 2, "sampling/createMessage", SAMPLE))["error"]["code"] == -1
+        assert (await ask(fake2, 2, "sampling/createMessage", SAMPLE))["error"]["code"] == -32601  # not declared
 
 
 @pytest.mark.parametrize(
@@ -281,3 +286,27 @@ async def test_a_passing_broken_or_raising_handler_is_a_decline(kxen_home, fakes
         assert (await ask(fake, "a", "sampling/createMessage", SAMPLE))["error"]["code"] == -1
         assert (await ask(fake, "b", "elicitation/create", ELICIT))["result"] == {"action": "decline"}
         assert rt.status()[0]["state"] == "ready"
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+@pytest.mark.parametrize(
+    "answers",
+    [{}, {"sampling": ANSWER}, {"elicitation": {"action": "cancel"}}, {"sampling": None, "elicitation": None}],
+    ids=["none", "sampling", "elicitation", "both"],
+)
+def test_a_server_request_is_served_exactly_when_its_capability_is_declared(remote, answers, tmp_path):
+    """Whatever the host's hooks and the server's scope: kxen serves roots, sampling and elicitation
+    requests exactly when it declares their capability; the others get -32601 from serving."""
+    from kxen_core.config.models import ServerConfig
+    from kxen_core.plugins.manager import make_plugin_manager
+    from kxen_core.protocol.client_requests import NEEDS, client_capabilities, request_handlers
+
+    pm = make_plugin_manager(load_entrypoints=False)
+    pm.register(Answers(**answers))
+    server = ServerConfig(name="s", **({"url": "http://127.0.0.1:9/mcp"} if remote else {"command": "x"}))
+    declared = client_capabilities(pm, server)
+    served = request_handlers(pm, server, tmp_path, lambda text: None)
+    assert set(served) == {method for method, capability in NEEDS.items() if capability in declared}
+    assert ("roots/list" in served) is not remote  # a remote server never learns the workspace
+    assert ("sampling/createMessage" in served) is ("sampling" in answers)
+    assert ("elicitation/create" in served) is ("elicitation" in answers)

@@ -177,6 +177,41 @@ async def test_everything_without_handlers_offers_no_sampling_and_a_passing_hand
     assert len(passing.requests) == 2
 
 
+async def test_sdk_server_requests_undeclared_get_method_not_found_declared_keep_their_refusal(kxen_home, tmp_path):
+    """The SDK server sends sampling and elicitation requests whatever kxen declared (the fake twin:
+    test_server_traffic.py): undeclared, each gets JSON-RPC's -32601; declared with a hook that
+    passes, each gets the revision's own refusal (-1 for sampling, a decline for elicitation)."""
+    pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")
+    # server requests need the handshake era (the SDK speaks both; the stateless one has none)
+    entry = {
+        "command": sys.executable,
+        "args": [str(SDK_SERVER), "stdio"],
+        "defaultToolPolicy": "allow",
+        "protocolEra": "legacy",
+    }
+
+    async def asked(rt: Any) -> dict[str, Any]:
+        seen = {}
+        with anyio.fail_after(WAIT):
+            for method in ("sampling", "elicitation"):
+                result = await rt.call_tool("sdk__ask_client", {"method": method})
+                assert not result.get("isError"), result
+                seen[method] = json.loads(result["content"][0]["text"])
+        return seen
+
+    async with running(kxen_home, tmp_path, servers={"sdk": entry}, allow=STDIO, wait=WAIT) as rt:
+        undeclared = await asked(rt)
+    for method, seen in undeclared.items():
+        assert seen["result"] is None, seen
+        assert seen["error"]["code"] == -32601, (method, seen)
+    passing = Answers(sampling=None, elicitation=None)
+    async with running(kxen_home, tmp_path, passing, servers={"sdk": entry}, allow=STDIO, wait=WAIT) as rt:
+        declared = await asked(rt)
+    assert declared["sampling"]["result"] is None and declared["sampling"]["error"]["code"] == -1
+    assert declared["elicitation"] == {"result": {"action": "decline"}, "error": None}
+    assert len(passing.requests) == 2
+
+
 async def test_sdk_server_tool_with_an_output_schema(kxen_home, tmp_path):
     pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")
     entry = {"command": sys.executable, "args": [str(SDK_SERVER), "stdio"], "defaultToolPolicy": "allow"}
@@ -274,7 +309,9 @@ async def outcome(rt: Any, name: str, args: dict[str, Any]) -> str:
             return f"RemoteError: {exc}"
 
 
-async def test_everything_old_tools_progress_and_declines(kxen_home, tmp_path, everything_old):
+async def test_everything_old_tools_progress_and_undeclared_sampling(kxen_home, tmp_path, everything_old):
+    """Its ``sampleLLM`` sends ``sampling/createMessage`` whatever the client declared: without a
+    sampling hook kxen declared none, so the request gets -32601, not a decline."""
     raw = raw_tools([everything_old["command"], *everything_old["args"]], PLAIN_CAPS)
     seen: list[Progress] = []
     async with running(kxen_home, tmp_path, servers={"old": everything_old}, allow=STDIO, wait=WAIT) as rt:
@@ -286,8 +323,8 @@ async def test_everything_old_tools_progress_and_declines(kxen_home, tmp_path, e
             structured = await rt.call_tool("old__structuredContent", {"location": "Paris"})
             await rt.call_tool("old__longRunningOperation", {"duration": 1, "steps": 3}, on_progress=seen.append)
         assert not structured.get("isError") and structured["structuredContent"], structured
-        declined = await outcome(rt, "old__sampleLLM", {"prompt": "hi", "maxTokens": 5})
-    assert "declined" in declined, declined
+        refused = await outcome(rt, "old__sampleLLM", {"prompt": "hi", "maxTokens": 5})
+    assert "-32601" in refused and "Method not found: sampling/createMessage" in refused, refused
     assert seen and seen[-1].progress == 3
 
 

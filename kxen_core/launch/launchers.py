@@ -2,10 +2,10 @@
 
 A stdio server starts with the workspace as its cwd (or a directory in it). Many launchers then
 prefer what that directory holds over what the user meant: ``npx pkg`` runs
-``./node_modules/.bin/<bin>`` and reads ``./.npmrc``, ``python -m mod`` imports ``./mod/`` (before
-Python 3.11's safe-path mode, or when it is turned off), ``uv run`` runs the project of
-``./pyproject.toml``, ``deno`` reads ``./deno.json``, an interpreter given ``server.py`` runs the
-repository's file. The repository controls all of these.
+``./node_modules/.bin/<bin>`` and reads ``./.npmrc``, ``python -m mod`` and ``python -c`` import
+``./mod/`` or any module the cwd holds before an installed one (:mod:`.python_cli`), ``uv run`` runs
+the project of ``./pyproject.toml``, ``deno`` reads ``./deno.json``, an interpreter given
+``server.py`` runs the repository's file. The repository controls all of these.
 
 Each :class:`Rule` names the commands it applies to (by basename; an optional subcommand), the
 option that takes the thing it runs (``-m``), and the paths in the cwd -- and each of its parents up
@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from kxen_core.config.paths import real, under
+from kxen_core.launch.python_cli import cwd_import, importable, module_name
 
 #: the most of a config file read to see whether it configures a launcher (e.g. ``[tool.uv`` in pyproject.toml)
 MAX_SNIFF_BYTES = 1024 * 1024
@@ -45,7 +46,10 @@ class Rule:
     option whose value names what runs (``{module}`` in ``paths`` is its top-level name);
     ``{package}`` is the first positional argument with any version stripped; ``{script}`` is any
     positional argument that names a workspace file. ``sniff``: path -> a text that must be in that
-    file for it to count (for config files that only sometimes configure the launcher)."""
+    file for it to count (for config files that only sometimes configure the launcher).
+    ``imports_cwd``: the rule applies only to a Python launch that puts its cwd first on the import
+    path (``-m``, ``-c``, stdin; not with ``-I``/``-P``); ``{cwd}`` is then every module and package
+    the cwd holds, when the cwd is in the workspace."""
 
     name: str
     commands: str
@@ -55,6 +59,7 @@ class Rule:
     sniff: dict[str, str] = attrs.field(factory=dict)
     #: when not empty, the rule applies only when one of these options is given (``--opt`` or ``--opt=x``)
     when_options: tuple[str, ...] = ()
+    imports_cwd: bool = False
     how: str = ""
 
 
@@ -101,7 +106,15 @@ RULES: tuple[Rule, ...] = (
         _PYTHON,
         ("{module}", "{module}.py"),
         module_option="-m",
-        how="python -m imports from the cwd when its safe-path mode cannot apply",
+        imports_cwd=True,
+        how="python -m imports the module it runs from the cwd first",
+    ),
+    Rule(
+        "python -m/-c",
+        _PYTHON,
+        ("{cwd}",),
+        imports_cwd=True,
+        how="python -m and -c import from the cwd before anything installed (unless -I or -P is given)",
     ),
     Rule(
         "uvx",
@@ -194,26 +207,6 @@ def _package(spec: str | None) -> str | None:
     return ("@" if scoped else "") + name
 
 
-def _module(args: Sequence[str], option: str) -> str | None:
-    skip = False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if arg in ("-X", "-W", "--check-hash-based-pycs"):
-            skip = True  # python -X dev -m mod: the option's value is not a script
-            continue
-        if arg == option and i + 1 < len(args):
-            top = args[i + 1].split(".", 1)[0]
-            return top if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", top) else None
-        if arg.startswith(option) and len(arg) > len(option) and not arg.startswith("--"):
-            top = arg[len(option) :].split(".", 1)[0]  # python -mmod
-            return top if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", top) else None
-        if not arg.startswith("-"):
-            return None  # a script comes first: python script.py -m x passes -m to the script
-    return None
-
-
 def _sniffed(path: str, needle: str) -> bool:
     try:
         with open(path, "rb") as f:
@@ -298,6 +291,8 @@ def picked_up(
     for rule in _rules_for(base):
         if rule.when_options and not any(a.split("=", 1)[0] in rule.when_options for a in args):
             continue
+        if rule.imports_cwd and cwd_import(args) is None:
+            continue
         start = 0
         if rule.subcommands:
             if not args or args[0] not in rule.subcommands:
@@ -305,10 +300,14 @@ def picked_up(
             start = 1
         first = _positional(args, start)
         values = {
-            "module": _module(args, rule.module_option) if rule.module_option else None,
+            "module": module_name(args, rule.module_option) if rule.module_option else None,
             "package": _package(first),
         }
         for template in rule.paths:
+            if template == "{cwd}":
+                if under(cwd, workspace):
+                    found.extend((rule, path) for path in importable(cwd, lexists))
+                continue
             if template == "{script}":
                 if start not in scripts:
                     scripts[start] = _script_files(args[start:], cwd, workspace, realpath, lexists)

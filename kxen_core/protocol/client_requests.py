@@ -3,11 +3,14 @@
 The client capabilities kxen declares at initialize follow what the host can do: ``roots`` for a
 local server (its workspace), ``sampling`` only when some plugin implements
 ``kxen_sampling_request`` and ``elicitation`` (form mode) only when some plugin implements
-``kxen_elicitation_request``. A request is passed to those hooks (first non-None answer wins); when
-none answers, or one raises or answers something malformed, the request is declined: an
-elicitation gets ``{"action": "decline"}``, a sampling request (which has no decline result) the
-error ``-1`` "declined". The bounds of serving (how many at once, how long each) are those of
-:mod:`kxen_core.protocol.serving`.
+``kxen_elicitation_request``. A server request for a capability kxen did not declare (sampling or
+elicitation without a plugin, roots from a remote server) is not served: it is answered with the
+JSON-RPC error ``-32601`` "Method not found", the code every revision uses for a method the receiver
+does not offer. A declared request is passed to its hook (first non-None answer wins); when none
+answers, or one raises or answers something malformed, it gets the revision's own refusal: an
+elicitation ``{"action": "decline"}``, a sampling request (which has no decline result) the error
+``-1`` the sampling page names for a user's rejection. The bounds of serving (how many at once, how
+long each) are those of :mod:`kxen_core.protocol.serving`.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ if TYPE_CHECKING:
 
 SAMPLING = "sampling/createMessage"
 ELICITATION = "elicitation/create"
+ROOTS = "roots/list"
 #: JSON-RPC error code of a declined sampling request (the spec's example for a user rejection)
 DECLINED = -1
+#: the capability a server request needs declared before kxen serves it
+NEEDS = {ROOTS: "roots", SAMPLING: "sampling", ELICITATION: "elicitation"}
 
 
 def has_handler(pm: KxenPluginManager, hook: str) -> bool:
@@ -39,6 +45,7 @@ def has_handler(pm: KxenPluginManager, hook: str) -> bool:
 
 def client_capabilities(pm: KxenPluginManager, server: ServerConfig) -> dict[str, Any]:
     """What kxen declares at initialize for ``server``."""
+    # roots only for a local server: a remote one never learns the workspace path
     caps: dict[str, Any] = {} if server.is_remote else {"roots": {"listChanged": False}}
     if has_handler(pm, "kxen_sampling_request"):
         caps["sampling"] = {}
@@ -71,7 +78,8 @@ def _valid_sampling(answer: Any) -> bool:
 def request_handlers(
     pm: KxenPluginManager, server: ServerConfig, workspace: Path, diag: Callable[[str], None]
 ) -> dict[str, RequestHandler]:
-    """The handlers of the requests ``server`` may send, for its session."""
+    """The handlers of the requests ``server`` may send, for its session: only those of the
+    capabilities :func:`client_capabilities` declares for it (the others get ``-32601``)."""
 
     async def ask(hook: str, request: Any) -> Any:
         try:
@@ -81,8 +89,6 @@ def request_handlers(
             return None
 
     async def roots_list(params: Mapping[str, Any]) -> dict[str, Any]:
-        if server.is_remote:
-            return {"roots": []}  # privacy: a remote server never learns the workspace path
         return {"roots": [{"uri": workspace.as_uri(), "name": workspace.name}]}
 
     async def sampling(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,7 +116,9 @@ def request_handlers(
             return {"action": "decline"}
         return answer
 
-    return {"roots/list": roots_list, SAMPLING: sampling, ELICITATION: elicitation}
+    declared = client_capabilities(pm, server)
+    handlers = {ROOTS: roots_list, SAMPLING: sampling, ELICITATION: elicitation}
+    return {method: handler for method, handler in handlers.items() if NEEDS[method] in declared}
 
 
-__all__ = ["DECLINED", "ELICITATION", "SAMPLING", "client_capabilities", "request_handlers"]
+__all__ = ["DECLINED", "ELICITATION", "NEEDS", "ROOTS", "SAMPLING", "client_capabilities", "request_handlers"]

@@ -5,12 +5,14 @@
 
 * ``protocolEra: "legacy"`` (pinned) sends ``initialize`` as always; ``"modern"`` sends
   ``server/discover`` and fails if the server does not answer it; neither probes.
-* ``"auto"`` (the default) probes with ``server/discover`` (bounded by :data:`DISCOVER_SECONDS` for a
-  local server; a remote one, which answers every POST, gets the initialize timeout). A
-  discover result naming a version kxen speaks, or an error only a stateless-era server sends
-  (``-32020..-32022``), means modern; any other error, a result without a common version, or no
-  answer in time means legacy, and ``initialize`` follows -- so the probe costs at most one round
-  trip. A closed connection is not an era: it fails the start as it would have.
+* ``"auto"`` (the default) probes with ``server/discover``. The start has one budget, the initialize
+  timeout: the probe takes at most :data:`DISCOVER_SECONDS` and half of it for a local server (a
+  remote one, which answers every POST, may take it all), and ``initialize`` -- and the one more
+  probe below -- what is left; a start that runs out fails with :class:`~kxen_core.errors.StartTimeout`
+  naming the budget. A discover result naming a version kxen speaks, or an error only a
+  stateless-era server sends (``-32020..-32022``), means modern; any other error, a result without
+  a common version, or no answer in time means legacy, and ``initialize`` follows -- so the probe
+  costs at most one round trip. A closed connection is not an era: it fails the start as it would have.
 * The outcome is remembered in the runtime's :class:`EraMemory`, per endpoint for a remote server (a
   reconnection or a restart sends no probe) and per process for a local one (a new process may be a
   new program). An ``initialize`` that a remembered-legacy endpoint refuses with ``-32022`` naming a
@@ -28,6 +30,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlsplit
 
+import anyio
+
 from kxen_core.errors import (
     ClosedError,
     ConnectError,
@@ -36,6 +40,7 @@ from kxen_core.errors import (
     RemoteError,
     RequestError,
     RequestTimeout,
+    StartTimeout,
     TransportError,
 )
 from kxen_core.protocol.era_requests import (
@@ -57,7 +62,7 @@ if TYPE_CHECKING:
 
 Era = Literal["legacy", "modern"]
 ERA_SETTINGS = ("auto", "legacy", "modern")
-#: the probe waits at most this long (never longer than the server's initialize timeout)
+#: a local server's probe waits at most this long (and at most half the start's budget, the initialize timeout)
 DISCOVER_SECONDS = 10.0
 #: the most endpoints one runtime remembers
 MAX_REMEMBERED = 1024
@@ -243,9 +248,13 @@ async def open_session(
     if setting == "modern":
         init = await _discover(session, modern, session.initialize_timeout, probing=False)
     else:
+        # one start, one budget: the probe, initialize and a second probe all end by this deadline
+        budget = session.initialize_timeout
+        deadline = anyio.current_time() + budget
         found: InitializeResult | None = None
         answered = True
-        if known != "legacy":
+        probed = known != "legacy"
+        if probed:
             try:
                 found = await _discover(session, modern, _probe_seconds(session, server), probing=True, then=handshake)
             except _Legacy as verdict:
@@ -254,7 +263,11 @@ async def open_session(
                 say(f"protocol era: handshake ({verdict.why})")
         if found is None:
             try:
-                return await _legacy(handshake, memory, key)
+                return await _legacy(handshake, memory, key, deadline)
+            except RequestTimeout:
+                if probed:  # the probe had its share of the budget: the message says both, and the whole
+                    raise StartTimeout(budget, server=session.server) from None
+                raise
             except (RemoteError, ProtocolError) as err:
                 # the stateless era after all? A -32022 naming its version says so (a probe that came
                 # too late, or a remembered-legacy endpoint that changed); after a probe that got no
@@ -268,9 +281,12 @@ async def open_session(
                 if version is None and answered:
                     raise
                 modern.version = version or modern.version
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    raise
                 say(f"protocol era: initialize was refused ({err}); server/discover once more")
                 try:
-                    found = await _discover(session, modern, session.initialize_timeout, probing=False)
+                    found = await _discover(session, modern, left, probing=False)
                 except KxenError as again:
                     say(f"protocol era: server/discover failed again: {type(again).__name__}: {again}")
                     raise err from None
@@ -283,16 +299,20 @@ async def open_session(
 
 
 def _probe_seconds(session: Session, server: ServerConfig) -> float:
-    """How long the probe waits. A local server that ignores an unknown method never answers it:
-    :data:`DISCOVER_SECONDS`. A remote one answers every POST, if only with an HTTP error, and its
-    answer may wait for a sign-in the credential plugin runs first: the initialize timeout."""
+    """How long the probe waits, of the start's one budget (the initialize timeout). A local server
+    that ignores an unknown method never answers it: at most :data:`DISCOVER_SECONDS` and half the
+    budget, so ``initialize`` keeps the rest. A remote one answers every POST, if only with an HTTP
+    error, and its answer may wait for a sign-in the credential plugin runs first: the whole budget
+    (what it leaves is ``initialize``'s)."""
     if server.is_remote:
         return session.initialize_timeout
-    return min(DISCOVER_SECONDS, session.initialize_timeout)
+    return min(DISCOVER_SECONDS, session.initialize_timeout / 2)
 
 
-async def _legacy(handshake: Handshake, memory: EraMemory | None, key: str | None) -> InitializeResult:
-    init = await handshake.run()
+async def _legacy(
+    handshake: Handshake, memory: EraMemory | None, key: str | None, deadline: float | None = None
+) -> InitializeResult:
+    init = await handshake.run(deadline)
     if memory is not None:
         memory.remember(key, "legacy")
     return init

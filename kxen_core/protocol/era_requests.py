@@ -8,7 +8,8 @@ Every request of a modern session goes through :meth:`Modern.request`:
 * a result without ``resultType`` is complete; ``"input_required"`` (only ``tools/call``,
   ``resources/read`` and ``prompts/get`` may ask) is answered through the session's request handlers --
   the same host hooks that serve ``elicitation/create``, ``sampling/createMessage`` and ``roots/list``
-  in the handshake era, declined without a handler -- and the request is sent again with a new id,
+  in the handshake era, declined when a declared one's hook passes; a request for a capability kxen
+  did not declare fails the call, as the revision forbids it -- and the request is sent again with a new id,
   carrying ``inputResponses`` and the ``requestState`` echoed verbatim (omitted when none came), at
   most :data:`MAX_INPUT_ROUNDS` times; any other ``resultType`` is a protocol error;
 * ``-32022`` (unsupported version) picks a version both sides speak from ``data.supported`` and
@@ -46,6 +47,8 @@ MODERN_ERRORS = frozenset({HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERS
 
 #: the methods whose result may be ``input_required``
 INPUT_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
+#: what an input request may ask for (each behind a client capability)
+INPUT_REQUEST_METHODS = frozenset({"roots/list", "sampling/createMessage", "elicitation/create"})
 #: at most this many input-required rounds per request (then it fails)
 MAX_INPUT_ROUNDS = 10
 #: at most this many input requests in one round
@@ -228,8 +231,15 @@ class Modern:
             params = request.get("params") if isinstance(request, dict) else None
             handler = self.handlers.get(asked) if isinstance(asked, str) else None
             if handler is None:
+                # the revision forbids input requests for a capability the client did not declare, and an
+                # input request has no error answer: the request fails, nothing is sent again
+                what = (
+                    "of a capability kxen did not declare, which the 2026-07-28 revision forbids"
+                    if asked in INPUT_REQUEST_METHODS
+                    else "kxen cannot give"
+                )
                 raise ProtocolError(
-                    f"{method}: the server asked for input kxen cannot give ({_brief(asked)})", server=self.server
+                    f"{method}: the server asked for input ({_brief(asked)}) {what}", server=self.server
                 )
             try:
                 answers[key] = await handler(params if isinstance(params, dict) else {})

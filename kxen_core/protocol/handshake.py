@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeGuard
 
+import anyio
 import attrs
 
-from kxen_core.errors import ProtocolError, RemoteError
+from kxen_core.errors import ProtocolError, RemoteError, RequestTimeout
 from kxen_core.protocol.era_requests import CLIENT_INFO
 from kxen_core.protocol.replies import Begun
 from kxen_core.protocol.replies import brief as _brief
@@ -112,27 +113,32 @@ class Handshake:
                 if begun is not None:
                     session.prefetched[method] = begun
 
-    async def _ask(self, version: str) -> dict[str, Any]:
+    async def _ask(self, version: str, deadline: float | None) -> dict[str, Any]:
+        timeout = None if deadline is None else deadline - anyio.current_time()
+        if timeout is not None and timeout <= 0:  # nothing left to wait with: nothing is sent
+            raise RequestTimeout("initialize", 0.0, server=self.session.server)
         if self.begun is None:
             self.begin(version)
         begun, self.begun = self.begun, None
         if begun is None:
-            return await self.session.request("initialize", self.params(version))
-        return await self.session.finish(begun)
+            return await self.session.request("initialize", self.params(version), timeout=timeout)
+        return await self.session.finish(begun, timeout)
 
-    async def run(self) -> InitializeResult:
+    async def run(self, deadline: float | None = None) -> InitializeResult:
         """Negotiate the protocol version (``initialize``, begun already or sent now), then send
-        ``notifications/initialized`` unless it went out as the result arrived."""
+        ``notifications/initialized`` unless it went out as the result arrived. ``deadline`` (on
+        ``anyio.current_time()``'s clock): when the exchange must end, instead of the session's
+        initialize timeout (what is left of a start's one budget)."""
         session = self.session
         try:
-            result = await self._ask(LATEST_PROTOCOL_VERSION)
+            result = await self._ask(LATEST_PROTOCOL_VERSION, deadline)
         except RemoteError as err:
             # a server may reject the version with -32602 and data.supported; retry once with a mutual one
             supported = err.data.get("supported") if isinstance(err.data, dict) else None
             mutual = [v for v in SUPPORTED_PROTOCOL_VERSIONS if isinstance(supported, list) and v in supported]
             if err.code != -32602 or not mutual:
                 raise
-            result = await self._ask(mutual[0])
+            result = await self._ask(mutual[0], deadline)
         version = result.get("protocolVersion")
         if not _speaks(version):
             raise ProtocolError(

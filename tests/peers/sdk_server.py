@@ -1,6 +1,6 @@
 """An MCP server on the official Python SDK (PyPI ``mcp``), run as a subprocess by the peer tests.
 
-Usage: ``python sdk_server.py MODE [PORT] [--bad-tools] [--log-tools]`` with MODE one of
+Usage: ``python sdk_server.py MODE [PORT] [--bad-tools] [--header-tool] [--log-tools]`` with MODE one of
 
 * ``stdio``;
 * ``stateful``, ``json`` (``json_response=True``), ``stateless`` (``stateless_http=True``),
@@ -10,12 +10,18 @@ Usage: ``python sdk_server.py MODE [PORT] [--bad-tools] [--log-tools]`` with MOD
 
 HTTP modes bind 127.0.0.1 only. Tools: ``add``, ``echo``, ``boom`` (raises), ``slow`` (sleeps),
 ``poll`` (closes its answer stream, then answers: the client must resume), ``roots`` (asks the
-client for its roots and returns what it got, with the capabilities the client declared).
+client for its roots and returns what it got, with the capabilities the client declared),
+``ask_client`` (sends the client a sampling or an elicitation request, declared or not, and returns
+the result or the JSON-RPC error).
 ``--bad-tools`` adds ``bad.name`` (a dot: MCP allows it, model providers do not, so kxen keeps it
 under a provider-safe name) and tools the catalog must reject: ``has space`` (outside MCP's name
 rule), ``remote_ref`` (an input schema with a ``$ref`` to another document) and ``wordy`` (a
-300-character description). ``--log-tools`` adds ``shout`` (sends its ``text`` as a log message at
-warning level, then answers with it).
+300-character description).
+``--header-tool`` adds ``tag``, whose ``region`` argument carries ``x-mcp-header: Region`` (in the
+stateless era over HTTP the client mirrors it into ``Mcp-Param-Region``; the SDK checks it against
+the body) and which answers how many characters it got.
+``--log-tools`` adds ``shout`` (sends its ``text`` as a log message at warning level, then answers
+with it).
 """
 
 from __future__ import annotations
@@ -24,11 +30,14 @@ import json
 import sys
 import warnings
 from itertools import count
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.shared.exceptions import MCPError
+from pydantic import Field
 
 mcp = MCPServer("kxen-sdk-peer")
 
@@ -80,6 +89,30 @@ async def roots(ctx: Context) -> str:
     except Exception as exc:  # report it: the test decides what it means
         got, error = None, f"{type(exc).__name__}: {exc}"
     return json.dumps({"capabilities": declared, "roots": got, "error": error})
+
+
+@mcp.tool()
+async def ask_client(method: str, ctx: Context) -> str:
+    """Send the client a sampling or elicitation request; answer with its result or error."""
+    result: Any = None
+    error = None
+    try:
+        if method == "sampling":
+            message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+            got: Any = await ctx.session.create_message([message], max_tokens=5)
+        else:
+            got = await ctx.session.elicit_form("your name?", {"type": "object", "properties": {}})
+        result = got.model_dump(by_alias=True, mode="json", exclude_none=True)
+    except MCPError as exc:
+        error = {"code": exc.code, "message": exc.message}
+    return json.dumps({"result": result, "error": error})
+
+
+def add_header_tool() -> None:
+    def tag(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        return f"region of {len(region)} characters"
+
+    mcp.add_tool(tag, name="tag", description="mirrors region into Mcp-Param-Region")
 
 
 def add_bad_tools() -> None:
@@ -140,6 +173,8 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if "--bad-tools" in sys.argv[1:]:
         add_bad_tools()
+    if "--header-tool" in sys.argv[1:]:
+        add_header_tool()
     if "--log-tools" in sys.argv[1:]:
         add_log_tools()
     mode = args[0] if args else "stdio"

@@ -198,7 +198,7 @@ async def test_every_post_carries_the_era_headers() -> None:
                 await session.request("tools/call", {"name": "täg", "arguments": {"region": None}})
                 assert stream.describe()["protocolVersion"] == V
     assert [b["method"] for b in app.bodies] == ["server/discover", "tools/list", "tools/call", "tools/call"]
-    for request, body in zip(app.requests, app.bodies):
+    for request, body in zip(app.requests, app.bodies, strict=True):
         assert request.headers["mcp-protocol-version"] == body["params"]["_meta"][META] == V
         assert request.headers["mcp-method"] == body["method"]
         assert "mcp-session-id" not in request.headers

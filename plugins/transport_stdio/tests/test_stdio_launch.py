@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 from kxen_testing import running
-from kxen_transport_stdio import ENV_PASSTHROUGH, SAFE_DEFAULTS, StdioTransport
+from kxen_transport_stdio import ENV_PASSTHROUGH, StdioTransport
 from stdio_support import HELPER, HELPER_ARGV, OWNER, STDIO, context, helper, owned_helpers, server_pid
 
 from kxen_core.config import ServerConfig
@@ -41,11 +41,11 @@ async def test_env_is_cleared_to_the_allow_list_plus_configured(kxen_home, works
     env = info["env"]
     assert "SECRET_X" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "KXEN_HOME" not in env
     assert "VIRTUAL_ENV" not in env and "LC_ALL" not in env
-    expected = {k for k in ENV_PASSTHROUGH if k in os.environ} | set(SAFE_DEFAULTS) | set(configured)
+    expected = {k for k in ENV_PASSTHROUGH if k in os.environ} | set(configured)
     # Python may coerce a C locale by setting LC_CTYPE in its own environment (PEP 538)
     assert set(env) - {"LC_CTYPE"} == expected - {"LC_CTYPE"}
-    assert env["PYTHONSAFEPATH"] == "1"
-    for key in expected - set(configured) - set(SAFE_DEFAULTS) - {"LC_CTYPE"}:
+    assert "PYTHONSAFEPATH" not in env  # exactly the allowlist and the entry's env: nothing added
+    for key in expected - set(configured) - {"LC_CTYPE"}:
         assert env[key] == os.environ[key]
     assert env["FOO"] == "bar"
     assert env["USER"] == "configured-wins"
@@ -269,7 +269,7 @@ def test_the_childs_path_never_names_the_workspace(configured, host, expected):
 
     env = child_env(configured, host)
     assert env["PATH"] == expected
-    assert env["PYTHONSAFEPATH"] == "1"
+    assert set(env) <= {"PATH", *host, *configured}
 
 
 async def test_a_host_path_with_a_dot_reaches_the_child_without_it(kxen_home, workspace, monkeypatch):

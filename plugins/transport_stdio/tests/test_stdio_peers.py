@@ -27,7 +27,7 @@ async def test_python_sdk_server(kxen_home, workspace, era, version):
         assert st.session.initialized.protocol_version == version
         pid = server_pid(rt, "sdk")
         tools = {t["name"]: t for t in rt.tools("sdk")}
-        assert set(tools) == {"add", "echo", "boom", "slow", "poll", "roots"}  # tests/peers/sdk_server.py
+        assert set(tools) == {"add", "echo", "boom", "slow", "poll", "roots", "ask_client"}  # tests/peers/sdk_server.py
         assert tools["add"]["inputSchema"]["required"] == ["a", "b"]
         with anyio.fail_after(15):
             echo = await rt.call_tool("sdk__echo", {"text": "héllo"})

@@ -21,6 +21,7 @@ from kxen_core import RequestFailed
 from kxen_core.errors import AuthRequired, PluginHookError, TransportError
 
 from ._mcp_session import answers
+from ._modern import headers_refused
 from .plumbing import (
     BodyError,
     MessageTooLarge,
@@ -66,7 +67,10 @@ async def _post(stream: StreamParts, rid: Any, body: bytes, headers: httpx.Heade
         status = response.status_code
         stream.mcp.check(response)
         if not 200 <= status < 300:
-            await stream.deliver(await rejected(response, rid, stream.redact))
+            failed = await rejected(response, rid, stream.redact)
+            if status == 431 and isinstance(failed, RequestFailed):  # Request Header Fields Too Large
+                failed = headers_refused(failed, headers)
+            await stream.deliver(failed)
             return None
         if rid == stream.mcp.init_id:
             stream.mcp.take_id(response)

@@ -12,6 +12,16 @@ the plugin's ``kxen_catalog_page`` verdict (:func:`invalid_header`), so it is ne
 Values that would not survive as a header (non-ASCII, control characters, leading or trailing
 whitespace, or a value that looks like the encoding itself) are sent as ``=?base64?<UTF-8 in
 base64>?=``.
+
+What is mirrored is bounded on the client side: each ``Mcp-Name`` / ``Mcp-Param-*`` value, as sent,
+at most ``options.maxHeaderValueBytes`` (4096), and the mirrored headers together (``Mcp-Method``,
+``Mcp-Name``, ``Mcp-Param-*``, names and values) at most ``options.maxMirroredHeaderBytes`` (8192),
+below what common servers and proxies accept (8-16 KiB of headers in all). The 2026-07-28 revision
+sets no size limit, lets a client impose its own, and requires every mirrored header whose value
+is in the body -- a server must reject a request that leaves one out (SEP-2243: "No
+Specification-Level Header Size Limit"). So a request over a bound is not sent without the header,
+nor cut: it fails before anything is sent with :class:`HeaderTooLarge`, naming the header, the
+argument it mirrors, its size, the bound and the option.
 """
 
 from __future__ import annotations
@@ -22,6 +32,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
+
+from kxen_core import RequestFailed
+from kxen_core.errors import HTTPStatusError, InvalidArguments
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 METHOD_HEADER = "Mcp-Method"
@@ -39,7 +52,13 @@ MAX_PARAMS = 64
 MAX_DEPTH = 16
 #: the most ``tools/list`` requests watched at once (their answers teach the header maps)
 MAX_WATCHED = 64
+#: the default bounds of what is mirrored: one value, and every mirrored header together (the
+#: ``maxHeaderValueBytes`` and ``maxMirroredHeaderBytes`` options)
+HEADER_VALUE_BYTES = 4096
+MIRRORED_HEADER_BYTES = 8192
 
+_MIRRORED = frozenset({METHOD_HEADER.lower(), NAME_HEADER.lower()})
+_PARAM = PARAM_PREFIX.lower()
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _PLAIN = re.compile(r"^[\x20-\x7E]*$")
 _ENCODED = re.compile(r"^=\?base64\?.*\?=$")
@@ -67,6 +86,31 @@ def encode_value(value: str) -> str:
     if _PLAIN.match(value) and value == value.strip() and not _ENCODED.match(value):
         return value
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+class HeaderTooLarge(InvalidArguments):
+    """A stateless-era request whose mirrored headers would pass a bound: nothing was sent."""
+
+
+def headers_refused(failed: RequestFailed, headers: httpx.Headers) -> RequestFailed:
+    """A 431 (Request Header Fields Too Large) answer, with what kxen mirrored into the request's
+    headers and the options that make kxen refuse such a request itself (the revision asks clients
+    to handle 431 gracefully: the request fails alone, with its next step)."""
+    error = failed.error
+    if not isinstance(error, HTTPStatusError):
+        return failed
+    mirrored = [(k, v) for k, v in headers.items() if k.lower() in _MIRRORED or k.lower().startswith(_PARAM)]
+    if not mirrored:
+        return failed
+    size = sum(len(k) + len(v) for k, v in mirrored)
+    largest = max(len(v) for _, v in mirrored)
+    hint = (
+        f"{error}: the server or a proxy refused the request's headers; kxen mirrored {size:,} bytes into "
+        f"Mcp-Method/Mcp-Name/Mcp-Param-* (the largest value {largest:,} bytes): lower options."
+        "maxHeaderValueBytes and options.maxMirroredHeaderBytes to what it accepts, and kxen refuses such "
+        "calls itself, before sending them"
+    )
+    return RequestFailed(failed.id, HTTPStatusError(hint, status=error.status, body=error.body, server=error.server))
 
 
 def _positions(schema: Any) -> Iterator[tuple[tuple[str, ...] | None, dict[str, Any]]]:
@@ -150,9 +194,15 @@ def _at(arguments: Any, path: tuple[str, ...]) -> Any:
 
 
 class ModernHeaders:
-    """The stateless-era headers of one connection."""
+    """The stateless-era headers of one connection; ``max_value`` and ``max_total`` bound what is
+    mirrored (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, max_value: int = HEADER_VALUE_BYTES, max_total: int = MIRRORED_HEADER_BYTES, server: str = ""
+    ) -> None:
+        self.max_value = max_value
+        self.max_total = max_total
+        self.server = server
         #: the protocol version of the last stateless-era request (None: the handshake era)
         self.version: str | None = None
         self._params: dict[str, dict[tuple[str, ...], str]] = {}
@@ -163,7 +213,8 @@ class ModernHeaders:
         return bool(self._lists)
 
     def headers_for(self, message: Mapping[str, Any], base: httpx.Headers) -> httpx.Headers:
-        """``base`` (never changed: it may be shared) with the era's headers for POSTing ``message``."""
+        """``base`` (never changed: it may be shared) with the era's headers for POSTing ``message``;
+        raises :class:`HeaderTooLarge` (and changes nothing) when a mirrored header passes a bound."""
         method = message.get("method")
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
@@ -172,19 +223,45 @@ class ModernHeaders:
             self.version = version if isinstance(version, str) else None
         if self.version is None or not isinstance(method, str):
             return base
-        headers = httpx.Headers(base)
-        headers[VERSION_HEADER] = encode_value(version if isinstance(version, str) else self.version)
-        headers[METHOD_HEADER] = encode_value(method)
+        # (header, value as sent, what it mirrors): checked against the bounds before anything is set
+        mirrored: list[tuple[str, str, str]] = [(METHOD_HEADER, encode_value(method), "the method")]
         key = NAMED.get(method)
         name = params.get(key) if key is not None and isinstance(params, dict) else None
         if isinstance(name, str):
-            headers[NAME_HEADER] = encode_value(name)
+            mirrored.append((NAME_HEADER, encode_value(name), f"params.{key}"))
         if method == "tools/call" and isinstance(name, str) and isinstance(params, dict):
             for path, header in self._params.get(name, {}).items():
                 value = _rendered(_at(params.get("arguments"), path))
                 if value is not None:
-                    headers[PARAM_PREFIX + header] = encode_value(value)
+                    mirrored.append((PARAM_PREFIX + header, encode_value(value), "argument " + ".".join(path)))
+        self._check(method, name, mirrored)
+        headers = httpx.Headers(base)
+        headers[VERSION_HEADER] = encode_value(version if isinstance(version, str) else self.version)
+        for header, value, _ in mirrored:
+            headers[header] = value
         return headers
+
+    def _check(self, method: str, name: Any, mirrored: list[tuple[str, str, str]]) -> None:
+        what = f"{method} {name[:80]!r}" if isinstance(name, str) else method
+        rule = (
+            "the 2026-07-28 revision requires the header whenever its value is in the request, so it was "
+            "not sent (nothing was): pass a shorter value, or raise the bound if the server and everything "
+            "between accept longer headers"
+        )
+        for header, value, source in mirrored:
+            if len(value) > self.max_value:
+                raise HeaderTooLarge(
+                    f"{what}: {source[:80]} would be a {len(value):,}-byte {header[:80]} header, over kxen's bound "
+                    f"of {self.max_value:,} bytes a header (options.maxHeaderValueBytes of server "
+                    f"{self.server!r}); {rule}"
+                )
+        total = sum(len(header) + len(value) for header, value, _ in mirrored)
+        if total > self.max_total:
+            raise HeaderTooLarge(
+                f"{what}: its {len(mirrored)} mirrored headers (Mcp-Method, Mcp-Name, Mcp-Param-*) would be "
+                f"{total:,} bytes, over kxen's bound of {self.max_total:,} bytes in all (options."
+                f"maxMirroredHeaderBytes of server {self.server!r}); {rule}"
+            )
 
     def watch(self, method: str, rid: Any) -> None:
         """Remember a ``tools/list`` request: its answer names the tools' header annotations."""
@@ -217,4 +294,13 @@ class ModernHeaders:
                 self._params.pop(name, None)
 
 
-__all__ = ["ModernHeaders", "encode_value", "header_map", "invalid_header"]
+__all__ = [
+    "HEADER_VALUE_BYTES",
+    "MIRRORED_HEADER_BYTES",
+    "HeaderTooLarge",
+    "ModernHeaders",
+    "encode_value",
+    "header_map",
+    "headers_refused",
+    "invalid_header",
+]

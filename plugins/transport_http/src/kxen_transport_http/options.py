@@ -24,6 +24,7 @@ def _within(low: float, high: float, rule: str) -> Callable[[Any, attrs.Attribut
 _bytes = _within(1024, 1024 * MiB, "an integer from 1024 to 1073741824")
 _connect = _within(0.001, 600, "a number of seconds > 0 and <= 600")
 _queue = _within(1, 65536, "an integer from 1 to 65536")
+_header_bytes = _within(64, MiB, "an integer from 64 to 1048576")
 
 
 @attrs.frozen(kw_only=True)
@@ -50,3 +51,8 @@ class HttpOptions:
     getStream: bool = True
     maxReconnectAttempts: int = attrs.field(default=3, validator=_within(0, 100, "an integer from 0 to 100"))
     defaultRetryMs: int = attrs.field(default=1000, validator=_within(0, 600_000, "an integer from 0 to 600000"))
+    #: the stateless era's mirrored headers: one ``Mcp-Name``/``Mcp-Param-*`` value as sent, and
+    #: ``Mcp-Method``, ``Mcp-Name`` and every ``Mcp-Param-*`` together (names and values); a request
+    #: over either fails before it is sent
+    maxHeaderValueBytes: int = attrs.field(default=4096, validator=_header_bytes)
+    maxMirroredHeaderBytes: int = attrs.field(default=8192, validator=_header_bytes)

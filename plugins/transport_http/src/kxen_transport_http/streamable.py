@@ -55,7 +55,7 @@ from kxen_core.errors import AuthRequired, KxenError, PluginHookError, ProtocolE
 from ._exchange import run_request
 from ._get_stream import GetStream
 from ._mcp_session import McpSession, SessionExpired
-from ._modern import ModernHeaders
+from ._modern import HeaderTooLarge, ModernHeaders
 from ._tasks import request_tasks
 from .options import HttpOptions
 from .plumbing import (
@@ -95,7 +95,10 @@ class StreamableHTTPStream(HttpMessageStream):
             pass  # the POST fails with the same error the string gives (a ConnectError)
         self.post_errors = map_errors(f"POST {self.safe_url}", self.redact, self.name)
         self.mcp = McpSession(server, context, self.redact, self.safe_url, self.diag, self.credentials)
-        self.modern = ModernHeaders()  # the stateless era's headers (MCP 2026-07-28)
+        # the stateless era's headers (MCP 2026-07-28), bounded
+        self.modern = ModernHeaders(
+            max_value=options.maxHeaderValueBytes, max_total=options.maxMirroredHeaderBytes, server=self.name
+        )
         self.follower = SseFollower(
             limit=options.maxMessageBytes,
             redact=self.redact,
@@ -113,7 +116,8 @@ class StreamableHTTPStream(HttpMessageStream):
         """Start a request's POST without waiting (the session's hot path); True when it did.
 
         False (nothing sent) for what ``send`` must do instead: notifications and responses (POSTed
-        inline), a request whose headers need the ``kxen_credential_lookup`` hook, a closed transport.
+        inline), a request whose headers need the ``kxen_credential_lookup`` hook, a request whose
+        mirrored headers pass a bound (``send`` raises ``HeaderTooLarge``), a closed transport.
         """
         if self.failure is not None:
             return False
@@ -124,7 +128,11 @@ class StreamableHTTPStream(HttpMessageStream):
         headers = self.mcp.post_headers_now()
         if headers is None:
             return False
-        self._start_request(method, rid, encode(message), self.modern.headers_for(message, headers))
+        try:
+            headers = self.modern.headers_for(message, headers)
+        except HeaderTooLarge:
+            return False  # send() raises it, to the caller of that request alone
+        self._start_request(method, rid, encode(message), headers)
         return True
 
     async def send(self, message: Message) -> None:

@@ -3,9 +3,11 @@
 Entered once around a host's work with its servers (the ``kxen`` command enters it around every
 ``kxen mcp ...``; an embedding host through :func:`kxen_core.host_guard`):
 
-- on entry, servers that a crashed host left running are ended (:func:`.procs.end_leftovers`:
-  only processes whose pid, start time and boot still match a ledger entry), then this process
-  keeps its own ledger (:func:`.procs.open_ledger`) of the servers it starts;
+- on entry, what a crashed host left running is ended (:func:`.procs.end_leftovers`: only
+  processes whose pid, start time and boot still match a ledger entry -- its servers, their
+  descendants, its adopted orphans -- and what those started), then this process keeps its own
+  ledger (:func:`.procs.open_ledger`) of the servers it starts, and, until the exit, notes what
+  they start (:func:`.procs.watch_ledger`, in a task of its own);
 - with ``subreaper=True`` (Linux), this process becomes a child subreaper, so the orphans of
   double-forking servers are adopted by it, and on exit every adopted orphan is ended
   (:func:`.procs.end_adopted`). Only for a process whose other children all started before entry:
@@ -20,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 import anyio
+import anyio.abc
 
 from . import procs
 
@@ -31,25 +34,35 @@ class HostGuard:
         self.home = Path(home)
         self.subreaper = subreaper
         self._reaping = False
-        self.ended: list[int] = []  # pids of a crashed host's servers ended on entry
+        self._watch: anyio.abc.TaskGroup | None = None
+        self.ended: list[int] = []  # pids of what a crashed host left, ended on entry
 
     async def __aenter__(self) -> HostGuard:
         # become the subreaper first: an orphan made while the leftovers are ended comes back to us
         self._reaping = self.subreaper and not procs.is_subreaper() and procs.become_subreaper()
         with anyio.CancelScope(shield=True):
             self.ended = await procs.end_leftovers(self.home)
-        procs.open_ledger(self.home)
+        if procs.open_ledger(self.home) is not None:
+            self._watch = anyio.create_task_group()
+            await self._watch.__aenter__()
+            self._watch.start_soon(procs.watch_ledger, procs.adopted if self._reaping else None)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            if self._reaping:
-                with anyio.CancelScope(shield=True):
-                    await procs.end_adopted()
+            if self._watch is not None:  # its scope is this task's current one again: left first
+                watch, self._watch = self._watch, None
+                watch.cancel_scope.cancel()
+                await watch.__aexit__(None, None, None)
         finally:
-            if self._reaping:
-                procs.stop_subreaper()
-                self._reaping = False
-            procs.close_ledger()
+            try:
+                if self._reaping:
+                    with anyio.CancelScope(shield=True):
+                        await procs.end_adopted()
+            finally:
+                if self._reaping:
+                    procs.stop_subreaper()
+                    self._reaping = False
+                procs.close_ledger()

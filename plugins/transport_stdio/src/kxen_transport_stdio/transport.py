@@ -3,10 +3,12 @@
 Launch: no shell; the command is made absolute against the child's PATH (relative entries and a
 command with a slash count from the cwd; symlinks are kept, as exec would run them); cwd is the
 server's ``cwd`` (relative to the workspace) or the workspace; the environment is cleared and gets
-only :data:`ENV_PASSTHROUGH` from the host, then :data:`SAFE_DEFAULTS` (interpreters' safe-path
-modes, so ``python -m x`` does not import the workspace's ``x``), then the server's configured
-``env`` on top (a project may not set those keys; a user may turn them off). The child's PATH keeps
-only its absolute entries, so nothing the child runs is looked up in the workspace either.
+exactly :data:`ENV_PASSTHROUGH` from the host (those that are set) and the server's configured
+``env`` on top, nothing else: no interpreter switch is added, so ``python /path/server.py`` imports
+its sibling modules as it does anywhere. A launch that would import from the workspace instead
+(``python -m``/``-c`` with importable code in the cwd) is held by the core's launcher rules for
+trust and approval before it gets here. The child's PATH keeps only its absolute entries, so
+nothing the child runs is looked up in the workspace either.
 
 The child is started by ``subprocess.Popen`` and watched without a thread (:mod:`.child`: its exit
 is a pidfd). stdin is a pipe the transport makes itself and writes without blocking
@@ -52,8 +54,6 @@ from .writer import PipeWriter
 
 #: host variables a child may inherit; everything else is cleared
 ENV_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER")
-#: set in every child: the cwd is the workspace, so interpreters must not import from it
-SAFE_DEFAULTS = {"PYTHONSAFEPATH": "1"}
 STDERR_TAIL_BYTES = 16 * 1024
 #: after stdin is closed (its backlog sent first, within the same bound), how long the child gets to exit
 EOF_GRACE_SECONDS = 0.1
@@ -66,16 +66,14 @@ IDENTIFY_AFTER_SECONDS = 0.05
 
 
 def child_env(configured: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: :data:`ENV_PASSTHROUGH` from ``host`` (default: this process's),
-    then :data:`SAFE_DEFAULTS`, then the configured ``env`` on top; PATH keeps its absolute
-    entries only."""
+    """The child's environment: :data:`ENV_PASSTHROUGH` from ``host`` (default: this process's)
+    and the configured ``env`` on top, nothing more; PATH keeps its absolute entries only."""
     source: Mapping[str, str] = os.environ if host is None else host
     env = {}
     for key in ENV_PASSTHROUGH:
         value = source.get(key)  # one lookup (``in`` and ``[]`` each encode the key again)
         if value is not None:
             env[key] = value
-    env.update(SAFE_DEFAULTS)
     env.update(configured)
     if "PATH" in env:
         env["PATH"] = absolute_path_entries(env["PATH"])
@@ -327,7 +325,6 @@ class StdioTransport:
 __all__ = [
     "EOF_GRACE_SECONDS",
     "ENV_PASSTHROUGH",
-    "SAFE_DEFAULTS",
     "STDERR_TAIL_BYTES",
     "TERM_GRACE_SECONDS",
     "StdioTransport",

@@ -15,24 +15,43 @@ double-forks also takes it out of its tree (the orphan is adopted by init). Two 
   :func:`become_subreaper` takes is then treated as a server's leftover.
 
 After a crash of the host (SIGKILL, power to the terminal cut before a signal could be handled),
-its servers run on. :class:`Ledger` is a small state file per kxen process (``<home>/run/<pid>-<start
-time>.json``, the directory 0700) listing every stdio server it started: pid, start time, command,
-and the boot it ran in. :func:`end_leftovers` reads the ledgers of hosts that are gone and ends only
-the servers whose pid, start time and boot still match and that still lead their own session and
-group (as kxen started them): never a process kxen did not start (the command is recorded for
-people reading the file; a server may have exec'd another program and is still the one started).
-Both are bounded (files, entries, bytes, seconds). The ``kxen`` command does both; an
-embedding host may opt in with :func:`open_ledger` and :func:`end_leftovers`.
+its servers run on, and so does what they started. :class:`Ledger` is a small state file per kxen
+process (``<home>/run/<pid>-<start time>.json``, the directory 0700) listing every stdio server it
+started: pid, start time, command, and the boot it ran in -- and, read again every
+:data:`LEDGER_WATCH_SECONDS` while servers run (:func:`watch_ledger`), each server's descendants
+(``tree``: pid and start time, kept once seen, so a daemon that left with ``setsid`` and whose
+parent exited is still known) and the orphans this process adopted as a subreaper (``adopted``).
+:func:`end_leftovers` reads the ledgers of hosts that are gone and ends only processes it can
+prove are the ones recorded: a server whose pid, start time and boot still match and that still
+leads its own session and group (as kxen started them), a descendant or orphan whose pid, start
+time and boot still match (and that is not older than its server, or the host), and what each of
+them started since. Never a process kxen did not start or that did not descend from one (the
+command is recorded for people reading the file; a server may have exec'd another program and is
+still the one started). A descendant that was born and detached between two reads, in the last
+second before the crash, is not known. Both are bounded (files, entries, members, bytes,
+seconds). The ``kxen`` command does both; an embedding host may opt in with :func:`open_ledger`,
+:func:`watch_ledger` and :func:`end_leftovers` (or :func:`kxen_core.host_guard`).
 
 Elsewhere than Linux every helper here finds nothing and the group kill is all there is.
 """
 
 from __future__ import annotations
 
-from .ledger import Ledger, boot_id, close_ledger, end_leftovers, forget_server, open_ledger, record_server
+from .ledger import (
+    LEDGER_WATCH_SECONDS,
+    Ledger,
+    boot_id,
+    close_ledger,
+    end_leftovers,
+    forget_server,
+    open_ledger,
+    record_server,
+    watch_ledger,
+)
 from .tree import Proc, Tree, adopted, become_subreaper, end_adopted, is_subreaper, send, stat, stop_subreaper, table
 
 __all__ = [
+    "LEDGER_WATCH_SECONDS",
     "Ledger",
     "boot_id",
     "Proc",
@@ -50,4 +69,5 @@ __all__ = [
     "stat",
     "stop_subreaper",
     "table",
+    "watch_ledger",
 ]

@@ -6,16 +6,18 @@ See :mod:`kxen_transport_stdio.procs`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import stat as stat_mod
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from .tree import KILL_WAIT_SECONDS, POLL_SECONDS, TERM_GRACE_SECONDS, Tree, stat, table
+from .tree import KILL_WAIT_SECONDS, POLL_SECONDS, TERM_GRACE_SECONDS, Proc, Tree, send, stat, table
 
 # --- the ledger of started servers, for the next start after a crash ----------------------------
 
@@ -23,8 +25,13 @@ from .tree import KILL_WAIT_SECONDS, POLL_SECONDS, TERM_GRACE_SECONDS, Tree, sta
 LEDGER_MAX_FILES = 64
 LEDGER_MAX_ENTRIES = 256
 LEDGER_MAX_BYTES = 256 * 1024
+#: at most this many descendants and adopted orphans are kept in one ledger (all servers together)
+LEDGER_MAX_MEMBERS = 1024
+#: how often a host with running servers reads ``/proc`` again to note their new descendants
+LEDGER_WATCH_SECONDS = 1.0
 
 _ledger: Ledger | None = None
+log = logging.getLogger("kxen.stdio")
 
 
 def boot_id() -> str | None:
@@ -49,7 +56,11 @@ def _run_dir(home: Path, create: bool) -> Path | None:
 
 
 class Ledger:
-    """The servers this process started and has not stopped yet, kept in one small file."""
+    """The servers this process started and has not stopped yet, kept in one small file, with
+    what each of them started (:meth:`refresh`): a descendant that left the server's session or
+    group (``setsid``) is no longer found from the server after a crash, and one whose parents
+    are gone is no longer found at all, so each is written down by pid and start time while this
+    process sees it -- and so is every orphan this process adopted as a subreaper."""
 
     def __init__(self, directory: Path) -> None:
         me = stat(os.getpid())
@@ -57,14 +68,48 @@ class Ledger:
         self.host = {"pid": os.getpid(), "start": me.start if me else None, "marker": os.urandom(8).hex()}
         self.boot = boot_id()
         self.servers: dict[int, dict[str, Any]] = {}
+        self.trees: dict[int, Tree] = {}  # server pid -> its descendants as last seen
+        self.adopted: dict[int, int] = {}  # orphans adopted by this process: pid -> start time
+        self._written: tuple[Any, ...] | None = None  # what the file lists (see _snapshot)
 
     def add(self, pid: int, start: int, command: str) -> None:
         self.servers[pid] = {"pid": pid, "start": start, "command": command}
+        self.trees[pid] = Tree(pid, start)
         self._write()
 
     def remove(self, pid: int) -> None:
+        self.trees.pop(pid, None)
         if self.servers.pop(pid, None) is not None:
             self._write()
+
+    def refresh(self, procs: dict[int, Proc], adopted: Sequence[Proc] = ()) -> bool:
+        """Note the servers' new descendants and the newly ``adopted`` orphans in ``procs`` (one
+        snapshot of ``/proc``), forget those that are gone (or zombies); write the file when what
+        it lists changed. Returns whether it did."""
+
+        def running(pid: int, start: int) -> bool:
+            proc = procs.get(pid)
+            return proc is not None and proc.start == start and not proc.zombie
+
+        for tree in self.trees.values():
+            tree.update(procs)
+            for pid, start in list(tree.members.items()):
+                if not running(pid, start):
+                    del tree.members[pid]
+        for proc in adopted:
+            if proc.pid not in self.servers and not proc.zombie:
+                self.adopted[proc.pid] = proc.start
+        for pid, start in list(self.adopted.items()):
+            if pid in self.servers or not running(pid, start):
+                del self.adopted[pid]
+        if self._snapshot() == self._written:
+            return False
+        self._write()
+        return True
+
+    def _snapshot(self) -> tuple[Any, ...]:
+        trees = tuple((pid, tuple(sorted(t.members.items()))) for pid, t in self.trees.items())
+        return tuple(self.servers), trees, tuple(sorted(self.adopted.items()))
 
     def close(self) -> None:
         try:
@@ -73,7 +118,17 @@ class Ledger:
             pass
 
     def _write(self) -> None:
-        data = {"host": self.host, "boot": self.boot, "servers": list(self.servers.values())[:LEDGER_MAX_ENTRIES]}
+        self._written = self._snapshot()
+        room = LEDGER_MAX_MEMBERS
+        servers = []
+        for entry in list(self.servers.values())[:LEDGER_MAX_ENTRIES]:
+            tree = self.trees.get(entry["pid"])
+            members = [[p, s] for p, s in tree.members.items()][:room] if tree is not None else []
+            room -= len(members)
+            servers.append({**entry, "tree": members} if members else entry)
+        data: dict[str, Any] = {"host": self.host, "boot": self.boot, "servers": servers}
+        if self.adopted and room > 0:
+            data["adopted"] = [[p, s] for p, s in self.adopted.items()][:room]
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -112,6 +167,23 @@ def forget_server(pid: int) -> None:
         _ledger.remove(pid)
 
 
+async def watch_ledger(adopted: Callable[[dict[int, Proc]], list[Proc]] | None = None) -> None:
+    """Every :data:`LEDGER_WATCH_SECONDS` while the open ledger lists a server or an adopted
+    orphan: read ``/proc`` once and :meth:`Ledger.refresh` it (``adopted``: how to find the orphans
+    this process adopted, for a subreaper). Runs until cancelled; a failure ends the watch (logged),
+    never the host it runs in."""
+    while True:
+        await anyio.sleep(LEDGER_WATCH_SECONDS)
+        ledger = _ledger
+        if ledger is not None and (ledger.servers or ledger.adopted):
+            try:
+                procs = table()
+                ledger.refresh(procs, adopted(procs) if adopted is not None else [])
+            except Exception as exc:  # best effort, like the ledger's writes
+                log.warning("the ledger of started servers is no longer kept current: %s: %s", type(exc).__name__, exc)
+                return
+
+
 def _leftover(entry: Any, boot: str | None) -> tuple[int, int] | None:
     """(pid, start) of a recorded server that is still exactly the process kxen started, else None."""
     if not isinstance(entry, dict) or boot is None or boot != boot_id():
@@ -127,9 +199,26 @@ def _leftover(entry: Any, boot: str | None) -> tuple[int, int] | None:
     return pid, start
 
 
+def _member(pair: Any, not_before: int) -> tuple[int, int] | None:
+    """(pid, start) of a recorded descendant or adopted orphan (``[pid, start]``) that is still
+    exactly that process (the boot was checked by the caller) and started after ``not_before``
+    (its server's start, or the host's), else None."""
+    if not (isinstance(pair, list) and len(pair) == 2 and all(type(v) is int for v in pair)):
+        return None
+    pid, start = pair
+    if pid <= 1 or pid == os.getpid() or start < not_before:
+        return None
+    now = stat(pid)
+    if now is None or now.zombie or now.start != start:
+        return None
+    return pid, start
+
+
 async def end_leftovers(home: Path, grace: float = TERM_GRACE_SECONDS, wait: float = KILL_WAIT_SECONDS) -> list[int]:
-    """End the servers that hosts which are gone left running (their ledgers in ``<home>/run``);
-    returns their pids. Ledgers of hosts still running are left alone."""
+    """End what hosts which are gone left running (their ledgers in ``<home>/run``): each server
+    that still leads its session and group, each recorded descendant and adopted orphan that is
+    still the same process (pid, start time, boot), and what each of them started since; returns
+    their pids. Ledgers of hosts still running are left alone."""
     directory = _run_dir(home, create=False) if sys.platform.startswith("linux") else None
     if directory is None:
         return []
@@ -137,7 +226,8 @@ async def end_leftovers(home: Path, grace: float = TERM_GRACE_SECONDS, wait: flo
         names = sorted(n for n in os.listdir(directory) if n.endswith(".json") and not n.startswith("."))
     except OSError:
         return []
-    targets: dict[int, Tree] = {}
+    targets: dict[int, Tree] = {}  # each process to end (a server, a descendant, an orphan) with its tree
+    leaders: set[int] = set()  # the servers among them, whose group is signalled as a whole
     done: list[Path] = []
     for name in names[:LEDGER_MAX_FILES]:
         host_pid, _, host_start = name[: -len(".json")].partition("-")
@@ -156,12 +246,29 @@ async def end_leftovers(home: Path, grace: float = TERM_GRACE_SECONDS, wait: flo
         done.append(path)
         if not isinstance(data, dict) or not isinstance(data.get("servers"), list):
             continue
+        if data.get("boot") is None or data.get("boot") != boot_id():
+            continue  # another boot: every pid in it names some other process now
+        room = LEDGER_MAX_MEMBERS
         for entry in data["servers"][:LEDGER_MAX_ENTRIES]:
             found = _leftover(entry, data.get("boot"))
             if found is not None:
-                tree = Tree(found[0], found[1])
-                tree.update()
-                targets[found[0]] = tree
+                leaders.add(found[0])
+                targets.setdefault(found[0], Tree(found[0], found[1]))
+            start = entry.get("start") if isinstance(entry, dict) else None
+            members = entry.get("tree") if isinstance(entry, dict) else None
+            if isinstance(start, int) and isinstance(members, list):
+                for pair in members[:room]:
+                    if (member := _member(pair, start)) is not None:
+                        targets.setdefault(member[0], Tree(*member))
+                room -= min(len(members), room)
+        adopted = data.get("adopted")
+        if isinstance(adopted, list):
+            for pair in adopted[:room]:
+                if (member := _member(pair, int(host_start))) is not None:
+                    targets.setdefault(member[0], Tree(*member))
+    procs_now = table() if targets else {}
+    for tree in targets.values():
+        tree.update(procs_now)
     roots = {pid: tree.root_start for pid, tree in targets.items()}
 
     def alive() -> bool:
@@ -172,13 +279,17 @@ async def end_leftovers(home: Path, grace: float = TERM_GRACE_SECONDS, wait: flo
         )
 
     def hit(sig: int) -> None:
+        procs = table()
         for pid, tree in targets.items():
-            if _leftover({"pid": pid, "start": roots[pid], "command": ""}, boot_id()) is not None:
+            start = roots[pid]
+            if pid in leaders and _leftover({"pid": pid, "start": start, "command": ""}, boot_id()) is not None:
                 try:
                     os.killpg(pid, sig)
                 except (ProcessLookupError, PermissionError):
                     pass
-            tree.update()
+            elif start is not None:
+                send(pid, start, sig)  # only while the pid is still that process
+            tree.update(procs)
             tree.signal(sig)
 
     if targets:
@@ -198,4 +309,14 @@ async def end_leftovers(home: Path, grace: float = TERM_GRACE_SECONDS, wait: flo
     return sorted(targets)
 
 
-__all__ = ["Ledger", "boot_id", "close_ledger", "end_leftovers", "forget_server", "open_ledger", "record_server"]
+__all__ = [
+    "LEDGER_WATCH_SECONDS",
+    "Ledger",
+    "boot_id",
+    "close_ledger",
+    "end_leftovers",
+    "forget_server",
+    "open_ledger",
+    "record_server",
+    "watch_ledger",
+]
