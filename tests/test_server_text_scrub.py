@@ -282,3 +282,46 @@ def ws(tmp_path: Path) -> Path:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     return workspace
+
+
+# --- the kxen_register_secrets contract (docs/hooks.md) ---------------------------------------------
+
+
+def test_secret_sources_broken_and_mutable(caplog):
+    from kxen_core.plugins.manager import make_plugin_manager
+    from kxen_core.plugins.secrets import secret_sources
+    from kxen_core.safe_text import Secrets
+
+    live: set[str] = {"first-held-value"}
+
+    class Good:
+        __name__ = "good-holder"
+
+        @hookimpl
+        def kxen_register_secrets(self, register: Any) -> None:
+            register(lambda: live)  # a mutable set: compared by value
+
+    class Raising:
+        __name__ = "raising-holder"
+
+        @hookimpl
+        def kxen_register_secrets(self, register: Any) -> None:
+            raise RuntimeError("cannot register")
+
+    class BrokenSource:
+        __name__ = "broken-source"
+
+        @hookimpl
+        def kxen_register_secrets(self, register: Any) -> None:
+            register(lambda: 1 / 0)
+
+    with caplog.at_level(logging.WARNING, logger="kxen.plugins"):
+        sources = secret_sources(make_plugin_manager(allow=[], extra=[Good(), Raising(), BrokenSource()]))
+    assert len(sources) == 2  # the raising registration lost its own sources only
+    assert any("raising-holder" in r.getMessage() and "cannot register" in r.getMessage() for r in caplog.records)
+    scrub = Secrets(["config-secret-1"], sources=sources)
+    assert scrub.text("first-held-value config-secret-1") == "*** ***"  # the broken source counts as none
+    live.add("added-in-place-2")  # changed in place: still seen
+    assert scrub.text("added-in-place-2") == "***"
+    live.clear()
+    assert scrub.text("first-held-value") == "first-held-value"  # no longer held, no longer a secret
