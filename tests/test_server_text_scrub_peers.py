@@ -137,3 +137,33 @@ def test_sdk_server_log_message_on_the_terminal(kxen_home, tmp_path, monkeypatch
         assert raw not in out + err, (out, err)
     assert VAR_SECRET not in out + err, (out, err)
     assert "\\x1b]52;c;" in err and "***" in err, err  # the log line was printed, escaped and scrubbed
+
+
+def test_oauth_tokens_a_server_echoes_never_reach_the_terminal(kx, kxen_home, start_peer, monkeypatch):
+    import webbrowser
+
+    import kxen_oauth.hooks
+    from test_auth_oauth_twin import follow_sync
+
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", ",".join(OAUTH_PLUGINS))
+    url, _ = auth_peer(start_peer, "--leaky")
+    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_servers({"r": remote(url)})
+    monkeypatch.setattr(webbrowser, "open", follow_sync)
+    code, out, err = kx("mcp", "login", "r", "--timeout", "60")
+    assert code == 0, (out, err)
+    tokens = stored_tokens()
+    assert len(tokens) == 2
+    monkeypatch.setattr(kxen_oauth.hooks, "_engine", None)  # as a new kxen process: nothing held yet
+    runs = [
+        kx("mcp", "call", "r", "leak", "--wait", "30"),
+        kx("mcp", "call", "r", "leak", "--json", "--wait", "30"),
+        kx("mcp", "call", "r", "leak_error", "--wait", "30"),
+        kx("mcp", "call", "r", "leak_error", "--json", "--wait", "30"),
+    ]
+    assert [code for code, _, _ in runs] == [0, 0, 1, 1], runs
+    for _code, out, err in runs:
+        for token in tokens:
+            assert token not in out + err, (out, err)
+    assert runs[0][1].strip() == "access=*** refresh=***", runs[0]
+    assert json.loads(runs[3][1])["content"][0]["text"].endswith("access=*** refresh=***"), runs[3]
