@@ -40,7 +40,13 @@ from typing import Any
 
 
 class KxenError(Exception):
-    """Base of every error kxen raises on purpose."""
+    """Base of every error kxen raises on purpose.
+
+    ``for_agent`` is what the model gets instead of the message when they differ: short, with no
+    host path, fingerprint or command line (a person's next step stays in the message, for the CLI
+    and the host's own surfaces). ``None``: the message itself."""
+
+    for_agent: str | None = None
 
 
 class ConfigError(KxenError):
@@ -175,6 +181,13 @@ class AuthRequired(KxenError):
         return self.reason
 
 
+#: what the model is told about a server waiting on the user (the reason names the next step)
+_WAITING_FOR_THE_USER = {
+    "awaiting_approval": "its launch needs the user's approval",
+    "awaiting_trust": "the user has not trusted the workspace",
+}
+
+
 class ServerNotReady(KxenError):
     def __init__(self, server: str, state: str, phase: str | None = None, reason: str | None = None):
         self.server = server
@@ -183,6 +196,8 @@ class ServerNotReady(KxenError):
         self.reason = reason
         detail = f" ({phase}: {reason})" if reason and phase else f" ({reason})" if reason else ""
         super().__init__(f"server {server!r} is {state}{detail}")
+        if state in _WAITING_FOR_THE_USER:
+            self.for_agent = f"server {server!r} is {state} ({_WAITING_FOR_THE_USER[state]})"
 
 
 class UnknownTool(KxenError):
@@ -200,10 +215,15 @@ class InvalidArguments(KxenError):
 class PolicyDenied(KxenError):
     """The policy votes denied a tool call."""
 
-    def __init__(self, message: str, votes: Sequence[Any] = ()):
+    def __init__(self, message: str, votes: Sequence[Any] = (), *, for_agent: str | None = None):
         self.votes = list(votes)
+        self.for_agent = for_agent
         super().__init__(message)
 
 
 class ApprovalDenied(KxenError):
-    """An approval was refused, or no approval channel could ask."""
+    """An approval was refused, or no approval channel could ask. The message says how to allow it."""
+
+    def __init__(self, message: str, *, for_agent: str | None = None):
+        self.for_agent = for_agent
+        super().__init__(message)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
@@ -109,6 +110,28 @@ def kxen_host_guard(home: Path, subreaper: bool) -> AbstractAsyncContextManager[
         process that is not a server is then treated as a server's leftover).
 
     .. versionadded:: 0.3
+    """
+
+
+# --- secrets ----------------------------------------------------------------------------------
+
+
+@_spec
+def kxen_register_secrets(register: Callable[[Callable[[], Iterable[str]]], None]) -> None:
+    """Register the values this plugin holds as secret, so kxen scrubs them from what servers send.
+
+    Collecting, registration (not async-capable, must not block). Call ``register(values)`` with a
+    callable that takes no argument and returns the values the plugin holds *now* (the tokens of a
+    sign-in, a client secret): kxen asks it each time it scrubs what a server returned -- before it
+    reaches the agent (``Runtime.agent_call``), a terminal, a status or a log -- and replaces each
+    value of at least 4 characters by ``***``, as it does for the config's own secrets. The callable
+    is asked often: keep it O(1), and hand back the same immutable object (a ``frozenset``) while
+    nothing changed, so kxen rebuilds its scrubber only when something did. One that raises counts as
+    no values. Asked once per Runtime.
+
+    :param register: ``register(values)``, ``values() -> Iterable[str]``.
+
+    .. versionadded:: 0.5
     """
 
 

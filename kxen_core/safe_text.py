@@ -149,21 +149,77 @@ def query_values(url: str | None) -> list[str]:
 
 class Secrets:
     """Values that must never be printed (query values of configured URLs, credential header and env
-    values), scrubbed as ``***`` from text and from every string of a JSON-like value. Each value is
-    also known in its :func:`safe_text` form, so it is found after escaping too."""
+    values, the tokens a sign-in plugin holds), scrubbed as ``***`` from text and from every string
+    of a JSON-like value. Each value is also known in its :func:`safe_text` form and as it is written
+    inside a JSON string, so it is found after escaping too.
+
+    ``sources`` are callables that return the values some plugin holds *now* (see the
+    ``kxen_register_secrets`` hook): they are asked at each scrub, and the scrubber is rebuilt only
+    when one of them answers differently (an immutable answer -- a ``frozenset`` or ``tuple`` -- is
+    compared by identity, so a source that hands back the same object while nothing changed costs
+    one call). A source that raises counts as no values and is asked again next time."""
 
     MIN_CHARS = 4  # shorter values are too common to scrub
 
-    def __init__(self, values: Any = ()) -> None:
-        found = {v for v in values if isinstance(v, str) and len(v) >= self.MIN_CHARS}
-        found |= {safe_text(v) for v in found}
-        self.values = sorted(found, key=len, reverse=True)  # whole values before their parts
+    def __init__(self, values: Any = (), *, sources: Any = ()) -> None:
+        self._fixed = self._forms(values)
+        self._sources = tuple(sources)
+        self._answers: tuple[Any, ...] = ()
+        self._live: frozenset[str] = frozenset()
+        self._values = sorted(self._fixed, key=len, reverse=True)  # whole values before their parts
+
+    @classmethod
+    def _forms(cls, values: Any) -> set[str]:
+        found = {v for v in values if isinstance(v, str) and len(v) >= cls.MIN_CHARS}
+        return found | {safe_text(v) for v in found} | {json.dumps(v, ensure_ascii=False)[1:-1] for v in found}
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    @property
+    def values(self) -> list[str]:
+        """Every value scrubbed now, longest first (the sources asked)."""
+        if self._sources:
+            self._refresh()
+        return self._values
+
+    def _refresh(self) -> None:
+        answers = []
+        for source in self._sources:
+            try:
+                answers.append(source())
+            except Exception:  # a broken source must not stop the scrub of everything else
+                answers.append(())
+        old = self._answers
+        if len(old) == len(answers) and all(
+            a is b or (not isinstance(a, (frozenset, tuple)) and frozenset(a) == b)
+            for a, b in zip(answers, old, strict=True)
+        ):
+            return
+        self._answers = tuple(a if isinstance(a, (frozenset, tuple)) else frozenset(a) for a in answers)
+        live = self._forms(v for answer in self._answers for v in answer)
+        if live != self._live:
+            self._live = frozenset(live)
+            self._values = sorted(self._fixed | live, key=len, reverse=True)
 
     def text(self, text: str) -> str:
         for v in self.values:
             if v in text:
                 text = text.replace(v, "***")
         return text
+
+    def cut_text(self, text: str, end: int) -> str:
+        """:meth:`text` for a text cut at ``end`` (a bound): a secret's first characters (at least
+        :data:`MIN_CHARS`) just before the cut are scrubbed too, so no cut shows part of a secret."""
+        head, tail = text[:end], text[end:]
+        for v in self.values:
+            start = head.find(v[: self.MIN_CHARS], max(0, len(head) - len(v) + 1))
+            while start != -1:
+                if v.startswith(head[start:]):
+                    head = head[:start] + "***"
+                    break
+                start = head.find(v[: self.MIN_CHARS], start + 1)
+        return self.text(head) + tail
 
     def data(self, data: Any) -> Any:
         if not self.values:

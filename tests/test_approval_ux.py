@@ -5,6 +5,7 @@ launch or call it matches, and only one; a shorter or malformed --approve is a u
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from support import demo_entry, settle, state, write_project
@@ -249,3 +250,41 @@ def test_a_bad_rule_is_a_config_error_with_its_key_path(kxen_home, ws):
     with pytest.raises(ConfigError) as info:
         load_config(None, ws)
     assert any("project_tools[0].launch" in p and "64 hex" in p for p in info.value.problems), info.value.problems
+
+
+def test_a_call_to_a_server_awaiting_its_launch_approval_names_both_fingerprints(kx, kxen_home, ws, monkeypatch):
+    """A project server's launch waits for its approval and its tools are ``ask``: one denial gives
+    both fingerprints, and approving both (prefixes, one run) runs the call -- no second round."""
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
+    write_project(ws, {"p": demo_entry()})
+    trust(kxen_home.path, ws)
+    code, out, err = kx("mcp", "call", "p", "echo", "--args", '{"text": "hi"}', "--wait", "20")
+    assert code == 1, (out, err)
+    launch = resolve_launch(load_config(kxen_home.path, ws).servers["p"], ws).fingerprint
+    assert f"fingerprint {launch}" in err and "this call of p__echo needs approval too" in err, err
+    prefixes = err.split("To allow both for one run: kxen ")[1].split()
+    assert prefixes[0] == "--approve" and prefixes[2] == "--approve" and prefixes[1] == launch[:16], prefixes
+    code, out, err = kx("mcp", "call", "p", "echo", "--args", '{"text": "hi"}', "--json", "--wait", "20")
+    text = json.loads(out)["content"][0]["text"]
+    assert text == "ApprovalDenied: p__echo was not run: its server's launch and the call need the user's approval"
+    approve = ["--approve", prefixes[1], "--approve", prefixes[3]]
+    code, out, err = kx(*approve, "mcp", "call", "p", "echo", "--args", '{"text": "hi"}', "--wait", "20")
+    assert (code, out.strip()) == (0, "hi"), err
+
+
+def test_file_identities_are_in_the_json_of_approvals_only(kx, kxen_home, ws, monkeypatch):
+    import shutil
+
+    from support import DEMO
+
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
+    shutil.copy(DEMO, ws / "server.py")
+    write_project(ws, {"p": {"command": sys.executable, "args": [str(ws / "server.py")]}})
+    trust(kxen_home.path, ws)
+    code, out, _ = kx("mcp", "approvals", "--json")
+    (row,) = json.loads(out)["approvals"]
+    files = row["launch"]["files"]
+    assert code == 0 and str(ws / "server.py") in files and all(files.values())
+    code, text, _ = kx("mcp", "approvals")
+    assert code == 0 and str(ws / "server.py") in text
+    assert not any(identity in text for identity in files.values()), text

@@ -49,6 +49,107 @@ async def test_the_wait_ends_at_its_bound_and_when_all_settled(kxen_home, ws, tt
             assert cli_wait.loading(rt) == []
 
 
+# --- a terminal approval prompt while the spinner runs ----------------------------------------------
+
+
+async def test_a_server_being_approved_is_counted_while_it_waits(kxen_home, ws):
+    """A server whose launch a channel is being asked about has not settled: the spinner counts it,
+    and the approvals say a prompt is open (the spinner stops for it)."""
+    from kxen_testing import Channel
+
+    from kxen_core import hookimpl
+    from kxen_core.config.trust import trust
+    from kxen_core.plugins.manager import make_plugin_manager
+
+    answer = anyio.Event()
+    asked = anyio.Event()
+
+    class Blocking(Channel):
+        @hookimpl
+        async def kxen_approval_prompt(self, request):
+            asked.set()
+            await answer.wait()
+            return await super().kxen_approval_prompt(request)
+
+    seen: list[bool] = []
+    (ws / ".kxen").mkdir()
+    (ws / ".kxen" / "mcp.json").write_text(json.dumps({"mcpServers": {"p": {"command": "sh", "args": ["-c", ":"]}}}))
+    trust(kxen_home.path, ws)
+    pm = make_plugin_manager(allow=["stdio"], extra=[Blocking(approved=False)])
+    async with Runtime(home=kxen_home.path, workspace=ws, pm=pm) as rt:
+        rt.approvals.prompt_listeners.append(seen.append)
+        with anyio.fail_after(10):
+            await asked.wait()
+            assert cli_wait.loading(rt) == ["p (awaiting_approval)"] and rt.approvals.prompting == 1
+            answer.set()
+            assert await rt.wait_ready(10)
+        assert cli_wait.loading(rt) == [] and rt.approvals.prompting == 0
+    assert seen and seen[-1] is False and seen.count(False) == 1  # the prompt's end was told, once
+
+
+def test_the_spinner_never_draws_over_the_terminal_prompt(kxen_home, ws):
+    """``kxen mcp status`` on a real terminal (a pty) with a project server to approve: the
+    approval prompt of kxen-approval-tty stays as it was written until it is answered, and the
+    spinner never says "starting 0 server(s)"."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import time
+
+    from kxen_core.config.trust import trust
+
+    (ws / ".kxen").mkdir()
+    (ws / ".kxen" / "mcp.json").write_text(json.dumps({"mcpServers": {"p": {"command": "sh", "args": ["-c", ":"]}}}))
+    trust(kxen_home.path, ws)
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
+    env.pop("KXEN_LOAD_PLUGINS", None)
+    argv = [sys.executable, "-m", "kxen_core.cli", "--home", str(kxen_home.path), "--workspace", str(ws)]
+    proc = subprocess.Popen(
+        [*argv, "mcp", "status", "--wait", "30"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+
+    def read_for(seconds: float, until: bytes | None = None) -> None:
+        nonlocal seen
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not (until and until in seen):
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    return
+                if not chunk:
+                    return
+                seen += chunk
+
+    try:
+        read_for(60, until=b"Approve? [y/N] ")
+        assert b"Approve? [y/N] " in seen, seen[-2000:]
+        at_prompt = len(seen)
+        read_for(1.0)  # the spinner redraws ten times a second: a second gives it every chance
+        after_prompt = seen[at_prompt:]
+        os.write(master, b"n\n")
+        read_for(60, until=b"awaiting_approval")
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        os.close(master)
+    assert after_prompt == b"", f"something drew over the prompt: {after_prompt!r}"
+    assert b"starting 0 server(s)" not in seen, seen[-2000:]
+    assert b"awaiting_approval" in seen and proc.returncode == 0, seen[-2000:]
+
+
 def test_a_silent_server_fails_after_its_one_budget_and_says_so(kxen_home, ws, capsys):
     """A real process that never answers: the era probe and initialize share ``initializeSeconds``
     (the virtual-clock twin that checks the elapsed time exactly: tests/session/test_start_budget.py),

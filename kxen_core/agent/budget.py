@@ -20,6 +20,8 @@ CHUNK_CHARS = 65_536
 MAX_JSON_DEPTH = 64
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+#: how the marker at the end of a cut output begins
+CUT_MARKER = "\n[output cut by kxen: "
 
 
 class Budget:
@@ -54,7 +56,7 @@ class Budget:
         text = "".join(self._parts)
         cut = self.total > self.limit
         if cut:
-            marker = f"\n[output cut by kxen: {self.total} characters, more than the limit of {self.limit}]"
+            marker = f"{CUT_MARKER}{self.total} characters, more than the limit of {self.limit}]"
             text = text[: max(0, self.limit - len(marker))] + marker
         # a lone surrogate cannot be encoded for any model API: show it as U+FFFD (same length)
         return _SURROGATE.sub("\ufffd", text), cut
@@ -121,4 +123,4 @@ def base64_size(data: Any) -> int | None:
     return max(0, (n - pad) * 3 // 4)
 
 
-__all__ = ["CHUNK_CHARS", "MAX_JSON_DEPTH", "Budget", "base64_size", "json_pieces"]
+__all__ = ["CHUNK_CHARS", "CUT_MARKER", "MAX_JSON_DEPTH", "Budget", "base64_size", "json_pieces"]

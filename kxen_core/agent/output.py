@@ -25,8 +25,9 @@ from typing import Any
 
 import attrs
 
-from kxen_core.agent.budget import _SURROGATE, Budget, base64_size, json_pieces
+from kxen_core.agent.budget import _SURROGATE, CUT_MARKER, Budget, base64_size, json_pieces
 from kxen_core.errors import AuthRequired
+from kxen_core.safe_text import Secrets
 
 #: the most characters of one output handed to the agent, unless the user set another bound
 DEFAULT_OUTPUT_CHARS = 50_000
@@ -320,12 +321,26 @@ def render_error(message: str, *, limit: int = DEFAULT_OUTPUT_CHARS) -> AgentOut
 
 
 def error_output(exc: BaseException, *, limit: int = DEFAULT_OUTPUT_CHARS) -> AgentOutput:
-    """A kxen error as the agent gets it: ``Type: message``, within the bound; an ``AuthRequired``
-    also names what a person does about it (``next: kxen mcp login NAME``), which the agent can relay."""
-    text = f"{type(exc).__name__}: {exc}"
+    """A kxen error as the agent gets it: ``Type: message``, within the bound -- the error's short
+    ``for_agent`` reason where it has one (a denial: no host path, fingerprint or command line for
+    the model; the person's next step stays in the message, for the CLI and the host); an
+    ``AuthRequired`` also names what a person does about it (``next: kxen mcp login NAME``), which
+    the agent can relay."""
+    text = f"{type(exc).__name__}: {getattr(exc, 'for_agent', None) or exc}"
     if isinstance(exc, AuthRequired) and exc.next_step:
         text += f" (next: {exc.next_step})"
     return render_error(text, limit=limit)
+
+
+def scrubbed(out: AgentOutput, secrets: Secrets | None) -> AgentOutput:
+    """``out`` with every value of ``secrets`` (what kxen holds as secret: ``Runtime.secrets``)
+    replaced by ``***`` in its text; in a cut text, a secret's first characters just before the cut
+    too. The text only gets shorter, so the bound holds. ``raw`` (the host's) is left as it came."""
+    if not secrets:
+        return out
+    cut = out.text.rfind(CUT_MARKER) if out.truncated else -1
+    text = secrets.cut_text(out.text, cut) if cut >= 0 else secrets.text(out.text)
+    return out if text == out.text else attrs.evolve(out, text=text)
 
 
 __all__ = [
@@ -341,4 +356,5 @@ __all__ = [
     "render_prompt",
     "render_read",
     "render_tool_result",
+    "scrubbed",
 ]

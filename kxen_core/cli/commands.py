@@ -114,7 +114,7 @@ def approvals(args: argparse.Namespace) -> int:
                 say(f"  error: {safe_text(r['error'])}")
             else:
                 say(f"  fingerprint: {safe_text(r['fingerprint'])}")
-                say("  launch: " + json_text(r["launch"]).replace("\n", "\n  "))
+                say("  launch: " + json_text(_files_by_name(r["launch"])).replace("\n", "\n  "))
     return EXIT_OK
 
 
@@ -147,11 +147,19 @@ def plan(args: argparse.Namespace) -> int:
     for r in rows:
         if r["launch"] is not None:
             say(safe_text(f"{r['name']}: launch" + (f" (fingerprint {r['fingerprint']})" if r["fingerprint"] else "")))
-            say("  " + json_text(r["launch"]).replace("\n", "\n  "))
+            say("  " + json_text(_files_by_name(r["launch"])).replace("\n", "\n  "))
         elif r["url"] is not None:
             headers = f"; headers set: {', '.join(r['headers'])}" if r["headers"] else ""
             say(safe_text(f"{r['name']}: {r['url']}{headers}"))
     return EXIT_OK
+
+
+def _files_by_name(launch: Any) -> Any:
+    """A launch for the text output: the files it runs by name; their identities (content digest,
+    or size, mtime, ctime and inode) are for ``--json``."""
+    if isinstance(launch, dict) and isinstance(launch.get("files"), dict):
+        return {**launch, "files": list(launch["files"])}
+    return launch
 
 
 def plugins(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kxen_core.agent.output import AgentOutput, error_output
+from kxen_core.agent.output import AgentOutput, error_output, scrubbed
 from kxen_core.cli.output import print_json, say, table
 from kxen_core.errors import InvalidArguments, KxenError
 from kxen_core.safe_text import safe_text
@@ -133,6 +133,7 @@ async def agent_view(rt: Any, args: argparse.Namespace, run: Callable[[], Awaita
         out = await run()
     except KxenError as exc:
         error, out = exc, error_output(exc, limit=rt.output_limit)
+    out = scrubbed(out, rt.secrets)  # what the agent would get: nothing kxen holds as secret
     if args.json:
         print_json(out.as_result())
     elif error is not None:

@@ -21,7 +21,7 @@ import anyio
 
 from kxen_core.cli import contents, login
 from kxen_core.cli import status as cli_status
-from kxen_core.cli.output import print_json, say, table, use_config
+from kxen_core.cli.output import print_json, say, table, use_secrets
 from kxen_core.cli.wait import wait_visibly
 from kxen_core.safe_text import safe_text
 
@@ -145,7 +145,7 @@ async def _mcp(args: argparse.Namespace) -> int:
             say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)
             return EXIT_USAGE
         assert rt.config is not None
-        use_config(rt.config)
+        use_secrets(rt.secrets)  # the config's and what plugins hold (the tokens of a sign-in)
         if args.mcp_command in login.COMMANDS:  # no waiting first: the server may well need the sign-in
             return await login.run(rt, args)
         await wait_visibly(rt, args.wait)

@@ -24,6 +24,13 @@ def use_config(config: Any) -> None:
     _secrets = config_secrets([*config.servers.values(), *config.user_servers.values()])
 
 
+def use_secrets(secrets: Secrets) -> None:
+    """Scrub ``secrets`` (a Runtime's: the config's and what plugins hold, see ``Runtime.secrets``)
+    from everything printed from now on."""
+    global _secrets
+    _secrets = secrets
+
+
 def reset() -> None:
     """Forget the secrets of an earlier config (one ``kxen`` invocation at a time)."""
     global _secrets
@@ -82,4 +89,4 @@ def print_problems(problems: list[str]) -> None:
             say(f"  - {safe_text(p)}", err=True)
 
 
-__all__ = ["print_json", "print_problems", "reset", "say", "scrubbed", "table", "use_config"]
+__all__ = ["print_json", "print_problems", "reset", "say", "scrubbed", "table", "use_config", "use_secrets"]

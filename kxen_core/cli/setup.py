@@ -92,16 +92,24 @@ class _SafeFormatter(logging.Formatter):
 
 
 def configure_logging(verbose: int, log_file: Path | None) -> str | None:
-    """Send the ``kxen`` loggers to stderr (with ``-v``) and/or a rotated file; returns a problem
-    text when the file cannot be opened (kxen goes on without it). ``KXEN_TRACE_PLUGINS=1`` counts as
+    """Send the ``kxen`` loggers to stderr (with ``-v``; else only warnings, as bare lines) and/or a
+    rotated file, every line escaped and scrubbed; returns a problem text when the file cannot be
+    opened (kxen goes on without it). ``KXEN_TRACE_PLUGINS=1`` counts as
     ``-vv`` (plugin hook calls are logged at debug level)."""
     from logging.handlers import RotatingFileHandler
 
     if os.environ.get("KXEN_TRACE_PLUGINS") == "1":
         verbose = max(verbose, 2)
-    if not verbose and log_file is None:
-        return None
     logger = logging.getLogger("kxen")
+    if not verbose and log_file is None:
+        # warnings still reach stderr (a server's log message at warning level or above among
+        # them), through the same escape-and-scrub path as every other line: never Python's
+        # last-resort handler, which prints a record raw
+        quiet = logging.StreamHandler(sys.stderr)
+        quiet.setLevel(logging.WARNING)
+        quiet.setFormatter(_SafeFormatter("%(message)s"))
+        logger.addHandler(quiet)
+        return None
     level = logging.DEBUG if verbose >= 2 or log_file is not None else logging.INFO
     logger.setLevel(level)
     fmt = _SafeFormatter("%(asctime)s %(name)s %(levelname)s %(message)s")

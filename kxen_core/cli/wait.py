@@ -1,6 +1,7 @@
 """Waiting for servers to settle, visibly: nobody stares at a silent terminal.
 
-On a terminal, a spinner on stderr names each server still loading and what it is doing; elsewhere
+On a terminal, a spinner on stderr names each server still loading and what it is doing (it stops
+while an approval channel is asked, so a terminal prompt is never drawn over); elsewhere
 (a pipe, a log), a line on stderr names the servers still loading after :data:`FIRST_NOTICE`
 seconds and then every :data:`NOTICE_EVERY` seconds. stdout stays what the command prints.
 """
@@ -14,7 +15,6 @@ from typing import Any
 import anyio
 
 from kxen_core.cli.output import say
-from kxen_core.runtime.states import SETTLED
 from kxen_core.safe_text import safe_text
 
 #: seconds before the first "still waiting" line (no spinner), and between the next ones
@@ -25,8 +25,10 @@ TICK = 0.1
 
 
 def loading(rt: Any) -> list[str]:
-    """``name (state)`` of every server that has not settled yet."""
-    return [f"{s.name} ({s.state.value})" for s in rt.servers.values() if s.state not in SETTLED]
+    """``name (state)`` of every server that has not settled yet: those :meth:`Runtime.wait_ready`
+    waits for (a server whose launch a channel is being asked about is ``awaiting_approval`` and
+    not settled until the answer)."""
+    return [f"{s.name} ({s.state.value})" for s in rt.servers.values() if not s.settled.is_set()]
 
 
 async def wait_visibly(rt: Any, timeout: float | None, *, tty: bool | None = None) -> bool:
@@ -53,14 +55,30 @@ async def _spinner(rt: Any, start: float, finished: anyio.Event) -> None:
     from rich.console import Console
 
     console = Console(stderr=True, markup=False, emoji=False, highlight=False)
-    with console.status("") as status:
+    status = console.status("")
+    approvals = rt.approvals
+
+    def pause(prompting: bool) -> None:
+        # an approval channel may prompt on this terminal: the spinner must not draw over it
+        if prompting:
+            status.stop()
+        elif not approvals.prompting:
+            status.start()
+
+    approvals.prompt_listeners.append(pause)
+    try:
+        if not approvals.prompting:  # a server may have asked before the wait began
+            status.start()
         while not finished.is_set():
-            names = loading(rt)
-            status.update(
-                safe_text(f"starting {len(names)} server(s) ({time.monotonic() - start:.0f} s): {', '.join(names)}")
-            )
+            if not approvals.prompting:
+                names = loading(rt)
+                took = time.monotonic() - start
+                status.update(safe_text(f"starting {len(names)} server(s) ({took:.0f} s): {', '.join(names)}"))
             with anyio.move_on_after(TICK):
                 await finished.wait()
+    finally:
+        approvals.prompt_listeners.remove(pause)
+        status.stop()
 
 
 async def _notices(rt: Any, start: float, finished: anyio.Event) -> None:

@@ -44,11 +44,12 @@ def sensitive_value(value: str) -> bool:
     return bool(_USERINFO_RE.search(value))
 
 
-def config_secrets(servers: Any) -> Secrets:
+def config_secrets(servers: Any, *, sources: Any = ()) -> Secrets:
     """The secrets of configured server entries: query values of ``url`` and the OAuth metadata
     URL, values of credential headers (and the credential after ``Bearer``), values of env keys
     that look sensitive, the OAuth client secret, and every value a host variable supplied
-    (``${VAR}`` in user config) with the env or header value holding it."""
+    (``${VAR}`` in user config) with the env or header value holding it; with ``sources``, also
+    what plugins hold now (``kxen_register_secrets``: the tokens of a sign-in)."""
     values: list[str] = []
     for server in servers:
         values += query_values(server.url)
@@ -66,7 +67,7 @@ def config_secrets(servers: Any) -> Secrets:
             kind, _, key = expanded.path.partition(".")
             if expanded.values and kind in ("env", "headers"):
                 values.append(getattr(server, kind).get(key))
-    return Secrets(values)
+    return Secrets(values, sources=sources)
 
 
 __all__ = ["SENSITIVE_ENV_WORDS", "config_secrets", "sensitive_key", "sensitive_value"]

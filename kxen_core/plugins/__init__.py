@@ -1,4 +1,5 @@
-"""Plugin loading: the plugin manager, entry points loaded one at a time, the transport-kind registry.
+"""Plugin loading: the plugin manager, entry points loaded one at a time, the transport-kind registry,
+the secret sources plugins register (:mod:`.secrets`).
 
 Uses the hook contract (:mod:`kxen_core.hookspecs`, :mod:`kxen_core.hookcall`), :mod:`kxen_core.config`
 (the converter a kind's options are checked with) and :mod:`kxen_core.policy` (the core's own default

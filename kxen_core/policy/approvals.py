@@ -55,6 +55,12 @@ class Approvals:
         #: writes ``toolPolicies: {tool: allow}`` for a request answered "always" (set by the Runtime:
         #: the user's config, never a project file); returns what it wrote, for the log
         self.allow_always: Callable[[ApprovalRequest], str] | None = None
+        #: called with True just before a channel is asked and with False once it answered: a host
+        #: that draws on the terminal (the ``kxen`` command's status spinner) stops while a channel
+        #: may be prompting there
+        self.prompt_listeners: list[Callable[[bool], None]] = []
+        #: how many channels are being asked now (0 or 1: one prompt at a time)
+        self.prompting = 0
 
     def is_approved(self, fingerprint: str | None) -> bool:
         if not fingerprint:
@@ -83,11 +89,14 @@ class Approvals:
         async with self._lock:  # one prompt at a time
             if self._earlier(request):
                 return _EARLIER  # approved while this request waited for the lock
+            self._tell(True)
             try:
                 answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
             except KxenError as exc:
                 log.warning("approval channel failed: %s", safe_text(exc))  # may go to a terminal as is
                 return ApprovalDecision(approved=False, reason=f"approval channel failed: {exc}")
+            finally:
+                self._tell(False)
         if not isinstance(answer, ApprovalDecision):
             return ApprovalDecision(approved=False, reason="no approval channel is available")
         if answer.approved:
@@ -95,6 +104,14 @@ class Approvals:
         if not answer.approved and not answer.reason:
             answer = attrs.evolve(answer, reason="declined")
         return answer
+
+    def _tell(self, prompting: bool) -> None:
+        self.prompting += 1 if prompting else -1
+        for listener in list(self.prompt_listeners):
+            try:
+                listener(prompting)
+            except Exception as exc:  # a listener must not decide an approval
+                log.warning("an approval prompt listener failed: %s", safe_text(f"{type(exc).__name__}: {exc}"))
 
     def _remember(self, request: ApprovalRequest, answer: ApprovalDecision) -> ApprovalDecision:
         how = answer.remember if answer.remember in request.remember_choices else "call"
@@ -185,7 +202,9 @@ async def authorize(
     pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals, *, prepared: PreparedVotes | None = None
 ) -> None:
     """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
-    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out.
+    ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out. The error
+    message names the votes and the next step (:func:`how_to_allow`); its ``for_agent`` is the short,
+    path-free reason the model gets ("denied by policy", "needs the user's approval").
 
     With ``prepared`` (the same ``pm``'s), the votes that cannot change between calls of the tool
     are counted once (:mod:`kxen_core.policy.votes`); the votes and the decision are the same."""
@@ -198,7 +217,7 @@ async def authorize(
     label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
     if decision == "deny":
         reasons = "; ".join(f"{v.plugin}: {v.reason}" for v in why)
-        raise PolicyDenied(f"{label} denied by policy ({reasons})", why)
+        raise PolicyDenied(f"{label} denied by policy ({reasons})", why, for_agent=f"{label} denied by policy")
     if decision == "ask":
         fp = call_fingerprint(call)
         where = _where(call.server, call.launch)
@@ -215,7 +234,10 @@ async def authorize(
         )
         answer = await approvals.ask(request)
         if not answer.approved:
-            raise ApprovalDenied(f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}")
+            raise ApprovalDenied(
+                f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}",
+                for_agent=f"{label} was not run: it needs the user's approval",
+            )
 
 
 def how_to_allow(call: ToolCall, fp: str) -> str:

@@ -2,8 +2,8 @@
 
 * ``notifications/message`` goes to :class:`ServerLog`: the server's last :data:`MAX_LOG_ENTRIES`
   messages (``level``, ``logger``, ``text`` of at most :data:`MAX_LOG_TEXT` characters), shown in
-  its status (escaped: one safe line each), and Python's ``logging`` (logger ``kxen.server.log``) at the matching
-  level. A flood
+  its status (escaped: one safe line each), and Python's ``logging`` (logger ``kxen.server.log``,
+  escaped too) at the matching level; what kxen holds as secret is scrubbed first. A flood
   costs O(1) memory: old entries make room for new ones, and only the count grows.
 * ``notifications/resources/updated`` goes to the :class:`Subscription` objects of that URI (or of a
   URI it is below), made by ``Runtime.subscribe`` for servers that declare ``resources.subscribe``.
@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kxen_core.safe_text import safe_text
+from kxen_core.safe_text import Secrets, safe_text
 
 log = logging.getLogger("kxen.server.log")
 
@@ -63,10 +63,13 @@ def brief_json(value: Any, limit: int) -> str:
 
 
 class ServerLog:
-    """The log messages one server sent (``notifications/message``), bounded."""
+    """The log messages one server sent (``notifications/message``), bounded. ``secrets`` returns
+    what to scrub from them (``Runtime.secrets``): a server that echoes a secret back in a log
+    message never has it shown, stored or logged."""
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, secrets: Callable[[], Secrets | None] = lambda: None) -> None:
         self.server = server
+        self.secrets = secrets
         self.entries: deque[dict[str, str]] = deque(maxlen=MAX_LOG_ENTRIES)
         self.received = 0
 
@@ -77,11 +80,18 @@ class ServerLog:
         if not isinstance(level, str) or level not in LEVELS:
             level = "info"
         logger = params.get("logger")
+        long_logger = isinstance(logger, str) and len(logger) > MAX_LOGGER_CHARS
         logger = logger[:MAX_LOGGER_CHARS] if isinstance(logger, str) else ""
         text = brief_json(params.get("data"), MAX_LOG_TEXT)
+        secrets = self.secrets()
+        if secrets:  # a cut text or name: no secret's first characters before the cut either
+            text = secrets.cut_text(text, MAX_LOG_TEXT) if len(text) > MAX_LOG_TEXT else secrets.text(text)
+            logger = secrets.cut_text(logger, len(logger)) if long_logger else secrets.text(logger)
         self.entries.append({"level": level, "logger": logger, "text": text})
         if log.isEnabledFor(LEVELS[level]):
-            log.log(LEVELS[level], "%s%s: %s", self.server, f" [{logger}]" if logger else "", text)
+            # escaped here, whoever handles the record: a log line never acts on a terminal
+            shown = f" [{safe_text(logger)}]" if logger else ""
+            log.log(LEVELS[level], "%s%s: %s", self.server, shown, safe_text(text))
 
     def snapshot(self, last: int = 20) -> list[dict[str, str]]:
         """The last ``last`` entries for a status: ``logger`` and ``text`` escaped to one safe line."""

@@ -96,15 +96,20 @@ class ProgressRoutes:
         in is delivered, then the route is closed."""
         token = f"{self._prefix}-{next(self._ids)}"
         route = self._routes[token] = _Route(callback)
+        error: Exception | None = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._deliver_all, route)
                 try:
                     yield token
+                except Exception as exc:  # the call's own error, raised as itself (not in an ExceptionGroup)
+                    error = exc
                 finally:
                     tg.cancel_scope.cancel()
         finally:
             self._routes.pop(token, None)
+        if error is not None:
+            raise error
         await self._deliver(route)  # what came in before the answer and was not delivered yet
 
     async def _deliver_all(self, route: _Route) -> None:

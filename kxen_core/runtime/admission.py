@@ -100,6 +100,7 @@ class Gated(Protocol):
     env: Any
     config: ServerConfig
     fingerprint: str | None
+    awaiting_launch: Launch | None
     state: State
     note: str | None
 
@@ -139,6 +140,7 @@ async def approve_launch(target: Gated, launch: Launch) -> tuple[ServerConfig, L
         target.note = f"the project entry was not approved ({decision.reason}); using the user entry"
         return fallback, (None if fallback.is_remote else resolve_launch(fallback, env.workspace))
     held = f"held: {launch.held}; " if launch.held else ""
+    target.awaiting_launch = launch  # a call that also needs an approval names both fingerprints
     target.set(
         State.AWAITING_APPROVAL,
         None,

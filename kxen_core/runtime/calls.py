@@ -64,6 +64,9 @@ async def call_tool(
             target = rt._ready(server)  # raises: no such server, or not ready
         tool = target.model_tools.get(name) or ""
     else:
+        waiting = rt._server(server)
+        if waiting.state == State.AWAITING_APPROVAL and waiting.awaiting_launch is not None:
+            await _launch_and_call(rt, waiting, name, arguments)
         target, tool = rt._ready(server), name
     info = target.tools_by_name.get(tool)
     if info is None:
@@ -126,6 +129,38 @@ async def tool_policy(rt: CallHost, server: str, tool: str) -> tuple[str, list[s
     )
     decision, why = combine(await full_votes(rt.pm, call), target.config.defaultToolPolicy)
     return decision, [f"{v.plugin}: {v.reason}" for v in why]
+
+
+async def _launch_and_call(rt: CallHost, target: Server, tool: str, arguments: Mapping[str, Any] | None) -> None:
+    """A call of ``tool`` to a server whose launch waits for its approval: when the call would need
+    an approval as well, one ``ApprovalDenied`` names both fingerprints (approving the launch
+    alone would only lead to a second denial). Returns when the call itself would not ask."""
+    from kxen_core.errors import ApprovalDenied
+    from kxen_core.policy import combine
+    from kxen_core.policy.approvals import call_fingerprint
+    from kxen_core.policy.votes import full_votes
+
+    launch = target.awaiting_launch
+    assert launch is not None
+    call = ToolCall(
+        server=target.config,
+        tool=tool,
+        arguments=dict(arguments) if arguments else {},
+        role=rt.role,
+        tool_info={},  # not listed yet: the server never ran
+        settings=rt.config.settings if rt.config else None,
+        launch=launch,  # what the call is bound to once this launch runs
+    )
+    decision, _why = combine(await full_votes(rt.pm, call), target.config.defaultToolPolicy)
+    if decision != "ask":
+        return
+    label, fp = call.qualified_name, call_fingerprint(call)
+    raise ApprovalDenied(
+        f"server {target.name!r} is awaiting_approval: its launch needs approval (fingerprint {launch.fingerprint}), "
+        f"and this call of {label} needs approval too (fingerprint {fp}). To allow both for one run: "
+        f"kxen --approve {launch.fingerprint[:16]} --approve {fp[:16]}",
+        for_agent=f"{label} was not run: its server's launch and the call need the user's approval",
+    )
 
 
 async def _send(

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from kxen_core.plugins.manager import KxenPluginManager
     from kxen_core.policy.approvals import Approvals
     from kxen_core.protocol.notices import Subscriptions
+    from kxen_core.safe_text import Secrets
 
 
 @attrs.frozen(kw_only=True)
@@ -51,6 +52,8 @@ class ServerEnv:
     #: the kxen home (transports keep per-server files under it: stderr logs)
     home: Path | None = None
     eras: EraMemory | None = None  # the protocol era of each remote endpoint, for the runtime's life
+    #: what is scrubbed from the server's text before a status or a log shows it (``Runtime.secrets``)
+    secrets: Secrets | None = None
 
 
 class Connection:
@@ -64,6 +67,7 @@ class Connection:
         session: Session | None
         stream: MessageStream | None
         launch: Launch | None
+        awaiting_launch: Launch | None
         held: bool
         fingerprint: str | None
         stopping: bool

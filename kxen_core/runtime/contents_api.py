@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from kxen_core.policy.approvals import Approvals
     from kxen_core.runtime.contents import ResourceContent
     from kxen_core.runtime.server import Server
+    from kxen_core.safe_text import Secrets
 
 
 class ContentsHost:
@@ -28,6 +29,9 @@ class ContentsHost:
         role: str | None
         pm: KxenPluginManager
         approvals: Approvals
+
+        @property
+        def secrets(self) -> Secrets: ...
 
         def _server(self, name: str) -> Server: ...
 
@@ -78,12 +82,13 @@ class ContentsHost:
 
     async def read_resource(self, server: str, uri: str) -> AgentOutput:
         """Read a resource (after the policy votes) and return it as the agent gets it: bounded,
-        binary contents as descriptors (the bytes: ``binary_data`` or :meth:`fetch_resource`)."""
-        from kxen_core.agent.output import render_read
+        binary contents as descriptors (the bytes: ``binary_data`` or :meth:`fetch_resource`),
+        secrets scrubbed (:attr:`secrets`)."""
+        from kxen_core.agent.output import render_read, scrubbed
         from kxen_core.runtime import contents
 
         raw = await contents.read(self, server, uri)
-        return render_read(raw, server=server, uri=uri, limit=self.output_limit)
+        return scrubbed(render_read(raw, server=server, uri=uri, limit=self.output_limit), self.secrets)
 
     async def fetch_resource(self, server: str, uri: str) -> list[ResourceContent]:
         """Read a resource for the host: each content's text, or its bytes decoded from base64."""
@@ -93,12 +98,13 @@ class ContentsHost:
 
     async def get_prompt(self, server: str, name: str, arguments: Mapping[str, Any] | None = None) -> AgentOutput:
         """Get a prompt, checked first (it exists, required arguments present, none unknown, all
-        strings: ``InvalidArguments`` and nothing sent otherwise), as the agent gets it (JSON)."""
-        from kxen_core.agent.output import render_prompt
+        strings: ``InvalidArguments`` and nothing sent otherwise), as the agent gets it (JSON,
+        secrets scrubbed)."""
+        from kxen_core.agent.output import render_prompt, scrubbed
         from kxen_core.runtime import contents
 
         raw = await contents.get_prompt(self, server, name, arguments)
-        return render_prompt(raw, server=server, name=name, limit=self.output_limit)
+        return scrubbed(render_prompt(raw, server=server, name=name, limit=self.output_limit), self.secrets)
 
     async def agent_call(
         self,
@@ -109,7 +115,8 @@ class ContentsHost:
         timeout: float | None = None,
     ) -> AgentOutput:
         """Call any tool of :meth:`tools` and return exactly what the agent gets: the result (or the
-        error) as text within the output bound, binary as descriptors. Raises no kxen error."""
+        error) as text within the output bound, binary as descriptors, every value kxen holds as
+        secret (:attr:`secrets`) scrubbed as ``***``. Raises no kxen error."""
         from kxen_core.runtime import kxen_tools
 
         return await kxen_tools.agent_call(self, name, arguments, server=server, timeout=timeout)

@@ -24,6 +24,7 @@ from kxen_core.agent.tool_names import server_of
 from kxen_core.errors import ApprovalDenied, InvalidArguments, KxenError, PolicyDenied, UnknownTool
 from kxen_core.protocol.catalog import CAPABILITY
 from kxen_core.runtime import contents
+from kxen_core.safe_text import Secrets
 
 
 class AgentHost(contents.Host, Protocol):
@@ -31,6 +32,9 @@ class AgentHost(contents.Host, Protocol):
 
     @property
     def output_limit(self) -> int: ...
+
+    @property
+    def secrets(self) -> Secrets: ...
 
     async def call_tool(
         self,
@@ -169,7 +173,15 @@ async def call(rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, li
 async def agent_call(
     rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, *, server: str | None, timeout: float | None
 ) -> AgentOutput:
-    """What the agent gets for calling ``name``: a result or an error text, within the bound."""
+    """What the agent gets for calling ``name``: a result or an error text, within the bound, with
+    every value kxen holds as secret (``rt.secrets``) scrubbed from it."""
+    out = await _agent_call(rt, name, arguments, server=server, timeout=timeout)
+    return agent_output.scrubbed(out, rt.secrets)
+
+
+async def _agent_call(
+    rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, *, server: str | None, timeout: float | None
+) -> AgentOutput:
     limit = rt.output_limit
     try:
         if server is None and name in TOOLS:
@@ -202,7 +214,7 @@ async def _list(rt: AgentHost, kind: str, args: dict[str, Any], limit: int) -> A
         try:  # what the policy denies for a server is not listed
             await contents.authorize_method(rt, target, _LIST_METHOD[kind], {})
         except (PolicyDenied, ApprovalDenied) as exc:
-            skipped[target.name] = str(exc)[:300]
+            skipped[target.name] = (exc.for_agent or str(exc))[:300]
             continue
         items.extend(contents.pairs([target], kind))
     shown: list[dict[str, Any]] = []

@@ -59,6 +59,7 @@ class Server(Connection, CatalogLists, ServerView):
     auth: AuthRequired | None = None  # what the server wants, while it is needs_login
     fingerprint: str | None = None  # of a project launch awaiting approval
     launch: Launch | None = None  # what runs, for a local server (tool-call approvals are bound to it)
+    awaiting_launch: Launch | None = None  # a launch that waits for its approval (not running)
     held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
     session: Session | None = None
     stream: MessageStream | None = None  # while the transport is up (for describe())
@@ -88,7 +89,7 @@ class Server(Connection, CatalogLists, ServerView):
     def __attrs_post_init__(self) -> None:
         self.config = self.admission.run or self.entry
         self.progress = ProgressRoutes("kxen", self.diag)
-        self.server_log = ServerLog(self.config.name)
+        self.server_log = ServerLog(self.config.name, lambda: self.env.secrets if self.env is not None else None)
         self.subscriptions = Subscriptions(self.diag)
         self.note = self.admission.note
         if self.admission.run is None:

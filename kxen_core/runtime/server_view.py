@@ -55,6 +55,13 @@ class ServerView:
         return len(cat.items) if cat else 0
 
     def snapshot(self) -> dict[str, Any]:
+        """The server's status; a reason, a diagnostic, a log line that quotes the server has what
+        kxen holds as secret scrubbed (``Runtime.secrets``)."""
+        view = self._view()
+        secrets = self.env.secrets if self.env is not None else None
+        return secrets.data(view) if secrets else view
+
+    def _view(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "scope": self.config.scope,

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from kxen_core.config import Config
     from kxen_core.runtime.server import Server
+    from kxen_core.safe_text import Secrets
 
 
 class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
@@ -83,6 +84,25 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         # the call path, held here: an import statement in call_tool would run on every call
         self._call_tool, self._tool_policy = calls.call_tool, calls.tool_policy
         self._tg: anyio.abc.TaskGroup | None = None
+        self._secrets: tuple[Config | None, Secrets] | None = None
+        self._secret_sources: tuple[Any, ...] | None = None
+
+    @property
+    def secrets(self) -> Secrets:
+        """What kxen scrubs (as ``***``) from everything a server sends before the agent, a terminal,
+        a status or a log gets it: the config's secrets (:func:`kxen_core.config.secrets.config_secrets`)
+        and the values plugins hold now (``kxen_register_secrets``: the tokens of a sign-in)."""
+        cached = self._secrets
+        if cached is None or cached[0] is not self.config:
+            from kxen_core.config.secrets import config_secrets
+            from kxen_core.plugins.secrets import secret_sources
+
+            if self._secret_sources is None:
+                self._secret_sources = secret_sources(self.pm)
+            config = self.config
+            servers = [*config.servers.values(), *config.user_servers.values()] if config is not None else []
+            cached = self._secrets = (config, config_secrets(servers, sources=self._secret_sources))
+        return cached[1]
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -168,6 +188,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
             trusted=config.trusted,
             home=config.home,
             eras=self._eras,
+            secrets=self.secrets,
         )
         for name, entry in config.servers.items():
             if name in skip:

@@ -1,6 +1,6 @@
 """An MCP server on the official Python SDK (PyPI ``mcp``), run as a subprocess by the peer tests.
 
-Usage: ``python sdk_server.py MODE [PORT] [--bad-tools] [--header-tool]`` with MODE one of
+Usage: ``python sdk_server.py MODE [PORT] [--bad-tools] [--header-tool] [--log-tools]`` with MODE one of
 
 * ``stdio``;
 * ``stateful``, ``json`` (``json_response=True``), ``stateless`` (``stateless_http=True``),
@@ -20,6 +20,8 @@ rule), ``remote_ref`` (an input schema with a ``$ref`` to another document) and 
 ``--header-tool`` adds ``tag``, whose ``region`` argument carries ``x-mcp-header: Region`` (in the
 stateless era over HTTP the client mirrors it into ``Mcp-Param-Region``; the SDK checks it against
 the body) and which answers how many characters it got.
+``--log-tools`` adds ``shout`` (sends its ``text`` as a log message at warning level, then answers
+with it).
 """
 
 from __future__ import annotations
@@ -159,12 +161,22 @@ class MemoryEventStore(EventStore):
         return stream
 
 
+def add_log_tools() -> None:
+    async def shout(text: str, ctx: Context) -> str:
+        await ctx.warning(text)
+        return text
+
+    mcp.add_tool(shout, name="shout", description="log the text at warning level, then answer with it")
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if "--bad-tools" in sys.argv[1:]:
         add_bad_tools()
     if "--header-tool" in sys.argv[1:]:
         add_header_tool()
+    if "--log-tools" in sys.argv[1:]:
+        add_log_tools()
     mode = args[0] if args else "stdio"
     if mode == "stdio":
         mcp.run("stdio")

@@ -194,3 +194,54 @@ async def test_a_terminal_answer_decides_a_tool_call(kxen_home, fakes, monkeypat
                     await rt.call_tool("srv__echo", {"x": 1})
     assert "call tool srv__echo" in stderr.getvalue()
     assert [m["params"]["name"] for m in fake.received if m.get("method") == "tools/call"] == (["echo"] if sent else [])
+
+
+# --- the decision first ---------------------------------------------------------------------------
+
+
+async def test_a_real_tool_call_request_leads_with_the_tool_and_its_arguments(kxen_home, tmp_path):
+    """A request the core makes for a project server's tool (its launch approved up front): the
+    prompt shows the tool and its arguments (bounded, escaped) first, then the server and its scope,
+    then the launch, whose files are named without their identities (those are in --json)."""
+    import shutil
+    from pathlib import Path
+
+    from kxen_testing import Channel
+
+    from kxen_core.config import load_config
+    from kxen_core.config.trust import trust
+    from kxen_core.launch.resolve import resolve_launch
+
+    ws = tmp_path / "ws"
+    (ws / ".kxen").mkdir(parents=True)
+    demo = Path(__file__).resolve().parents[3] / "demo" / "server.py"
+    shutil.copy(demo, ws / "server.py")  # a file of the workspace: the launch names it and its identity
+    entry = {"command": sys.executable, "args": [str(ws / "server.py")]}
+    (ws / ".kxen" / "mcp.json").write_text(json.dumps({"mcpServers": {"p": entry}}))
+    trust(kxen_home.path, ws)
+    launch = resolve_launch(load_config(kxen_home.path, ws).servers["p"], ws)
+    identities = list(launch.display()["files"].values())
+    assert identities and str(ws / "server.py") in launch.display()["files"]
+    channel = Channel(approved=False)
+    pm = make_plugin_manager(allow=["stdio"], extra=[channel])
+    async with Runtime(home=kxen_home.path, workspace=ws, pm=pm, approve=[launch.fingerprint]) as rt:
+        with anyio.fail_after(30):
+            assert await rt.wait_ready(30)
+        with pytest.raises(ApprovalDenied):
+            await rt.call_tool("p__echo", {"text": "\x1b[2Jhi" + "x" * 10_000})
+    (request,) = [r for r in channel.requests if r.kind == "tool_call"]
+    text = render(request)
+    lines = text.splitlines()
+    first = [
+        next(i for i, line in enumerate(lines) if line.startswith(f"  {key}:"))
+        for key in ("tool", "arguments", "server", "launch")
+    ]
+    assert first == sorted(first), text  # tool, arguments, server, launch: in that order
+    assert lines[1] == "  tool: echo" and lines[first[2]].startswith("  server: p (project scope, stdio, ")
+    assert "\x1b" not in text and "\\u001b[2Jhi" in text  # escaped
+    arguments = "\n".join(lines[first[1] : first[2]])
+    assert len(arguments) < 2200 and "[cut: " in arguments  # bounded
+    (files,) = [line for line in lines if line.startswith("    files: ")]
+    assert str(ws / "server.py") in files
+    assert not any(identity in text for identity in identities), text
+    assert request.details["launch"]["files"] == launch.display()["files"]  # the request keeps them

@@ -30,15 +30,61 @@ def _safe(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+#: the most characters a value of the request takes on the terminal (the rest is cut, and said so)
+MAX_VALUE_CHARS = 2000
+#: details shown after the decision and the server, in this order; anything else after them
+_WHERE = ("url", "why")
+_LAUNCH = ("command", "args", "cwd", "env", "target", "held", "kind", "options")
+
+
+def _value(value: Any) -> str:
+    """A detail's value on one or more indented lines: escaped and at most :data:`MAX_VALUE_CHARS`."""
+    if isinstance(value, str):
+        text = _safe(value)
+    else:
+        text = json.dumps(value, ensure_ascii=True, default=str)
+        if len(text) > 100:  # a long value: one key or item a line
+            text = json.dumps(value, indent=2, ensure_ascii=True, default=str)
+    if len(text) > MAX_VALUE_CHARS:
+        text = text[:MAX_VALUE_CHARS] + f" ... [cut: {len(text)} characters]"
+    return text.replace("\n", "\n    ")
+
+
+def _launch(lines: list[str], launch: dict[str, Any], indent: str) -> None:
+    """The launch behind the decision: command line, cwd, env; the files it runs by name only (their
+    identities -- digest, size, mtime, inode -- are in ``kxen mcp approvals --json``)."""
+    for key in (*_LAUNCH, *sorted(k for k in launch if k not in _LAUNCH and k != "files")):
+        if key in launch and launch[key] not in (None, {}, []):
+            lines.append(f"{indent}{_safe(str(key))}: {_value(launch[key])}")
+    files = launch.get("files")
+    if isinstance(files, dict) and files:
+        lines.append(f"{indent}files: " + ", ".join(_safe(str(name)) for name in files))
+
+
 def render(request: ApprovalRequest) -> str:
-    lines = [
-        f"kxen: approval needed -- {_safe(request.summary)}",
-        f"  kind:   {request.kind}",
-        f"  server: {_safe(request.server)}",
-    ]
-    for key, value in request.details.items():
-        text = json.dumps(value, indent=2, ensure_ascii=True) if not isinstance(value, str) else _safe(value)
-        lines.append(f"  {_safe(str(key))}: " + text.replace("\n", "\n    "))
+    """The request as the terminal shows it, the decision first: for a tool call the tool and its
+    arguments, then the server and its scope, then why it asks, then the launch behind it."""
+    details = dict(request.details)
+    lines = [f"kxen: approval needed -- {_safe(request.summary)}"]
+    if request.kind == "tool_call":
+        lines.append(f"  tool: {_safe(str(details.pop('tool', '')))}")
+        lines.append(f"  arguments: {_value(details.pop('arguments', {}))}")
+    about = [f"{_safe(str(details.pop('scope')))} scope" if "scope" in details else ""]
+    about += [_safe(str(details.pop(k))) for k in ("transport", "source") if k in details]
+    shown = ", ".join(a for a in about if a and a != "None")
+    lines.append(f"  server: {_safe(request.server)}" + (f" ({shown})" if shown else ""))
+    lines.append(f"  kind: {_safe(request.kind)}")
+    for key in _WHERE:
+        if key in details:
+            lines.append(f"  {key}: {_value(details.pop(key))}")
+    launch = details.pop("launch", None)
+    if request.kind == "stdio_launch":
+        launch, details = details, {}
+    for key, value in details.items():
+        lines.append(f"  {_safe(str(key))}: {_value(value)}")
+    if isinstance(launch, dict):
+        lines.append("  launch:")
+        _launch(lines, launch, "    ")
     if request.fingerprint:
         lines.append(f"  fingerprint: {request.fingerprint}")
     return "\n".join(lines)

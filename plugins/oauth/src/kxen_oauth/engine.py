@@ -57,6 +57,7 @@ class OAuthEngine:
         self._locks: dict[Key, anyio.Lock] = {}
         self._discovered: dict[tuple[str, str], tuple[float, Discovery]] = {}
         self._secrets: set[str] = set()
+        self._held: frozenset[str] = frozenset()  # _secrets as handed to the core (held_secrets)
         self._keys: dict[tuple[str, str, str], Key] = {}
         self._origins: dict[tuple[str, str], bool] = {}
         #: how many refreshes this process made (tests and diagnostics read it)
@@ -93,6 +94,13 @@ class OAuthEngine:
                 self._secrets.add(v)
         if len(self._secrets) > 1000:  # bounded: the oldest are gone from every store by now
             self._secrets = set(list(self._secrets)[-500:])
+
+    def held_secrets(self) -> frozenset[str]:
+        """Every token and client secret this process handled (``kxen_register_secrets``): the same
+        object while none was added (``_secrets`` only grows, or is cut by half: its size tells)."""
+        if len(self._held) != len(self._secrets):
+            self._held = frozenset(self._secrets)
+        return self._held
 
     def key_of(self, server: ServerConfig) -> Key | None:
         """(config scope, server name, canonical URL): what a stored token is bound to."""

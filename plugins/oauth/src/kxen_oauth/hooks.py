@@ -1,4 +1,6 @@
-"""The ``oauth`` entry point: ``kxen_credential_lookup``, ``kxen_auth_login``, ``kxen_auth_logout``.
+"""The ``oauth`` entry point: ``kxen_credential_lookup``, ``kxen_auth_login``, ``kxen_auth_logout``,
+``kxen_register_secrets`` (the tokens and client secrets this process handled, which the core scrubs
+from whatever a server sends back).
 
 Kept light: the engine (Authlib, httpx, the store) is imported on first use, and a server that has
 no ``oauth`` block, never answered a 401 challenge and has no stored sign-in costs one ``stat``.
@@ -54,3 +56,13 @@ async def kxen_auth_logout(server: ServerConfig, request: LoginRequest) -> bool 
     if not server.url:
         return None
     return await engine().logout(server, forget_client=request.forget_client)
+
+
+def _held() -> frozenset[str]:
+    # no engine yet: this process has handled no token (and the engine is not loaded for asking)
+    return _engine.held_secrets() if _engine is not None else frozenset()
+
+
+@hookimpl
+def kxen_register_secrets(register: Any) -> None:
+    register(_held)
