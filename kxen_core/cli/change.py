@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kxen_core.cli.output import print_json, say
-from kxen_core.cli.problems import problem_objects
+from kxen_core.cli.problems import config_files, problem_objects
 from kxen_core.errors import ConfigError
 from kxen_core.safe_text import safe_text
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 def refused(args: argparse.Namespace, exc: ConfigError) -> int:
     if getattr(args, "json", False):
-        print_json({"ok": False, "problems": problem_objects(exc.problems)})
+        print_json({"ok": False, "problems": problem_objects(exc.problems, config_files(args))})
     else:
         say("kxen: not saved (no file was changed):", err=True)
         for problem in exc.problems:

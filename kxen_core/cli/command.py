@@ -18,6 +18,7 @@ from kxen_core.cli import change, commands, manage, output, setup
 from kxen_core.cli.mcp import STOP_SIGNALS, _mcp_until_signal
 from kxen_core.cli.output import print_json, say
 from kxen_core.cli.parser import DEFAULT_WAIT, _parser
+from kxen_core.cli.problems import config_files, problem_objects
 from kxen_core.errors import ConfigError
 from kxen_core.safe_text import safe_text
 
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):
-            print_json({"ok": False, "problems": exc.problems})
+            print_json({"ok": False, "problems": problem_objects(exc.problems, config_files(args))})
         else:
             say(f"kxen: {safe_text(exc, multiline=True)}", err=True)
         return EXIT_USAGE

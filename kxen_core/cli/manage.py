@@ -16,6 +16,7 @@ from typing import Any
 from kxen_core.cli.add import ADD_EPILOG, ADD_USAGE, add_options, entry_from
 from kxen_core.cli.entry_view import describe
 from kxen_core.cli.output import print_json, say, table, use_config
+from kxen_core.cli.problems import config_files, problem_objects
 from kxen_core.config.edit import add_server, read_document, remove_server, servers_file
 from kxen_core.config.models import UNREAD, ServerConfig
 from kxen_core.errors import ConfigError
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         if args.mcp_command not in WRITES:
             raise
         if getattr(args, "json", False):
-            print_json({"ok": False, "problems": exc.problems})
+            print_json({"ok": False, "problems": problem_objects(exc.problems, config_files(args))})
         else:
             say("kxen: not saved (no file was changed):", err=True)
             for problem in exc.problems:
@@ -141,7 +142,7 @@ def _list(args: argparse.Namespace) -> int:
         rows.append({**describe(server, brief=True), **extra, "note": _note(server, extra)})
     problems = list(config.project_problems)
     if args.json:
-        print_json({"servers": rows, "problems": problems, "trusted": config.trusted})
+        print_json({"servers": rows, "problems": problem_objects(problems, config.files), "trusted": config.trusted})
         return EXIT_OK
     from kxen_core.cli.output import print_problems
 

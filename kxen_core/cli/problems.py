@@ -23,7 +23,7 @@ def problem_object(problem: str, files: Iterable[str] = ()) -> dict[str, Any]:
         if problem.startswith(file + ": "):
             rest = problem[len(file) + 2 :]
             path, sep, rule = rest.partition(": ")
-            if sep and " " not in path.strip("()"):
+            if sep:
                 return {"file": file, "path": path, "rule": rule}
     match = _PROBLEM_RE.fullmatch(problem)
     if match is None or "/" not in match["file"] and "\\" not in match["file"]:
@@ -36,4 +36,21 @@ def problem_objects(problems: Iterable[str], files: Iterable[str] = ()) -> list[
     return [problem_object(p, files) for p in problems]
 
 
-__all__ = ["problem_object", "problem_objects"]
+def config_files(args: Any) -> tuple[str, ...]:
+    """The config files a command line reads: the home's ``config.toml`` and ``mcp.json``, the
+    workspace's ``.kxen/mcp.json``."""
+    import os
+    from pathlib import Path
+
+    from kxen_core.config.loader import default_home, project_file_name
+
+    home = str(getattr(args, "home", None) or default_home())
+    workspace = getattr(args, "workspace", None) or Path.cwd()
+    try:
+        workspace = Path(workspace).resolve()
+    except (OSError, RuntimeError, ValueError):
+        pass
+    return os.path.join(home, "config.toml"), os.path.join(home, "mcp.json"), project_file_name(workspace)
+
+
+__all__ = ["config_files", "problem_object", "problem_objects"]

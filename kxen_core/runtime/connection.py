@@ -63,6 +63,7 @@ class Connection:
         note: str | None
         session: Session | None
         stream: MessageStream | None
+        pid: int | None
         launch: Launch | None
         held: bool
         fingerprint: str | None
@@ -136,6 +137,7 @@ class Connection:
             self.set(State.CONNECTING)
             async with transport as stream:
                 self.stream = stream
+                self.pid = _pid_of(stream)
                 phase = Phase.INITIALIZE
                 self.set(State.INITIALIZING)
                 async with Session(
@@ -188,6 +190,16 @@ class Connection:
             self.stream = None
             self.subscriptions.reset()
             self._connected = anyio.Event()  # the next session is a new one
+
+
+def _pid_of(stream: MessageStream) -> int | None:
+    """The pid a transport names in ``describe()`` (a stdio child's), best effort."""
+    try:
+        info = stream.describe()
+    except Exception:  # describe() is best effort: a plugin's failure is not the connection's
+        return None
+    pid = info.get("pid") if isinstance(info, dict) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
 
 
 __all__ = ["Connection", "ServerEnv"]

@@ -62,6 +62,7 @@ class Server(Connection, CatalogLists, ServerView):
     held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
     session: Session | None = None
     stream: MessageStream | None = None  # while the transport is up (for describe())
+    pid: int | None = None  # the process the last connection started (a stdio child), kept after it ends
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tool_names: dict[str, str] = attrs.field(factory=dict)  # tool -> its model-facing name
