@@ -19,6 +19,7 @@ from typing import Any
 
 from kxen_core.agent.output import AgentOutput, error_output
 from kxen_core.cli.output import print_json, say, table
+from kxen_core.cli.status import say_indented
 from kxen_core.errors import InvalidArguments, KxenError
 from kxen_core.safe_text import safe_text
 
@@ -142,7 +143,7 @@ async def agent_view(rt: Any, args: argparse.Namespace, run: Callable[[], Awaita
     if args.json:
         print_json(out.as_result())
     elif error is not None:
-        say(f"kxen: error: {safe_text(error)}", err=True)
+        say_indented(f"kxen: error: {error}", "", err=True)  # a server's stderr in it: one line each
     else:
         say(safe_text(out.text, multiline=True))
     return EXIT_FAILED if out.is_error else EXIT_OK

@@ -26,14 +26,14 @@ NO_SERVERS = (
 )
 
 
-def say_indented(text: str, indent: str) -> None:
+def say_indented(text: str, indent: str, *, err: bool = False) -> None:
     """``text`` (a reason, a diagnostic: a server's stderr may span lines) at ``indent``, each further
     line indented two more; every line escaped on its own (a newline starts a line, nothing else does)."""
     first, *rest = str(text).replace("\r\n", "\n").split("\n")
-    say(indent + safe_text(first))
+    say(indent + safe_text(first), err=err)
     for line in rest:
         if line.strip():
-            say(indent + "  " + safe_text(line))
+            say(indent + "  " + safe_text(line), err=err)
 
 
 def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | None:

@@ -100,14 +100,22 @@ class Server(Connection, CatalogLists, ServerView):
         return self.config.name
 
     def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None:
+        before = (self.state, self.phase, self.error)
         self.state, self.phase, self.error = State(state), Phase(phase) if phase else None, error
         if len(self.timeline) < MAX_TIMELINE:
             self.timeline.append((time.monotonic(), self.state))
         if self.state in SETTLED:
             self.settled.set()
+        # kxen -v: each state with the time since the start (a settled state once, not each time it is set)
+        if log.isEnabledFor(logging.INFO) and (self.state not in SETTLED or before != (self.state, self.phase, error)):
+            since = (time.monotonic() - self.timeline[0][0]) * 1000
+            where = f" ({self.phase.value})" if self.phase else ""
+            log.info("%s: %s%s at %.1f ms%s", self.name, self.state.value, where, since, f": {error}" if error else "")
 
     def diag(self, message: str) -> None:
         self.diagnostics.append(message)
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s: %s", self.name, message)
 
     # --- life -----------------------------------------------------------------------------------
 
