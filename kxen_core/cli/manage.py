@@ -58,7 +58,9 @@ def add_commands(mcp: Any) -> None:
     imp = mcp.add_parser(
         "import", help="import servers from Claude Desktop, Claude Code, Cursor, VS Code or Gemini files"
     )
-    imp.add_argument("file", type=Path)
+    imp.add_argument(
+        "file", type=Path, nargs="?", help="the file (default with --from: where that tool keeps it; see docs/cli.md)"
+    )
     imp.add_argument("--scope", choices=SCOPES, default="user", help="which file to write (default: user)")
     imp.add_argument(
         "--from", dest="source_format", choices=["auto", *_formats()], default="auto", help="the file's format"

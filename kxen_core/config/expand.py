@@ -1,11 +1,12 @@
 """``${VAR}`` in user config: values taken from the host environment when the config is loaded.
 
 In the user's own ``mcp.json``, ``${NAME}`` and ``${NAME:-default}`` in ``env`` values, ``headers``
-values and ``url`` are replaced by the host's variable ``NAME`` (the default when it is unset or
-empty), so a token lives in the environment (or a secret manager that sets it) rather than in the
-file. ``NAME`` is a letter or ``_``, then letters, digits and ``_``; the default is any text without
-``}``; ``$${`` writes a literal ``${``. A ``$`` not followed by ``{`` is kept as it is. A value is
-expanded once: text that came from a variable is never scanned again.
+values, ``url``, ``command`` and ``args`` (``${HOME}/bin/tool``) are replaced by the host's variable
+``NAME`` (the default when it is unset or empty), so a token lives in the environment (or a secret
+manager that sets it) rather than in the file. ``NAME`` is a letter or ``_``, then letters, digits
+and ``_``; the default is any text without ``}``; ``$${`` writes a literal ``${``. A ``$`` not
+followed by ``{`` is kept as it is. A value is expanded once: text that came from a variable is
+never scanned again.
 
 An unset variable without a default, or a malformed reference, is a config problem naming the key
 path and the variable -- never a value. Whatever a variable supplied is a secret: it is remembered
@@ -27,7 +28,7 @@ import attrs
 from kxen_core.config.models import Expanded, ServerConfig
 
 #: the fields whose values are expanded (in user config) or refused (in project config)
-EXPANDED_FIELDS = ("env", "headers", "url")
+EXPANDED_FIELDS = ("env", "headers", "url", "command", "args")
 PROJECT_RULE = (
     "project config must not reference host variables (${...}): a repository must not pull the user's "
     "secrets into a server it ships (set the value in user config, where ${VAR} is expanded)"
@@ -91,6 +92,9 @@ def _fields(server: ServerConfig) -> list[tuple[str, str, str]]:
     found += [(f"headers.{k}", f"headers.{shown_key(k)}", v) for k, v in server.headers.items()]
     if server.url is not None:
         found.append(("url", "url", server.url))
+    if server.command is not None:
+        found.append(("command", "command", server.command))
+    found += [(f"args[{i}]", f"args[{i}]", a) for i, a in enumerate(server.args)]
     return found
 
 
@@ -125,6 +129,8 @@ def expand_server(
         env={k: values.get(f"env.{k}", v) for k, v in server.env.items()},
         headers={k: values.get(f"headers.{k}", v) for k, v in server.headers.items()},
         url=values.get("url", server.url),
+        command=values.get("command", server.command),
+        args=[values.get(f"args[{i}]", a) for i, a in enumerate(server.args)],
     ), []
 
 
