@@ -107,12 +107,19 @@ def test_claude_code_mcp_json(kx, kxen_home, monkeypatch):
     assert load_config(kxen_home.path, kxen_home.path).servers["local-tool"].command == "/home/tester/bin/tool"
 
 
-def test_cursor(kx, kxen_home, monkeypatch):
+def test_cursor(kx, kxen_home, ws, monkeypatch):
     monkeypatch.setenv("PG_PASSWORD", "pg-password-value")
-    code, data, _ = run_import(kx, FIXTURES / "cursor.mcp.json", "--from", "cursor", "--yes")
+    code, data, _ = run_import(kx, FIXTURES / "cursor.mcp.json", "--from", "cursor")
     got = rows(data)
     assert {n: r["status"] for n, r in got.items()} == {"postgres": "add", "linear": "add", "with-envfile": "refused"}
-    assert "envFile: kxen reads no env files" in got["with-envfile"]["reasons"][0]
+    # envFile is read at load (issue 25): the workspace's .env, which is not there yet
+    assert got["with-envfile"]["reasons"] == [f"mcpServers.with-envfile.envFile: {ws / '.env'}: cannot be read: no such file"]
+    (ws / ".env").write_text("# the app's secrets\nAPP_TOKEN='tok-from-env-file-123'\n")
+    code, data, _ = run_import(kx, FIXTURES / "cursor.mcp.json", "--from", "cursor", "--yes")
+    got = rows(data)
+    assert code == 0 and got["with-envfile"]["status"] == "add"
+    assert got["with-envfile"]["entry"]["env"] == {"APP_TOKEN": "(from envFile)"} and "tok-from-env-file" not in json.dumps(data)
+    assert user_servers(kxen_home)["with-envfile"]["envFile"] == str(ws / ".env")
     assert "${env:PG_PASSWORD} is written ${PG_PASSWORD} for kxen" in got["postgres"]["notes"][0]
     assert user_servers(kxen_home)["postgres"]["env"] == {"PGPASSWORD": "${PG_PASSWORD}"}
     assert "pg-password-value" not in json.dumps(data)

@@ -101,7 +101,7 @@ def run_import(args: argparse.Namespace, home: Path, workspace: Path, pm: Any) -
         raise ConfigError([f"{args.file}: (file): cannot be imported: {exc}"]) from None
     fmt = detect(args.file, data) if args.source_format == "auto" else args.source_format
     try:
-        imported, notes = convert(data, fmt)
+        imported, notes = convert(data, fmt, workspace)
     except ValueError as exc:
         raise ConfigError([f"{args.file}: (top level): cannot be imported: {exc}"]) from None
     target = servers_file(home, workspace, args.scope)

@@ -16,6 +16,7 @@ converted entries with the loader's own rules before anything is written
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -168,9 +169,10 @@ def _entries_of(data: Any, fmt: str) -> dict[Any, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def convert(data: Any, fmt: str) -> tuple[list[Imported], list[str]]:
+def convert(data: Any, fmt: str, workspace: Path | None = None) -> tuple[list[Imported], list[str]]:
     """The entries of a parsed foreign file, and notes on the file as a whole. ValueError when the
-    file holds no server definitions where ``fmt`` keeps them."""
+    file holds no server definitions where ``fmt`` keeps them. ``workspace`` is where a relative
+    ``envFile`` (or one under ``${workspaceFolder}``) is found."""
     key = "servers" if fmt == "vscode" else "mcpServers"
     if (
         not isinstance(data, dict)
@@ -187,7 +189,7 @@ def convert(data: Any, fmt: str) -> tuple[list[Imported], list[str]]:
             "inputs: not imported: kxen does not prompt for values; entries that use ${input:...} are refused "
             "(set the value in your environment and write ${NAME} in user config)"
         )
-    items = [_entry(str(name), raw, fmt) for name, raw in _entries_of(data, fmt).items()]
+    items = [_entry(str(name), raw, fmt, workspace) for name, raw in _entries_of(data, fmt).items()]
     seen: set[str] = set()
     for i, item in enumerate(items):  # two names made valid the same way: only the first keeps it
         if item.name in seen:
@@ -198,7 +200,7 @@ def convert(data: Any, fmt: str) -> tuple[list[Imported], list[str]]:
     return items, notes
 
 
-def _entry(name: str, raw: Any, fmt: str) -> Imported:
+def _entry(name: str, raw: Any, fmt: str, workspace: Path | None = None) -> Imported:
     reasons: list[str] = []
     notes: list[str] = []
     rule = check_server_key(name)
@@ -232,15 +234,15 @@ def _entry(name: str, raw: Any, fmt: str) -> Imported:
         elif key == "includeTools" and isinstance(value, list) and all(isinstance(t, str) for t in value):
             # only these tools: every other one is denied; each of these still asks (never "allow")
             entry["defaultToolPolicy"] = "deny"
-            excluded = raw.get("excludeTools") if isinstance(raw.get("excludeTools"), list) else []
+            listed = raw.get("excludeTools")
+            excluded: list[Any] = listed if isinstance(listed, list) else []
             entry["toolPolicies"] = {**{t: "ask" for t in value if t not in excluded}, **entry.get("toolPolicies", {})}
             notes.append("includeTools: only these tools may be called (each asks first); every other one is denied")
         elif key == "timeout" and fmt == "gemini" and type(value) in (int, float) and 0 < value <= 86_400_000:
             entry["timeouts"] = {"requestSeconds": value / 1000}  # Gemini counts milliseconds
-        elif key == "envFile":
-            reasons.append(
-                "envFile: kxen reads no env files; put the values in env (in user config, ${VAR} from your environment)"
-            )
+        elif key == "envFile" and isinstance(value, str):
+            entry["envFile"] = _env_file(value, workspace)
+            notes.append(f"envFile: read from {entry['envFile']} when kxen loads (its values are secrets)")
         elif key in DROPPED:
             notes.append(f"{key}: not imported ({DROPPED[key]})")
         else:
@@ -295,6 +297,18 @@ def _references(where: str, value: str, reasons: list[str], notes: list[str]) ->
         return m.group()
 
     return _REF.sub(sub, value)
+
+
+def _env_file(value: str, workspace: Path | None) -> str:
+    """Another host's ``envFile`` as kxen reads it: an absolute path (relative ones, and
+    ``${workspaceFolder}``, are the workspace's), ``${userHome}`` as ``${HOME}``."""
+    value = value.replace("${userHome}", "${HOME}")
+    if workspace is None:
+        return value
+    value = value.replace("${workspaceFolder}", str(workspace))
+    if not value.startswith(("/", "${", "~")) and not re.match(r"[A-Za-z]:[\\/]", value):
+        value = os.path.join(str(workspace), value)
+    return value
 
 
 def suggested_name(name: str) -> str | None:
