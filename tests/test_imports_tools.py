@@ -16,7 +16,6 @@ import pytest
 from kxen_core.config import load_config
 from kxen_core.config.envfile import read_env_file
 from kxen_core.config.import_places import usual_places
-from kxen_core.config.imports import convert, suggested_name
 from kxen_core.errors import ConfigError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imports"
@@ -174,6 +173,8 @@ def test_home_in_command_and_args_of_a_user_entry(kx, kxen_home, ws, monkeypatch
 
 
 def test_suggested_names():
+    from kxen_core.config.imports import convert, suggested_name
+
     assert suggested_name("my server") == "my-server"
     assert suggested_name("github.com") == "github-com"
     assert suggested_name("a__b") == "a_b"
