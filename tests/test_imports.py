@@ -113,12 +113,15 @@ def test_cursor(kx, kxen_home, ws, monkeypatch):
     got = rows(data)
     assert {n: r["status"] for n, r in got.items()} == {"postgres": "add", "linear": "add", "with-envfile": "refused"}
     # envFile is read at load (issue 25): the workspace's .env, which is not there yet
-    assert got["with-envfile"]["reasons"] == [f"mcpServers.with-envfile.envFile: {ws / '.env'}: cannot be read: no such file"]
+    assert got["with-envfile"]["reasons"] == [
+        f"mcpServers.with-envfile.envFile: {ws / '.env'}: cannot be read: no such file"
+    ]
     (ws / ".env").write_text("# the app's secrets\nAPP_TOKEN='tok-from-env-file-123'\n")
     code, data, _ = run_import(kx, FIXTURES / "cursor.mcp.json", "--from", "cursor", "--yes")
     got = rows(data)
     assert code == 0 and got["with-envfile"]["status"] == "add"
-    assert got["with-envfile"]["entry"]["env"] == {"APP_TOKEN": "(from envFile)"} and "tok-from-env-file" not in json.dumps(data)
+    assert got["with-envfile"]["entry"]["env"] == {"APP_TOKEN": "(from envFile)"}
+    assert "tok-from-env-file" not in json.dumps(data)
     assert user_servers(kxen_home)["with-envfile"]["envFile"] == str(ws / ".env")
     assert "${env:PG_PASSWORD} is written ${PG_PASSWORD} for kxen" in got["postgres"]["notes"][0]
     assert user_servers(kxen_home)["postgres"]["env"] == {"PGPASSWORD": "${PG_PASSWORD}"}
