@@ -74,6 +74,7 @@ def test_tools_names_the_servers_waiting_for_trust_approval_or_a_switch(kx, kxen
     assert set(waiting) == {"off", "proj"}
     assert waiting["proj"]["state"] == "awaiting_trust" and waiting["proj"]["next"].startswith("kxen trust ")
     assert waiting["off"]["state"] == "disabled" and waiting["off"]["reason"]
+    assert waiting["off"]["next"].startswith("kxen mcp enable off"), "the verb that does it"
     trust(kxen_home.path, ws)
     code, out, err = kx("mcp", "tools", "--wait", "10")
     assert code == 0, err

@@ -49,7 +49,7 @@ def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | 
     if state == "disabled":
         if "remote MCP is off" in (row.get("note") or ""):
             return "kxen remote on"
-        return f'set "enabled": true for it in {source}' if source else None
+        return f"kxen mcp enable {row['name']}" + (f"  (in {source})" if source else "")
     if state == "failed":
         if row.get("phase") == "transport" and "not found" in error:
             return "install the command, or fix 'command' in its config (kxen mcp plan shows what would run)"
