@@ -97,7 +97,7 @@ def test_tools_json(kx, kxen_home, fakes):
     code, out, _ = kx("mcp", "tools", "--json", "--wait", "10")
     assert code == 0
     data = as_json(out)
-    assert set(data) == {"tools"}
+    assert set(data) == {"tools", "notListed"}
     assert {t["qualifiedName"] for t in data["tools"]} == {"a__echo", "b__ping"}
     for t in data["tools"]:
         assert set(t) == {"server", "name", "qualifiedName", "description", "inputSchema", "policy", "policyReasons"}
@@ -237,7 +237,8 @@ def test_broken_config_exits_2_with_every_problem(kx, kxen_home, argv):
     data = as_json(out)
     assert data["ok"] is False
     assert len(data["problems"]) == 2
-    assert all(str(kxen_home.path / "mcp.json") in p for p in data["problems"])
+    assert all(p["file"] == str(kxen_home.path / "mcp.json") for p in data["problems"])
+    assert sorted(p["path"] for p in data["problems"]) == ["mcpServers.a.enabled", "mcpServers.b b"]
 
 
 def test_broken_config_text_goes_to_stderr(kx, kxen_home):

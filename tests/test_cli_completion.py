@@ -59,3 +59,11 @@ def test_zsh_goes_through_bash_completion_and_a_bad_shell_is_a_usage_error(capsy
     assert info.value.code == 2
     assert cli.main(["completion", "bash"]) == 0
     assert "complete -o default -F _kxen_complete kxen" in capsys.readouterr().out
+
+
+def test_the_verbs_that_change_one_setting_complete():
+    assert complete(["mcp", "po"]) == ["policy"]
+    assert {"enable", "disable"} <= set(complete(["mcp", ""]))
+    assert set(complete(["mcp", "policy", "--"])) == {"--default", "--help", "--json", "--scope"}
+    assert set(complete(["config", ""])) >= {"check", "set"}
+    assert {"--cwd", "--timeout", "--policy"} <= set(complete(["mcp", "add", "--"]))

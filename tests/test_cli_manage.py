@@ -183,7 +183,8 @@ def test_refusal_as_json(kx, seeded):
     code, out, _ = kx("mcp", "add-json", "bad", '{"url": "ftp://x"}', "--json")
     assert code == 2 and seeded.read_bytes() == before
     data = json.loads(out)
-    assert data["ok"] is False and any("mcpServers.bad.url: must be an https:// URL" in p for p in data["problems"])
+    assert data["ok"] is False
+    assert {"file": str(seeded), "path": "mcpServers.bad.url", "rule": "must be an https:// URL"} in data["problems"]
 
 
 def test_a_problem_the_file_already_had_refuses_the_write(kx, kxen_home):

@@ -100,7 +100,8 @@ def test_user_env_headers_and_url_expand_at_load(kxen_home, ws, host_env):
     servers = load_config(kxen_home.path, ws).servers
     s, r = servers["s"], servers["r"]
     assert s.env == {"TOKEN": SECRET, "LEVEL": "info", "LIT": "${KXEN_T_SECRET}"}
-    assert s.args == ["${KXEN_T_SECRET}"] and s.cwd == "${KXEN_T_SECRET}"  # only env, headers and url expand
+    # command and args expand too (issue 25: ${HOME}/bin/tool); cwd is taken as written
+    assert s.args == [SECRET] and s.cwd == "${KXEN_T_SECRET}"
     assert r.url == f"https://mcp.example.com/mcp?key={SECRET}"
     assert r.headers == {"Authorization": f"Bearer {SECRET}", "X-Plain": "plain"}
     assert {e.path: e.written for e in r.expanded} == {

@@ -137,7 +137,8 @@ def test_kxen_mcp_status_with_a_fifo_project_file_returns(kxen_home, ws):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert len(out["problems"]) == 1 and "must be a regular file (it is a FIFO)" in out["problems"][0]
+    [problem] = out["problems"]  # {file, path, rule}
+    assert problem["file"] == str(project_path(ws)) and "must be a regular file (it is a FIFO)" in problem["rule"]
 
 
 @needs_dev_zero

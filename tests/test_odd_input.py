@@ -97,7 +97,8 @@ def test_a_lone_surrogate_anywhere_in_the_project_file_is_a_problem_with_its_key
     out.encode("utf-8"), err.encode("utf-8")  # everything printed is valid UTF-8
     expected = f"{pfile}: {path}: must be valid Unicode text (it holds a lone surrogate)"
     if "--json" in argv:
-        assert expected in json.loads(out)["problems"], out
+        # --json problems are {file, path, rule} objects: the same text, split
+        assert expected in [f"{p['file']}: {p['path']}: {p['rule']}" for p in json.loads(out)["problems"]], out
     else:
         assert expected in err, err
     if argv[:2] == ["config", "check"]:
@@ -109,8 +110,9 @@ def test_a_lone_surrogate_in_user_config_fails_closed_naming_it(kxen_home, ws, c
     code, out, err = run(kxen_home, ws, capsys, "config", "check", "--json")
     assert code == 2
     assert json.loads(out)["problems"] == [
-        f"{kxen_home.path / 'mcp.json'}: mcpServers.u.args[0]: must be valid Unicode text (it holds a lone surrogate)"
-    ]
+        {"file": str(kxen_home.path / "mcp.json"), "path": "mcpServers.u.args[0]",
+         "rule": "must be valid Unicode text (it holds a lone surrogate)"}
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

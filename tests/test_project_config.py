@@ -226,8 +226,11 @@ def test_config_check_reports_the_rejected_project_file(kxen_home, ws, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is False
     assert out["problems"] == [
-        f"{pfile}: mcpServers.p.env.PYTHONPATH: project config must not set this variable: "
-        "it changes what runs or how a runtime loads"
+        {
+            "file": str(pfile),
+            "path": "mcpServers.p.env.PYTHONPATH",
+            "rule": "project config must not set this variable: it changes what runs or how a runtime loads",
+        }
     ]
     assert cli.main(["--workspace", str(ws), "config", "check"]) == 2
     err = capsys.readouterr().err
@@ -241,7 +244,7 @@ def test_mcp_status_names_a_rejected_project_file(kxen_home, ws, capsys):
     assert f"{pfile}: mcpServers.p.env.PYTHONPATH: " in err and "none of its servers will start" in err
     cli.main(["--workspace", str(ws), "mcp", "status", "--json", "--wait", "5"])
     out = json.loads(capsys.readouterr().out)
-    assert [p.split(": ")[1] for p in out["problems"]] == ["mcpServers.p.env.PYTHONPATH"]
+    assert [(p["file"], p["path"]) for p in out["problems"]] == [(str(pfile), "mcpServers.p.env.PYTHONPATH")]
     assert out["servers"] == []
 
 

@@ -24,6 +24,14 @@ NOT_HTTPS = "must be https:// (plain http:// only for loopback hosts)"
 USERINFO = "must not carry a username or password"
 NEEDS_LOOPBACK_SETTING = "plain http:// to a loopback host needs [mcp] allow_loopback_http = true in user settings"
 
+
+def named(rule: str, home) -> str:
+    """The loopback rule names the user's config.toml and the command that sets the key."""
+    if rule != NEEDS_LOOPBACK_SETTING:
+        return rule
+    return f"{rule} ({home.path / 'config.toml'}: kxen config set mcp.allow_loopback_http true)"
+
+
 BAD_URLS = [
     ("http://example.com/mcp", True, NOT_HTTPS),
     ("http://10.0.0.1:8080/mcp", True, NOT_HTTPS),
@@ -51,7 +59,7 @@ async def test_bad_remote_url_is_a_config_error(kxen_home, ws, kind, url, allow,
     servers = kxen_home.write_servers({"good": remote("https://mcp.example.com/mcp"), "r": remote(url, kind)})
     with pytest.raises(ConfigError) as info:
         load_config(kxen_home.path, ws)
-    assert info.value.problems == [f"{servers}: mcpServers.r.url: {rule}"]
+    assert info.value.problems == [f"{servers}: mcpServers.r.url: {named(rule, kxen_home)}"]
     assert "hunter2" not in str(info.value)
     # the Runtime refuses the same config before starting anything
     with pytest.raises(ConfigError):
@@ -74,7 +82,9 @@ def test_bad_oauth_metadata_url_is_a_config_error(kxen_home, ws, url, allow, rul
     )
     with pytest.raises(ConfigError) as info:
         load_config(kxen_home.path, ws)
-    assert info.value.problems == [f"{servers}: mcpServers.r.oauth.authorizationServerMetadataUrl: {rule}"]
+    assert info.value.problems == [
+        f"{servers}: mcpServers.r.oauth.authorizationServerMetadataUrl: {named(rule, kxen_home)}"
+    ]
     assert "hunter2" not in str(info.value)
 
 
@@ -92,7 +102,7 @@ def test_every_url_problem_is_listed_at_once(kxen_home, ws):
         [
             f"{servers}: mcpServers.a.url: {NOT_HTTPS}",
             f"{servers}: mcpServers.a.oauth.authorizationServerMetadataUrl: {NOT_HTTPS}",
-            f"{servers}: mcpServers.b.url: {NEEDS_LOOPBACK_SETTING}",
+            f"{servers}: mcpServers.b.url: {named(NEEDS_LOOPBACK_SETTING, kxen_home)}",
         ]
     )
 
@@ -133,5 +143,8 @@ def test_project_url_rules_follow_the_users_settings(kxen_home, ws):
     config = load_config(kxen_home.path, ws)
     assert set(config.servers) == {"mine"}
     assert sorted(config.project_problems) == sorted(
-        [f"{pfile}: mcpServers.loop.url: {NEEDS_LOOPBACK_SETTING}", f"{pfile}: mcpServers.plain.url: {NOT_HTTPS}"]
+        [
+            f"{pfile}: mcpServers.loop.url: {named(NEEDS_LOOPBACK_SETTING, kxen_home)}",
+            f"{pfile}: mcpServers.plain.url: {NOT_HTTPS}",
+        ]
     )

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 
 import anyio
 
-from kxen_core.cli import commands, manage, output, setup
+from kxen_core.cli import change, commands, manage, output, setup
 from kxen_core.cli.mcp import STOP_SIGNALS, _mcp_until_signal
 from kxen_core.cli.output import print_json, say
 from kxen_core.cli.parser import DEFAULT_WAIT, _parser
+from kxen_core.cli.problems import config_files, problem_objects
 from kxen_core.errors import ConfigError
 from kxen_core.safe_text import safe_text
 
@@ -40,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(script(_parser(), args.shell))
             return EXIT_OK
         if args.command == "config":
-            return commands.config_check(args)
+            return change.config_set(args) if args.config_command == "set" else commands.config_check(args)
         if args.command in ("trust", "untrust"):
             return commands.trust(args)
         if args.command == "remote":
@@ -51,10 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.plan(args)
         if args.command == "mcp" and args.mcp_command in manage.COMMANDS:
             return manage.run(args)
+        if args.command == "mcp" and args.mcp_command in change.COMMANDS:
+            return change.run(args)
         return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):
-            print_json({"ok": False, "problems": exc.problems})
+            print_json({"ok": False, "problems": problem_objects(exc.problems, config_files(args))})
         else:
             say(f"kxen: {safe_text(exc, multiline=True)}", err=True)
         return EXIT_USAGE

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kxen_core.cli.output import print_json, print_problems, say, table, use_config
+from kxen_core.cli.problems import problem_objects
 from kxen_core.config import load_config
 from kxen_core.safe_text import json_text, safe_text
 
@@ -32,7 +33,7 @@ def config_check(args: argparse.Namespace) -> int:
         print_json(
             {
                 "ok": not problems,
-                "problems": problems,
+                "problems": problem_objects(problems, config.files),
                 "files": list(config.files),
                 "servers": sorted(config.servers),
                 "trusted": config.trusted,
@@ -95,7 +96,7 @@ def approvals(args: argparse.Namespace) -> int:
         )
     problems = list(config.project_problems)
     if args.json:
-        print_json({"approvals": rows, "problems": problems})
+        print_json({"approvals": rows, "problems": problem_objects(problems, config.files)})
     else:
         print_problems(problems)
         if not rows and not problems:
@@ -127,7 +128,7 @@ def plan(args: argparse.Namespace) -> int:
     rows = rt.plan()
     problems = list(config.project_problems)
     if args.json:
-        print_json({"servers": rows, "problems": problems, "trusted": config.trusted})
+        print_json({"servers": rows, "problems": problem_objects(problems, config.files), "trusted": config.trusted})
         return EXIT_OK
     print_problems(problems)
     table(

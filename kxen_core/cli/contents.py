@@ -9,13 +9,17 @@ descriptors.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from kxen_core.agent.output import AgentOutput, error_output, scrubbed
 from kxen_core.cli.output import print_json, say, table
+from kxen_core.cli.status import say_indented
 from kxen_core.errors import InvalidArguments, KxenError
 from kxen_core.safe_text import safe_text
 
@@ -34,6 +38,9 @@ def add_commands(mcp: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     read = mcp.add_parser("read", help="read one resource, as the agent gets it")
     read.add_argument("server")
     read.add_argument("uri")
+    read.add_argument(
+        "--output", type=Path, metavar="FILE", help="save the resource's bytes (a blob decoded, text as UTF-8) to FILE"
+    )
     prompts = mcp.add_parser("prompts", help="list the prompts of ready servers with their arguments")
     prompts.add_argument("server", nargs="?", help="only this server")
     get = mcp.add_parser("get-prompt", help="get one prompt, checked first, as the agent gets it")
@@ -137,14 +144,51 @@ async def agent_view(rt: Any, args: argparse.Namespace, run: Callable[[], Awaita
     if args.json:
         print_json(out.as_result())
     elif error is not None:
-        say(f"kxen: error: {safe_text(error)}", err=True)
+        say_indented(f"kxen: error: {error}", "", err=True)  # a server's stderr in it: one line each
     else:
         say(safe_text(out.text, multiline=True))
     return EXIT_FAILED if out.is_error else EXIT_OK
 
 
 async def read(rt: Any, args: argparse.Namespace) -> int:
+    if getattr(args, "output", None) is not None:
+        return await _save(rt, args)
     return await agent_view(rt, args, lambda: rt.read_resource(args.server, args.uri))
+
+
+async def _save(rt: Any, args: argparse.Namespace) -> int:
+    """``read --output FILE``: the one content of the resource, its bytes as the server sent them
+    (a blob decoded from base64, text as UTF-8), written to FILE (replaced atomically)."""
+    try:
+        contents = await rt.fetch_resource(args.server, args.uri)
+    except KxenError as exc:
+        say(f"kxen: error: {safe_text(exc)}", err=True)
+        return EXIT_FAILED
+    if len(contents) != 1:
+        say(safe_text(f"kxen: error: {args.uri} has {len(contents)} contents; --output saves exactly one"), err=True)
+        return EXIT_FAILED
+    [content] = contents
+    data = content.data if content.data is not None else (content.text or "").encode("utf-8")
+    target = args.output
+    if not target.name or target.is_dir():
+        say(safe_text(f"kxen: error: --output {target}: must name a file, not a directory"), err=True)
+        return EXIT_USAGE
+    tmp = target.with_name(f".{target.name}.kxen-{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except OSError as exc:
+        say(safe_text(f"kxen: error: --output {target}: {exc.strerror or exc}"), err=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return EXIT_FAILED
+    shown = {"ok": True, "file": str(target), "uri": content.uri, "mimeType": content.mime_type, "bytes": len(data)}
+    if args.json:
+        print_json(shown)
+    else:
+        say(safe_text(f"saved {len(data)} bytes of {content.uri} ({content.mime_type or 'no MIME type'}) to {target}"))
+    return EXIT_OK
 
 
 async def get_prompt(rt: Any, args: argparse.Namespace, arguments: dict[str, Any]) -> int:

@@ -2,8 +2,9 @@
 gate (trust, approval, the remote switch), the transport, auth, initialize, the tool list, and
 optionally one call -- each with its time and its exact error, stopping at the first that fails.
 
-A process that runs but never answers ``initialize`` is named as such (with its pid), not reported
-as a generic timeout.
+The transport step names the process it started (its pid). A process that runs but never answers
+``initialize`` is named as such (with its pid), not reported as a generic timeout. A reason that
+spans lines (a server's stderr) is printed as indented lines, each escaped.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import argparse
 import time
 from typing import Any
 
-from kxen_core.cli.output import print_json, say
-from kxen_core.cli.status import next_step
+from kxen_core.cli.output import print_json
+from kxen_core.cli.status import next_step, say_indented
 from kxen_core.runtime.states import State
-from kxen_core.safe_text import safe_text
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -52,7 +52,9 @@ def diagnose(rt: Any, name: str, waited: float) -> list[dict[str, Any]]:
     step("gate", True, None, f"{row['scope']} server, {row['transport']}" + (f"; {row['note']}" if row["note"] else ""))
     # a server that wants a sign-in was reached (SSE's refused stream never got to initialize)
     reached = init is not None or state == "needs_login"
-    if not step("transport", reached, _ms(t0, init), None if reached else error or state):
+    pid = (row["transportInfo"] or {}).get("pid") or server.pid  # the process may have ended since
+    started = f"pid {pid}" if pid else None
+    if not step("transport", reached, _ms(t0, init), started if reached else error or state):
         return steps
     remote = server.config.is_remote
     auth_failed = (
@@ -67,11 +69,10 @@ def diagnose(rt: Any, name: str, waited: float) -> list[dict[str, Any]]:
         return steps
     if listing is None:
         if state == "initializing":
-            pid = (row["transportInfo"] or {}).get("pid")
             who = f"the process runs (pid {pid}) but" if pid else "the server"
             detail = f"{who} never answered initialize within {waited:g} s"
-        else:
-            detail = error or state
+        else:  # the step is named already: "initialize: initialize: ..." says it twice
+            detail = (error or state).removeprefix("initialize: ")
         step("initialize", False, _ms(init, time.monotonic()) if state == "initializing" else None, detail)
         return steps
     step("initialize", True, _ms(init, listing), None)
@@ -114,10 +115,8 @@ async def doctor(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) -
     else:
         for s in steps:
             took = f" ({s['ms']:g} ms)" if s["ms"] is not None else ""
-            say(
-                safe_text(
-                    f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']}{took}" + (f": {s['detail']}" if s["detail"] else "")
-                )
+            say_indented(
+                f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']}{took}" + (f": {s['detail']}" if s["detail"] else ""), ""
             )
     return EXIT_OK if ok else EXIT_FAILED
 

@@ -29,8 +29,9 @@ def describe(server: ServerConfig, *, brief: bool = False) -> dict[str, Any]:
         "source": server.source,
         "transport": server.kind,
         "enabled": None if unread else server.enabled,
-        "command": None if unread else server.command,
-        "args": [] if unread else list(server.args),
+        # a value that took host variables is shown as written (``${HOME}/bin/tool``), never expanded
+        "command": None if unread else _written(refs, "command", server.command),
+        "args": [] if unread else [_written(refs, f"args[{i}]", a) for i, a in enumerate(server.args)],
         "url": shown_url(server) or None,
     }
     if brief:
@@ -68,6 +69,11 @@ def describe(server: ServerConfig, *, brief: bool = False) -> dict[str, Any]:
         read=not unread,
     )
     return shown
+
+
+def _written(refs: dict[str, Any], path: str, value: Any) -> Any:
+    ref = refs.get(path)
+    return ref.written if ref is not None else value
 
 
 __all__ = ["describe"]

@@ -22,7 +22,7 @@ from kxen_core.config.imports import Imported, convert, detect, read_foreign
 from kxen_core.errors import ConfigError
 from kxen_core.safe_text import safe_text
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def plan(
@@ -72,14 +72,36 @@ def plan(
     return rows, chosen
 
 
+def _locate(args: argparse.Namespace, workspace: Path) -> Path | int:
+    """``FILE``, or with ``--from TOOL`` alone the file at that tool's usual place."""
+    from kxen_core.config.import_places import find_file
+
+    if args.file is not None:
+        return Path(args.file)
+    if args.source_format == "auto":
+        say("kxen: error: give the FILE to import, or --from TOOL to import from its usual place", err=True)
+        return EXIT_USAGE
+    found, places = find_file(args.source_format, workspace)
+    if found is None:
+        looked = ", ".join(str(p) for p in places)
+        raise ConfigError(
+            [f"{places[0]}: (file): cannot be imported: no {args.source_format} file found (looked at {looked})"]
+        )
+    return found
+
+
 def run_import(args: argparse.Namespace, home: Path, workspace: Path, pm: Any) -> int:
+    located = _locate(args, workspace)
+    if isinstance(located, int):
+        return located
+    args.file = located
     try:
         data = read_foreign(args.file)
     except ValueError as exc:
         raise ConfigError([f"{args.file}: (file): cannot be imported: {exc}"]) from None
     fmt = detect(args.file, data) if args.source_format == "auto" else args.source_format
     try:
-        imported, notes = convert(data, fmt)
+        imported, notes = convert(data, fmt, workspace)
     except ValueError as exc:
         raise ConfigError([f"{args.file}: (top level): cannot be imported: {exc}"]) from None
     target = servers_file(home, workspace, args.scope)

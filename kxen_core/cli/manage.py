@@ -13,8 +13,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from kxen_core.cli.add import ADD_EPILOG, ADD_USAGE, add_options, entry_from
 from kxen_core.cli.entry_view import describe
 from kxen_core.cli.output import print_json, say, table, use_config
+from kxen_core.cli.problems import config_files, problem_objects
 from kxen_core.config.edit import add_server, read_document, remove_server, servers_file
 from kxen_core.config.models import UNREAD, ServerConfig
 from kxen_core.errors import ConfigError
@@ -23,12 +25,6 @@ from kxen_core.safe_text import safe_text
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 COMMANDS = ("list", "get", "add", "add-json", "remove", "import")
 SCOPES = ("user", "project")
-
-
-ADD_USAGE = (
-    "kxen mcp add NAME [--scope user|project] [--env K=V]... [--transport KIND] [--json] -- COMMAND [ARGS...]\n"
-    "       kxen mcp add NAME --url URL [--transport http|sse] [--header 'K: V']... [--scope ...] [--json]"
-)
 
 
 def add_commands(mcp: Any) -> None:
@@ -43,9 +39,11 @@ def add_commands(mcp: Any) -> None:
         "add",
         help="add a server: NAME [options] -- COMMAND ARGS..., or NAME --url URL",
         usage=ADD_USAGE,
+        epilog=ADD_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add.add_argument("name")
-    _add_options(add)
+    add_options(add)
     add.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     js = mcp.add_parser("add-json", help="add a server from a JSON entry (kxen's format, as in mcp.json)")
     js.add_argument("name")
@@ -60,7 +58,9 @@ def add_commands(mcp: Any) -> None:
     imp = mcp.add_parser(
         "import", help="import servers from Claude Desktop, Claude Code, Cursor, VS Code or Gemini files"
     )
-    imp.add_argument("file", type=Path)
+    imp.add_argument(
+        "file", type=Path, nargs="?", help="the file (default with --from: where that tool keeps it; see docs/cli.md)"
+    )
     imp.add_argument("--scope", choices=SCOPES, default="user", help="which file to write (default: user)")
     imp.add_argument(
         "--from", dest="source_format", choices=["auto", *_formats()], default="auto", help="the file's format"
@@ -75,19 +75,6 @@ def _formats() -> tuple[str, ...]:
     return FORMATS
 
 
-def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scope", choices=SCOPES, default="user", help="which file (default: user)")
-    p.add_argument(
-        "--env", action="append", default=[], metavar="K=V", help="an env variable of a stdio server (repeatable)"
-    )
-    p.add_argument(
-        "--header", action="append", default=[], metavar="K:V", help="a header of a remote server (repeatable)"
-    )
-    p.add_argument("--url", help="a remote server's endpoint")
-    p.add_argument("--transport", help="the transport kind (default: stdio with a command, http with --url)")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts")
-
-
 WRITES = ("add", "add-json", "remove", "import")
 
 
@@ -99,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         if args.mcp_command not in WRITES:
             raise
         if getattr(args, "json", False):
-            print_json({"ok": False, "problems": exc.problems})
+            print_json({"ok": False, "problems": problem_objects(exc.problems, config_files(args))})
         else:
             say("kxen: not saved (no file was changed):", err=True)
             for problem in exc.problems:
@@ -157,7 +144,7 @@ def _list(args: argparse.Namespace) -> int:
         rows.append({**describe(server, brief=True), **extra, "note": _note(server, extra)})
     problems = list(config.project_problems)
     if args.json:
-        print_json({"servers": rows, "problems": problems, "trusted": config.trusted})
+        print_json({"servers": rows, "problems": problem_objects(problems, config.files), "trusted": config.trusted})
         return EXIT_OK
     from kxen_core.cli.output import print_problems
 
@@ -230,61 +217,11 @@ def _get(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    opts, command = _split_rest(args)
-    args.json = opts.json  # a refusal is printed as JSON too when --json came after NAME
-    if bool(opts.url) == bool(command):
-        return _usage("give either a command after -- (a stdio server) or --url URL (a remote server), not both")
-    entry: dict[str, Any] = {}
-    if command:
-        if opts.header:
-            return _usage("--header is for a remote server (--url)")
-        entry["command"], entry["args"] = command[0], command[1:]
-    else:
-        if opts.env:
-            return _usage("--env is for a stdio server (a command after --)")
-        entry["url"] = opts.url
-    if opts.transport:
-        entry["transport"] = opts.transport
-    env = _pairs(opts.env, "=", "--env", "K=V")
-    headers = _pairs(opts.header, ":", "--header", "'K: V'")
-    if env is None or headers is None:
-        return EXIT_USAGE
-    if env:
-        entry["env"] = env
-    if headers:
-        entry["headers"] = headers
+    made = entry_from(args)
+    if isinstance(made, int):
+        return made
+    entry, opts = made
     return _write_entry(args, opts.scope, entry, opts.json)
-
-
-def _split_rest(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
-    """Options may come before and after NAME; the server's command starts at the first word that
-    is not an option (or after ``--``), and everything from there belongs to it."""
-    rest = list(args.rest)
-    p = argparse.ArgumentParser(prog="kxen mcp add", usage=ADD_USAGE)
-    _add_options(p)
-    defaults = argparse.Namespace(**_add_defaults(args))
-    if "--" in rest:
-        at = rest.index("--")
-        return p.parse_args(rest[:at], namespace=defaults), rest[at + 1 :]
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    opts = p.parse_args(rest, namespace=defaults)
-    return opts, list(opts.command)
-
-
-def _add_defaults(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in ("scope", "env", "header", "url", "transport", "json")}
-
-
-def _pairs(items: list[str], sep: str, option: str, form: str) -> dict[str, str] | None:
-    out: dict[str, str] = {}
-    for item in items:
-        key, found, value = item.partition(sep)
-        key = key.strip()
-        if not found or not key:
-            say(f"kxen: error: {option} takes {form} (got an item without {sep!r} or without a name)", err=True)
-            return None
-        out[key] = value.strip() if sep == ":" else value
-    return out
 
 
 def _add_json(args: argparse.Namespace) -> int:

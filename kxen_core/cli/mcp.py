@@ -173,8 +173,9 @@ async def _tools(rt: Any, args: argparse.Namespace) -> int:
             t["policy"] = "allow"  # kxen's read-only tools (toolPolicies can deny them: docs/config.md)
         else:
             t["policy"], t["policyReasons"] = await rt.tool_policy(t["server"], t["name"])
+    waiting = _not_listed(rt, args.server)
     if args.json:
-        print_json({"tools": tools})
+        print_json({"tools": tools, "notListed": waiting})
     else:
         table(
             "tools",
@@ -189,10 +190,32 @@ async def _tools(rt: Any, args: argparse.Namespace) -> int:
                 "tools whose policy is 'ask' need an approval for each call (a terminal asks; else kxen --approve, "
                 "or toolPolicies)"
             )
+        for w in waiting:  # a server whose tools are not listed yet says why, not nothing
+            say(safe_text(f"{w['server']}: no tools listed: {w['state']}: {w['reason']}"))
+            if w["next"]:
+                say(safe_text(f"  next: {w['next']}"))
     failed = [s for s in rt.status() if s["state"] == "failed"]
     for s in failed:
         say(safe_text(f"kxen: server {s['name']!r} failed ({s['phase']}): {s['error']}"), err=True)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+#: the states in which a server's tools are not listed because a person has a step to take
+WAITING = ("awaiting_trust", "awaiting_approval", "needs_login", "disabled")
+
+
+def _not_listed(rt: Any, only: str | None) -> list[dict[str, Any]]:
+    """The servers waiting on trust, an approval, a sign-in or a switch: ``{"server", "state",
+    "reason", "next"}`` each (a failed one is reported on stderr)."""
+    sources = {name: s.config.source for name, s in rt.servers.items()}
+    out = []
+    for row in rt.status():
+        if row["state"] not in WAITING or (only is not None and row["name"] != only):
+            continue
+        reason = row["error"] or row["note"] or row["state"].replace("_", " ")
+        step = row.get("next") or cli_status.next_step(row, rt.workspace, sources.get(row["name"]))
+        out.append({"server": row["name"], "state": row["state"], "reason": reason, "next": step})
+    return out
 
 
 def _first_line(text: Any) -> str:

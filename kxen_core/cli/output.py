@@ -8,11 +8,15 @@ built from ``rich.text.Text`` (never markup).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 from kxen_core.config.secrets import config_secrets
 from kxen_core.safe_text import Secrets, json_text, safe_text
+
+#: the width of a table that is not printed on a terminal: wide enough that no cell is folded
+UNWRAPPED_WIDTH = 100_000
 
 #: what the loaded config says must never be printed; scrubbed from all output (see use_config)
 _secrets = Secrets()
@@ -56,7 +60,9 @@ def say(text: str, *, err: bool = False) -> None:
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    """A rich table; every cell is a ``Text`` of :func:`safe_text` (never markup)."""
+    """A rich table; every cell is a ``Text`` of :func:`safe_text` (never markup). On a terminal
+    long cells fold at its width; elsewhere (a pipe, a file, CI) nothing is wrapped, unless the
+    environment sets ``COLUMNS``."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -67,6 +73,9 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     for row in rows:
         table.add_row(*[Text(_secrets.text(safe_text(v))) for v in row])
     console = Console(soft_wrap=False, markup=False, emoji=False, highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        # a pipe, a file, CI: as wide as the cells (a URI stays copyable), unless COLUMNS says otherwise
+        console = Console(soft_wrap=False, markup=False, emoji=False, highlight=False, width=UNWRAPPED_WIDTH)
     try:
         console.print(table)
     except UnicodeEncodeError:

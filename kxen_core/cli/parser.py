@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kxen_core.cli import contents, login, manage, setup
+from kxen_core.cli import change, contents, login, manage, setup
 
 DEFAULT_WAIT = 90.0
 
@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     doctor.set_defaults(wait=30.0)
     contents.add_commands(mcp, common)
     manage.add_commands(mcp)
+    change.add_commands(mcp)
     login.add_commands(mcp, _seconds)
 
     for verb, text in (
@@ -116,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="config_command", required=True)
     check = config.add_parser("check", help="validate every config file and list every problem")
     check.add_argument("--json", action="store_true")
+    change.add_config_set(config)
     completion = sub.add_parser("completion", help='print a shell completion script (eval "$(kxen completion bash)")')
     completion.add_argument("shell", choices=["bash", "zsh"])
     return p

@@ -12,11 +12,28 @@ import argparse
 from typing import Any
 
 from kxen_core.cli.output import print_json, print_problems, say, table
+from kxen_core.cli.problems import problem_objects
 from kxen_core.safe_text import safe_text
 
 EXIT_OK, EXIT_FAILED = 0, 1
 #: the most diagnostics shown per server in the human output (--json has the last 20)
 SHOWN_DIAGNOSTICS = 3
+
+
+NO_SERVERS = (
+    "no servers configured: add one with kxen mcp add NAME -- COMMAND [ARGS...] (a local server), "
+    "kxen mcp add NAME --url URL (a remote one), or kxen mcp import FILE (from another tool's config)"
+)
+
+
+def say_indented(text: str, indent: str, *, err: bool = False) -> None:
+    """``text`` (a reason, a diagnostic: a server's stderr may span lines) at ``indent``, each further
+    line indented two more; every line escaped on its own (a newline starts a line, nothing else does)."""
+    first, *rest = str(text).replace("\r\n", "\n").split("\n")
+    say(indent + safe_text(first), err=err)
+    for line in rest:
+        if line.strip():
+            say(indent + "  " + safe_text(line), err=err)
 
 
 def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | None:
@@ -32,7 +49,7 @@ def next_step(row: dict[str, Any], workspace: Any, source: str | None) -> str | 
     if state == "disabled":
         if "remote MCP is off" in (row.get("note") or ""):
             return "kxen remote on"
-        return f'set "enabled": true for it in {source}' if source else None
+        return f"kxen mcp enable {row['name']}" + (f"  (in {source})" if source else "")
     if state == "failed":
         if row.get("phase") == "transport" and "not found" in error:
             return "install the command, or fix 'command' in its config (kxen mcp plan shows what would run)"
@@ -57,7 +74,11 @@ def status(rt: Any, args: argparse.Namespace) -> int:
         # the server's own next step (an auth failure's: kxen mcp login NAME) comes first
         row["next"] = row.get("next") or next_step(row, rt.workspace, sources.get(row["name"]))
     if args.json:
-        print_json({"servers": servers, "problems": rt.problems})
+        files = rt.config.files if rt.config is not None else ()
+        print_json({"servers": servers, "problems": problem_objects(rt.problems, files)})
+    elif not servers:
+        print_problems(rt.problems)
+        say(NO_SERVERS)
     else:
         print_problems(rt.problems)
         table(
@@ -89,8 +110,8 @@ def status(rt: Any, args: argparse.Namespace) -> int:
             if lines:
                 say(safe_text(f"{s['name']}:"))
                 for line in lines:
-                    say("  " + safe_text(line))
+                    say_indented(line, "  ")
     return EXIT_FAILED if any(s["state"] in ("failed", "needs_login") for s in servers) else EXIT_OK
 
 
-__all__ = ["next_step", "status", "transport_cell"]
+__all__ = ["NO_SERVERS", "next_step", "say_indented", "status", "transport_cell"]

@@ -1,4 +1,5 @@
-"""Changing ``mcp.json`` from kxen itself (``kxen mcp add``, ``remove``, ``import``): validated,
+"""Changing ``mcp.json`` from kxen itself (``kxen mcp add``, ``remove``, ``import``, ``policy``,
+``enable``, ``disable``): validated,
 atomic, one writer at a time.
 
 Every change is a read-modify-write of the whole file under a cross-process lock, so two processes
@@ -103,7 +104,8 @@ def check_document(
     settings = load_settings(Path(home), problems, conv)
     if problems:
         return {}, problems
-    servers = servers_from(data, str(path), scope, problems, conv, settings, pm)
+    settings_file = str(Path(home) / "config.toml")
+    servers = servers_from(data, str(path), scope, problems, conv, settings, pm, settings_file=settings_file)
     if scope == "project":
         for name, server in servers.items():
             problems += [f"{path}: mcpServers.{name}.{suffix}: {rule}" for suffix, rule in project_problems(server)]
@@ -185,6 +187,69 @@ def remove_server(
     return path
 
 
+def change_server(
+    home: Path, workspace: Path, scope: str, name: str, change: Callable[[dict[str, Any]], bool], *,
+    pm: KxenPluginManager | None = None, lock_timeout: float = LOCK_TIMEOUT,
+) -> tuple[Path, bool]:  # fmt: skip
+    """Let ``change`` edit the entry of server ``name`` in ``scope``'s file in place (it returns
+    whether it changed anything); the result is checked like every write. Returns the file and
+    whether the entry changed. ConfigError when there is no such entry or the result is invalid."""
+    path = servers_file(home, workspace, scope)
+
+    def mutate(servers: dict[str, Any]) -> bool:
+        entry = servers.get(name)
+        if entry is None:
+            raise ConfigError([f"{path}: mcpServers.{shown_key(name)}: no server of this name in this file"])
+        if not isinstance(entry, dict):
+            raise ConfigError([f"{path}: mcpServers.{shown_key(name)}: a server definition must be an object"])
+        return change(entry)
+
+    changed = update_servers(home, workspace, scope, mutate, pm=pm, lock_timeout=lock_timeout)
+    return path, changed
+
+
+def set_tool_policy(
+    home: Path, workspace: Path, scope: str, name: str, tool: str | None, policy: str, *,
+    pm: KxenPluginManager | None = None, lock_timeout: float = LOCK_TIMEOUT,
+) -> tuple[Path, bool]:  # fmt: skip
+    """Set ``toolPolicies.<tool>`` of server ``name`` (with ``tool`` None: its ``defaultToolPolicy``)
+    to ``policy``. The loader's rules decide what is valid (a word of allow/ask/deny; no ``allow``
+    in a project file). Returns the file and whether the entry changed."""
+    path = servers_file(home, workspace, scope)
+
+    def change(entry: dict[str, Any]) -> bool:
+        if tool is None:
+            before = entry.get("defaultToolPolicy")
+            entry["defaultToolPolicy"] = policy
+            return before != policy
+        policies = entry.setdefault("toolPolicies", {})
+        if not isinstance(policies, dict):
+            raise ConfigError([f"{path}: mcpServers.{name}.toolPolicies: must be an object of tool: policy"])
+        before = policies.get(tool)
+        policies[tool] = policy
+        return before != policy
+
+    return change_server(home, workspace, scope, name, change, pm=pm, lock_timeout=lock_timeout)
+
+
+def set_enabled(
+    home: Path, workspace: Path, scope: str, name: str, enabled: bool, *, pm: KxenPluginManager | None = None,
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> tuple[Path, bool]:  # fmt: skip
+    """Set ``enabled`` of server ``name``: ``false`` is written; enabling removes the key (true is
+    the default). Returns the file and whether the entry changed."""
+
+    def change(entry: dict[str, Any]) -> bool:
+        before = entry.get("enabled", True)
+        if enabled:
+            entry.pop("enabled", None)
+        else:
+            entry["enabled"] = False
+        return before is not enabled
+
+    return change_server(home, workspace, scope, name, change, pm=pm, lock_timeout=lock_timeout)
+
+
 def _lock_path(home: Path, path: Path, scope: str) -> Path:
     if scope == "user":
         return home / "mcp.json.lock"
@@ -210,10 +275,13 @@ def _target(path: Path, scope: str, workspace: Path) -> Path:
 __all__ = [
     "LOCK_TIMEOUT",
     "add_server",
+    "change_server",
     "check_document",
     "dump",
     "read_document",
     "remove_server",
     "servers_file",
+    "set_enabled",
+    "set_tool_policy",
     "update_servers",
 ]

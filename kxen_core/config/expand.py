@@ -1,14 +1,18 @@
 """``${VAR}`` in user config: values taken from the host environment when the config is loaded.
 
 In the user's own ``mcp.json``, ``${NAME}`` and ``${NAME:-default}`` in ``env`` values, ``headers``
-values and ``url`` are replaced by the host's variable ``NAME`` (the default when it is unset or
-empty), so a token lives in the environment (or a secret manager that sets it) rather than in the
-file. ``NAME`` is a letter or ``_``, then letters, digits and ``_``; the default is any text without
-``}``; ``$${`` writes a literal ``${``. A ``$`` not followed by ``{`` is kept as it is. A value is
-expanded once: text that came from a variable is never scanned again.
+values, ``url``, ``command`` and ``args`` (``${HOME}/bin/tool``) are replaced by the host's variable
+``NAME`` (the default when it is unset or empty), so a token lives in the environment (or a secret
+manager that sets it) rather than in the file. ``NAME`` is a letter or ``_``, then letters, digits
+and ``_``; the default is any text without ``}``; ``$${`` writes a literal ``${``. A ``$`` not
+followed by ``{`` is kept as it is. A value is expanded once: text that came from a variable is
+never scanned again.
+
+The values of variables that name places (``HOME``, ``USER``, ``TMPDIR``, ``XDG_*_HOME``...:
+:data:`PUBLIC_VARIABLES`) are not secrets; every other value a variable supplies is.
 
 An unset variable without a default, or a malformed reference, is a config problem naming the key
-path and the variable -- never a value. Whatever a variable supplied is a secret: it is remembered
+path and the variable -- never a value. Whatever else a variable supplied is a secret: it is remembered
 on the entry (:class:`~kxen_core.config.models.Expanded`) and scrubbed from everything kxen prints.
 
 Project config (a repository's ``.kxen/mcp.json``) may not reference host variables at all: a
@@ -27,12 +31,18 @@ import attrs
 from kxen_core.config.models import Expanded, ServerConfig
 
 #: the fields whose values are expanded (in user config) or refused (in project config)
-EXPANDED_FIELDS = ("env", "headers", "url")
+EXPANDED_FIELDS = ("env", "headers", "url", "command", "args")
 PROJECT_RULE = (
     "project config must not reference host variables (${...}): a repository must not pull the user's "
     "secrets into a server it ships (set the value in user config, where ${VAR} is expanded)"
 )
 
+#: variables that name where things are, not secrets: their values are not scrubbed from output
+#: (a home directory shown as ``***`` in every path would help nobody)
+PUBLIC_VARIABLES = frozenset(
+    ("HOME", "USER", "LOGNAME", "PWD", "TMPDIR", "USERPROFILE", "APPDATA", "LOCALAPPDATA")
+    + tuple(f"XDG_{k}" for k in ("CONFIG_HOME", "DATA_HOME", "CACHE_HOME", "STATE_HOME", "RUNTIME_DIR"))
+)
 _START = re.compile(r"\$\$\{|\$\{")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -72,7 +82,8 @@ def expand(value: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
         found = environ.get(name)
         if found:
             out.append(found)
-            supplied.append(found)
+            if name not in PUBLIC_VARIABLES:
+                supplied.append(found)
         elif sep:
             out.append(default)
         elif found is None:
@@ -91,6 +102,11 @@ def _fields(server: ServerConfig) -> list[tuple[str, str, str]]:
     found += [(f"headers.{k}", f"headers.{shown_key(k)}", v) for k, v in server.headers.items()]
     if server.url is not None:
         found.append(("url", "url", server.url))
+    if server.envFile is not None:
+        found.append(("envFile", "envFile", server.envFile))
+    if server.command is not None:
+        found.append(("command", "command", server.command))
+    found += [(f"args[{i}]", f"args[{i}]", a) for i, a in enumerate(server.args)]
     return found
 
 
@@ -101,10 +117,17 @@ def expand_server(
 
     In project scope nothing is expanded: every field holding ``${`` is a problem (:data:`PROJECT_RULE`)."""
     fields = [f for f in _fields(server) if "${" in f[2]]
+    if scope != "user":
+        refused = [(shown, PROJECT_RULE) for _path, shown, _value in fields]
+        if server.envFile is not None:
+            from kxen_core.config.envfile import PROJECT_RULE as ENV_FILE_RULE
+
+            refused.append(("envFile", ENV_FILE_RULE))
+        return server, refused
+    if server.envFile is not None:
+        return _with_env_file(server, environ)
     if not fields:
         return server, []
-    if scope != "user":
-        return server, [(shown, PROJECT_RULE) for _path, shown, _value in fields]
     env = os.environ if environ is None else environ
     problems: list[tuple[str, str]] = []
     expanded: list[Expanded] = []
@@ -125,6 +148,40 @@ def expand_server(
         env={k: values.get(f"env.{k}", v) for k, v in server.env.items()},
         headers={k: values.get(f"headers.{k}", v) for k, v in server.headers.items()},
         url=values.get("url", server.url),
+        envFile=values.get("envFile", server.envFile),
+        command=values.get("command", server.command),
+        args=[values.get(f"args[{i}]", a) for i, a in enumerate(server.args)],
+    ), []
+
+
+#: what ``kxen mcp get`` shows for a value read from the entry's env file
+FROM_ENV_FILE = "(from envFile)"
+
+
+def _with_env_file(
+    server: ServerConfig, environ: Mapping[str, str] | None
+) -> tuple[ServerConfig, list[tuple[str, str]]]:
+    """The entry expanded, then the variables of its ``envFile`` under its own ``env`` (the entry's
+    win), each remembered as a secret (:mod:`.envfile`)."""
+    from kxen_core.config.envfile import read_env_file
+
+    expanded, problems = expand_server(attrs.evolve(server, envFile=None), "user", environ)
+    path, path_problems = server.envFile or "", []
+    if "${" in path:
+        try:
+            path, _supplied = expand(path, os.environ if environ is None else environ)
+        except BadReference as exc:
+            path_problems.append(("envFile", str(exc)))
+    if problems or path_problems:
+        return server, problems + path_problems
+    try:
+        found = read_env_file(path)
+    except ValueError as exc:
+        return server, [("envFile", f"{server.envFile}: {exc}")]  # the path as written: never a secret
+    added = {k: v for k, v in found.items() if k not in expanded.env}
+    marks = tuple(Expanded(path=f"env.{k}", written=FROM_ENV_FILE, values=(v,)) for k, v in added.items())
+    return attrs.evolve(
+        expanded, envFile=server.envFile, env={**added, **expanded.env}, expanded=(*expanded.expanded, *marks)
     ), []
 
 
@@ -133,4 +190,13 @@ def references(server: ServerConfig) -> dict[str, Expanded]:
     return {e.path: e for e in server.expanded}
 
 
-__all__ = ["EXPANDED_FIELDS", "PROJECT_RULE", "BadReference", "expand", "expand_server", "references"]
+__all__ = [
+    "EXPANDED_FIELDS",
+    "FROM_ENV_FILE",
+    "PROJECT_RULE",
+    "PUBLIC_VARIABLES",
+    "BadReference",
+    "expand",
+    "expand_server",
+    "references",
+]

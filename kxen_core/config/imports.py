@@ -16,6 +16,7 @@ converted entries with the loader's own rules before anything is written
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,18 @@ DROPPED = {
     "trust": "kxen never skips its tool policy for an imported server; set toolPolicies yourself",
     "autoApprove": "kxen never allows tools from an imported file; set toolPolicies yourself",
     "alwaysAllow": "kxen never allows tools from an imported file; set toolPolicies yourself",
-    "includeTools": "set defaultToolPolicy and toolPolicies yourself to allow only these tools",
     "oauth": "another host's OAuth settings do not carry over; see kxen's oauth keys (docs/config.md)",
     "authProviderType": "another host's OAuth settings do not carry over; see kxen's oauth keys (docs/config.md)",
     "timeout": "kxen's timeouts.requestSeconds is in seconds; set it yourself",
 }
 #: fields where kxen expands ``${VAR}`` (user config); elsewhere a reference would reach the server as text
-EXPANDED = ("env", "headers", "url")
+EXPANDED = ("env", "headers", "url", "command", "args")
+#: VS Code's variables and what they are for kxen: the home from the environment, and the
+#: workspace as the directory a stdio server starts in (a relative path)
+VSCODE_VARIABLES = {"userHome": "${HOME}", "workspaceFolder": "."}
+#: where ``${workspaceFolder}`` may stand: in paths of what runs
+WORKSPACE_FIELDS = ("command", "args", "cwd")
+_GEMINI_BARE = re.compile(r"(?<!\$)\$([A-Za-z_][A-Za-z0-9_]*)")
 _REF = re.compile(r"\$\{([^}]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?")
 MAX_SHOWN = 40  # characters of a foreign value (a type, a variable) quoted in a reason
@@ -163,9 +169,10 @@ def _entries_of(data: Any, fmt: str) -> dict[Any, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def convert(data: Any, fmt: str) -> tuple[list[Imported], list[str]]:
+def convert(data: Any, fmt: str, workspace: Path | None = None) -> tuple[list[Imported], list[str]]:
     """The entries of a parsed foreign file, and notes on the file as a whole. ValueError when the
-    file holds no server definitions where ``fmt`` keeps them."""
+    file holds no server definitions where ``fmt`` keeps them. ``workspace`` is where a relative
+    ``envFile`` (or one under ``${workspaceFolder}``) is found."""
     key = "servers" if fmt == "vscode" else "mcpServers"
     if (
         not isinstance(data, dict)
@@ -182,15 +189,28 @@ def convert(data: Any, fmt: str) -> tuple[list[Imported], list[str]]:
             "inputs: not imported: kxen does not prompt for values; entries that use ${input:...} are refused "
             "(set the value in your environment and write ${NAME} in user config)"
         )
-    return [_entry(str(name), raw, fmt) for name, raw in _entries_of(data, fmt).items()], notes
+    items = [_entry(str(name), raw, fmt, workspace) for name, raw in _entries_of(data, fmt).items()]
+    seen: set[str] = set()
+    for i, item in enumerate(items):  # two names made valid the same way: only the first keeps it
+        if item.name in seen:
+            items[i] = attrs.evolve(
+                item, entry=None, reasons=(*item.reasons, "another entry of the file has this name")
+            )
+        seen.add(item.name)
+    return items, notes
 
 
-def _entry(name: str, raw: Any, fmt: str) -> Imported:
+def _entry(name: str, raw: Any, fmt: str, workspace: Path | None = None) -> Imported:
     reasons: list[str] = []
     notes: list[str] = []
     rule = check_server_key(name)
     if rule:
-        reasons.append(f"{rule}: rename it (kxen mcp add-json NEWNAME JSON)")
+        better = suggested_name(name)
+        if better is None:
+            reasons.append(f"{rule}: rename it (kxen mcp add-json NEWNAME JSON)")
+        else:
+            notes.append(f"{_shown(name)} is not a kxen server name ({rule}): imported as {better!r}")
+            name = better
     if not isinstance(raw, dict):
         return Imported(name=name, entry=None, reasons=(*reasons, "a server definition must be an object"))
     entry: dict[str, Any] = {}
@@ -210,13 +230,19 @@ def _entry(name: str, raw: Any, fmt: str) -> Imported:
         elif key in ("disabled", "enabled") and isinstance(value, bool):
             entry["enabled"] = value if key == "enabled" else not value
         elif key == "excludeTools" and isinstance(value, list) and all(isinstance(t, str) for t in value):
-            entry["toolPolicies"] = {t: "deny" for t in value}
+            entry["toolPolicies"] = {**entry.get("toolPolicies", {}), **{t: "deny" for t in value}}
+        elif key == "includeTools" and isinstance(value, list) and all(isinstance(t, str) for t in value):
+            # only these tools: every other one is denied; each of these still asks (never "allow")
+            entry["defaultToolPolicy"] = "deny"
+            listed = raw.get("excludeTools")
+            excluded: list[Any] = listed if isinstance(listed, list) else []
+            entry["toolPolicies"] = {**{t: "ask" for t in value if t not in excluded}, **entry.get("toolPolicies", {})}
+            notes.append("includeTools: only these tools may be called (each asks first); every other one is denied")
         elif key == "timeout" and fmt == "gemini" and type(value) in (int, float) and 0 < value <= 86_400_000:
             entry["timeouts"] = {"requestSeconds": value / 1000}  # Gemini counts milliseconds
-        elif key == "envFile":
-            reasons.append(
-                "envFile: kxen reads no env files; put the values in env (in user config, ${VAR} from your environment)"
-            )
+        elif key == "envFile" and isinstance(value, str):
+            entry["envFile"] = _env_file(value, workspace)
+            notes.append(f"envFile: read from {entry['envFile']} when kxen loads (its values are secrets)")
         elif key in DROPPED:
             notes.append(f"{key}: not imported ({DROPPED[key]})")
         else:
@@ -225,6 +251,10 @@ def _entry(name: str, raw: Any, fmt: str) -> Imported:
         entry["transport"] = "sse"  # Gemini's url is an SSE endpoint
         notes.append("url: Gemini's url is an SSE endpoint: imported with transport sse")
     for where, value in _strings(entry):
+        if fmt == "gemini" and _GEMINI_BARE.search(value):  # Gemini also expands $VAR
+            value = _GEMINI_BARE.sub(lambda m: "${" + m.group(1) + "}", value)
+            _put(entry, where, value)
+            notes.append(f"{where}: Gemini's $NAME is written ${{NAME}} for kxen")
         converted = _references(where, value, reasons, notes)
         if converted != value:
             _put(entry, where, converted)
@@ -240,7 +270,18 @@ def _references(where: str, value: str, reasons: list[str], notes: list[str]) ->
 
     def sub(m: re.Match[str]) -> str:
         body = m.group(1)
-        if field not in EXPANDED:
+        if body in VSCODE_VARIABLES and (body != "workspaceFolder" or field in WORKSPACE_FIELDS):
+            new = VSCODE_VARIABLES[body]
+            why = "from your environment" if body == "userHome" else "a stdio server starts in the workspace"
+            notes.append(f"{where}: ${{{body}}} is written {new!r} for kxen ({why})")
+            return new
+        if body.startswith("input:"):
+            reasons.append(
+                f"{where}: ${{{_shown(body, quote=False)}}}: VS Code input variables are not supported (kxen does not "
+                "prompt for values): set the value with --env (kxen mcp add NAME --env KEY=VALUE -- COMMAND), or write "
+                "${NAME} and set NAME in your environment"
+            )
+        elif field not in EXPANDED:
             reasons.append(
                 f"{where}: kxen expands ${{...}} only in env, headers and url (stdio servers start in the "
                 "workspace: a relative path may do)"
@@ -248,11 +289,6 @@ def _references(where: str, value: str, reasons: list[str], notes: list[str]) ->
         elif body.startswith("env:") and _NAME.fullmatch(body[4:]):
             notes.append(f"{where}: ${{{body}}} is written ${{{body[4:]}}} for kxen")
             return "${" + body[4:] + "}"
-        elif body.startswith("input:"):
-            reasons.append(
-                f"{where}: VS Code input variables have no kxen equivalent: set the value in your environment and "
-                f"write ${{NAME}}"
-            )
         elif not _NAME.fullmatch(body):
             reasons.append(
                 f"{where}: ${{{_shown(body, quote=False)}}} is not a variable kxen expands (only ${{NAME}} from "
@@ -261,6 +297,26 @@ def _references(where: str, value: str, reasons: list[str], notes: list[str]) ->
         return m.group()
 
     return _REF.sub(sub, value)
+
+
+def _env_file(value: str, workspace: Path | None) -> str:
+    """Another host's ``envFile`` as kxen reads it: an absolute path (relative ones, and
+    ``${workspaceFolder}``, are the workspace's), ``${userHome}`` as ``${HOME}``."""
+    value = value.replace("${userHome}", "${HOME}")
+    if workspace is None:
+        return value
+    value = value.replace("${workspaceFolder}", str(workspace))
+    if not value.startswith(("/", "${", "~")) and not re.match(r"[A-Za-z]:[\\/]", value):
+        value = os.path.join(str(workspace), value)
+    return value
+
+
+def suggested_name(name: str) -> str | None:
+    """A valid kxen server name made from another host's (``my server`` -> ``my-server``,
+    ``github.com`` -> ``github-com``), or None when nothing of it is left."""
+    text = re.sub(r"[^A-Za-z0-9_-]+", "-", name)
+    text = re.sub(r"_{2,}", "_", text).strip("-_")[:32].rstrip("-_")
+    return text if text and check_server_key(text) is None else None
 
 
 def _plain_secret(where: str) -> bool:
@@ -300,4 +356,4 @@ def _shown(value: Any, *, quote: bool = True) -> str:
     return repr(text) if quote else text
 
 
-__all__ = ["FORMATS", "Imported", "convert", "detect", "read_foreign", "strip_jsonc"]
+__all__ = ["FORMATS", "Imported", "convert", "detect", "read_foreign", "strip_jsonc", "suggested_name"]

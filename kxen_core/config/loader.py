@@ -137,7 +137,13 @@ def load_settings(home: Path | str, problems: list[str], conv: cattrs.Converter 
     data = _read(path, problems, tomllib.loads, private=True)
     if data is MISSING or len(problems) > before:
         return Settings()
-    return _structure(conv, data, Settings, str(path), "$", problems) or Settings()
+    return settings_from(data, str(path), problems, conv)
+
+
+def settings_from(data: Any, file: str, problems: list[str], conv: cattrs.Converter | None = None) -> Settings:
+    """The settings of a parsed ``config.toml`` (``data``) named ``file``: what :func:`load_settings`
+    does after reading, so a change is checked by the same rules before it is written."""
+    return _structure(conv or shared_converter(), data, Settings, file, "$", problems) or Settings()
 
 
 def _entries(data: Any, file: str, problems: list[str]) -> dict[Any, Any] | None:
@@ -163,6 +169,8 @@ def load_servers(
     conv: cattrs.Converter | None = None,
     settings: Settings | None = None,
     pm: KxenPluginManager | None = None,
+    *,
+    settings_file: str | None = None,
 ) -> dict[str, ServerConfig]:
     """Read one ``mcp.json``; every problem goes to ``problems``, valid entries are returned.
 
@@ -172,7 +180,7 @@ def load_servers(
     data = _read(path, problems, json.loads, private=scope == "user")
     if data is MISSING or len(problems) > before:
         return {}
-    return servers_from(data, str(path), scope, problems, conv, settings, pm)
+    return servers_from(data, str(path), scope, problems, conv, settings, pm, settings_file=settings_file)
 
 
 def servers_from(
@@ -183,9 +191,12 @@ def servers_from(
     conv: cattrs.Converter | None = None,
     settings: Settings | None = None,
     pm: KxenPluginManager | None = None,
+    *,
+    settings_file: str | None = None,
 ) -> dict[str, ServerConfig]:
     """The servers of a parsed ``mcp.json`` (``data``) named ``file``: what :func:`load_servers` does
-    after reading, so a file's new content is checked by the same rules before it is written."""
+    after reading, so a file's new content is checked by the same rules before it is written.
+    ``settings_file`` (the user's config.toml) is named by a rule that a setting there would lift."""
     conv = conv or shared_converter()
     entries = _entries(data, file, problems)
     if entries is None:
@@ -205,7 +216,7 @@ def servers_from(
         if server is None:
             continue
         server, shape = expand_server(server, scope)  # ${VAR} from the host environment (user config only)
-        shape = shape or check_server_shape(server) + _url_problems(server, settings or Settings())
+        shape = shape or check_server_shape(server) + _url_problems(server, settings or Settings(), settings_file)
         if registry is not None and not shape:
             # the plugins that failed to load are named only for a kind nobody serves
             shape = registry.check(
@@ -270,16 +281,16 @@ def canonical(path: Path | str) -> str:
     return str(resolved(Path(path).expanduser()))
 
 
-def _url_problems(server: ServerConfig, settings: Settings) -> list[tuple[str, str]]:
+def _url_problems(server: ServerConfig, settings: Settings, settings_file: str | None) -> list[tuple[str, str]]:
     allow = settings.mcp.allow_loopback_http
     out = []
     if server.is_remote and server.url is not None:
-        rule = check_remote_url(server.url, allow_loopback_http=allow)
+        rule = check_remote_url(server.url, allow_loopback_http=allow, settings_file=settings_file)
         if rule:
             out.append(("url", rule))
     meta = server.oauth.authorizationServerMetadataUrl if server.oauth else None
     if meta is not None:
-        rule = check_remote_url(meta, allow_loopback_http=allow)
+        rule = check_remote_url(meta, allow_loopback_http=allow, settings_file=settings_file)
         if rule:
             out.append(("oauth.authorizationServerMetadataUrl", rule))
     return out
@@ -308,8 +319,9 @@ def load_config(
     conv = shared_converter()
     problems: list[str] = []
     settings = load_settings(home, problems, conv)
+    settings_file = os.path.join(home, "config.toml")
     user_file = os.path.join(home, "mcp.json")
-    user = load_servers(user_file, "user", problems, conv, settings, pm)
+    user = load_servers(user_file, "user", problems, conv, settings, pm, settings_file=settings_file)
     if problems:
         raise ConfigError(problems)
 
@@ -321,7 +333,7 @@ def load_config(
     if not trusted:  # a repository the user merely opened: its servers' names, nothing more
         project = unread_project_servers(pfile, pproblems)
     else:
-        project = load_servers(pfile, "project", pproblems, conv, settings, pm)
+        project = load_servers(pfile, "project", pproblems, conv, settings, pm, settings_file=settings_file)
         for name, server in project.items():
             for suffix, rule in project_problems(server):
                 pproblems.append(_render(pfile, f"{rule} @ $.mcpServers.{name}.{suffix}"))

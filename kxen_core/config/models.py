@@ -158,6 +158,8 @@ class ServerConfig:
     command: str | None = None
     args: list[str] = attrs.field(factory=list)
     env: dict[str, str] = attrs.field(factory=dict, repr=False)
+    #: a file of KEY=VALUE lines read into ``env`` at load (user config only: :mod:`.envfile`)
+    envFile: str | None = None
     cwd: str | None = None
     # remote
     url: str | None = None

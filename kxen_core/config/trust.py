@@ -1,7 +1,8 @@
 """Changing user settings (``config.toml``) from kxen itself, keeping the file's comments.
 
 Only the user grants trust and turns remote MCP on: these are written by ``kxen trust`` /
-``kxen untrust`` / ``kxen remote on|off`` (or a host's settings API) into the user's own settings,
+``kxen untrust`` / ``kxen remote on|off`` / ``kxen config set`` (or a host's settings API) into the
+user's own settings,
 and nothing in a project can change them. Writes are atomic (temp file, fsync, rename), and the
 whole read-modify-write holds ``config.toml.lock`` beside the file, so two processes changing
 settings at once cannot lose either change. Waiting for that lock is bounded (``lock_timeout``).
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kxen_core.config.files import UnreadableFile, locked, read_limited, write_atomic
-from kxen_core.config.loader import canonical
+from kxen_core.config.loader import canonical, settings_from
+from kxen_core.config.settings import Settings
 from kxen_core.errors import ConfigError
 
 #: seconds to wait for another process's settings change before giving up with a ConfigError
@@ -131,6 +133,80 @@ def set_remote_enabled(home: Path, enabled: bool, *, lock_timeout: float = LOCK_
         if mcp.get("remote_enabled") is enabled:
             return False
         mcp["remote_enabled"] = enabled
+        return True
+
+    return update_settings(home, mutate, lock_timeout=lock_timeout)
+
+
+def settable_keys(cls: type = Settings, prefix: str = "") -> dict[str, type]:
+    """The ``config.toml`` keys ``kxen config set`` writes (``mcp.allow_loopback_http``, ...), each
+    with its type: every boolean, integer and string setting, tables followed. Lists and tables of
+    their own (trusted workspaces, roles, project tools) have their own commands or are edited by hand."""
+    import attrs
+
+    keys: dict[str, type] = {}
+    for field in attrs.fields(cls):
+        kind = field.type if isinstance(field.type, type) else _resolved_type(cls, field.name)
+        if attrs.has(kind):
+            keys.update(settable_keys(kind, f"{prefix}{field.name}."))
+        elif kind in (bool, int, str):
+            keys[f"{prefix}{field.name}"] = kind
+    return keys
+
+
+def _resolved_type(cls: type, name: str) -> Any:
+    import typing
+
+    return typing.get_type_hints(cls).get(name)
+
+
+def parse_setting(key: str, text: str) -> Any:
+    """The value of ``key`` written as ``text`` on the command line: ``true``/``false`` for a
+    switch, a decimal integer for a number, the text itself for a string. ConfigError otherwise."""
+    keys = settable_keys()
+    kind = keys.get(key)
+    if kind is None:
+        raise ConfigError([f"config set: unknown setting {key!r} (one of: {', '.join(sorted(keys))})"])
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise ConfigError([f"config set: {key}: must be true or false"])
+        return text == "true"
+    if kind is int:
+        body = text[1:] if text[:1] == "-" else text
+        if not body.isascii() or not body.isdigit() or len(body) > 18:
+            raise ConfigError([f"config set: {key}: must be a whole number"])
+        return int(text)
+    return text
+
+
+def set_setting(home: Path, key: str, text: str, *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
+    """Write ``key`` (a dotted path of :func:`settable_keys`) as the value ``text`` stands for. The
+    whole new file is checked by the loader's rules (bounds included) before it is written; a
+    refused change is a ConfigError naming the file, key path and rule, and the file is unchanged.
+    Returns False when the key already had that value."""
+    import tomlkit
+
+    value = parse_setting(key, text)
+    path = home / "config.toml"
+    *tables, leaf = key.split(".")
+
+    def mutate(doc: Any) -> bool:
+        node = doc
+        for i, name in enumerate(tables):
+            child = node.get(name)
+            if child is None:
+                child = tomlkit.table()
+                node[name] = child
+            if not isinstance(child, dict):
+                raise ConfigError([f"{path}: {'.'.join(tables[: i + 1])}: must be a table"])
+            node = child
+        if node.get(leaf) == value and type(node.get(leaf)) is type(value):
+            return False
+        node[leaf] = value
+        problems: list[str] = []
+        settings_from(doc.unwrap(), str(path), problems)
+        if problems:
+            raise ConfigError(problems)
         return True
 
     return update_settings(home, mutate, lock_timeout=lock_timeout)

@@ -18,9 +18,10 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
-def check_remote_url(url: str, *, allow_loopback_http: bool) -> str | None:
+def check_remote_url(url: str, *, allow_loopback_http: bool, settings_file: str | None = None) -> str | None:
     """The rule a remote URL breaks, or None: https only, no credentials in it; plain http only
-    for loopback hosts and only when the user allowed loopback HTTP."""
+    for loopback hosts and only when the user allowed loopback HTTP (the rule then names
+    ``settings_file``, the user's config.toml, when given, and the command that sets it)."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -37,7 +38,8 @@ def check_remote_url(url: str, *, allow_loopback_http: bool) -> str | None:
         if not is_loopback_host(host):
             return "must be https:// (plain http:// only for loopback hosts)"
         if not allow_loopback_http:
-            return "plain http:// to a loopback host needs [mcp] allow_loopback_http = true in user settings"
+            where = f" ({settings_file}: kxen config set mcp.allow_loopback_http true)" if settings_file else ""
+            return f"plain http:// to a loopback host needs [mcp] allow_loopback_http = true in user settings{where}"
         return None
     return "must be an https:// URL"
 

@@ -9,6 +9,8 @@ sees the result, not the expiry.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +22,8 @@ from kxen_core.policy.approvals import authorize
 from kxen_core.runtime import kxen_tools
 from kxen_core.runtime.failures import auth_failure
 from kxen_core.runtime.states import State
+
+log = logging.getLogger("kxen.calls")
 
 if TYPE_CHECKING:
     from kxen_core.policy.votes import PreparedVotes
@@ -108,6 +112,30 @@ async def call_tool(
         raise AuthRequired(auth.reason, next_step=auth.next_step, scopes=auth.scopes, status=auth.status) from None
     # a tool without an outputSchema has nothing to check
     return check_result(info, result, target.diag) if "outputSchema" in info else result
+
+
+async def timed_call_tool(
+    rt: CallHost,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    server: str | None,
+    timeout: float | None,
+    on_progress: ProgressCallback | None,
+) -> dict[str, Any]:
+    """:func:`call_tool`, logged with its time and outcome (``kxen.calls`` at info level, ``kxen
+    -v``); the arguments are never logged. ``Runtime.call_tool`` takes this path only while that
+    logger is enabled, so a call without logging pays one level check."""
+    shown = f"{server}/{name}" if server else name
+    start = time.monotonic()
+    try:
+        result = await call_tool(rt, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+    except BaseException as exc:
+        log.info("call %s: %s after %.1f ms", shown, type(exc).__name__, (time.monotonic() - start) * 1000)
+        raise
+    outcome = "isError" if isinstance(result, dict) and result.get("isError") else "ok"
+    log.info("call %s: %s in %.1f ms", shown, outcome, (time.monotonic() - start) * 1000)
+    return result
 
 
 async def tool_policy(rt: CallHost, server: str, tool: str) -> tuple[str, list[str]]:

@@ -4,10 +4,18 @@ server's era (:mod:`kxen_core.protocol.era`), every declared catalog listed, rea
 
 :class:`Connection` is the part of :class:`kxen_core.runtime.server.Server` that connects; the
 server's life around it (reconnects, stop, notifications) is in :mod:`.server`.
+
+With ``kxen.server`` logging at info level (``kxen -v``) each step is logged with its time: the
+gate's outcome, the transport opened (and the pid it started), the session initialized (protocol
+version, era, the server's name), each catalog listed; state changes and diagnostics are logged by
+the server itself. With ``kxen.traffic`` at debug level (``-vv``) every JSON-RPC message is logged
+(:mod:`kxen_core.protocol.traffic`: the server's secrets scrubbed, bounded).
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +24,7 @@ import anyio
 import attrs
 
 from kxen_core.launch.resolve import Launch, resolve_launch
+from kxen_core.protocol import traffic
 from kxen_core.protocol.catalog import CAPABILITY, FIRST_PAGES, KINDS
 from kxen_core.protocol.client_requests import client_capabilities, request_handlers
 from kxen_core.protocol.era import EraMemory, handshake_only, open_session
@@ -23,6 +32,8 @@ from kxen_core.protocol.session import Session
 from kxen_core.runtime.admission import approve_launch
 from kxen_core.runtime.states import Phase, State
 from kxen_core.transport import MessageStream, TransportContext
+
+log = logging.getLogger("kxen.server")
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -66,6 +77,7 @@ class Connection:
         note: str | None
         session: Session | None
         stream: MessageStream | None
+        pid: int | None
         launch: Launch | None
         awaiting_launch: Launch | None
         held: bool
@@ -118,6 +130,10 @@ class Connection:
         if kind is None:
             self.set(State.FAILED, Phase.TRANSPORT, env.pm.transports.unknown_rule(server.kind, env.pm.broken()))
             return None
+        if log.isEnabledFor(logging.INFO):
+            what = f"runs {launch.command}" if launch is not None else "remote"
+            note = " (its launch approved)" if server.scope == "project" or self.held else ""
+            log.info("%s: gate passed: %s server, %s, %s%s", server.name, server.scope, server.kind, what, note)
         return server, launch, kind
 
     async def _connect_once(
@@ -138,12 +154,24 @@ class Connection:
             )
             transport = kind.opener(server, context)
             self.set(State.CONNECTING)
+            started = time.monotonic()
             async with transport as stream:
                 self.stream = stream
+                self.pid = _pid_of(stream)
+                if log.isEnabledFor(logging.INFO):
+                    pid = f" (pid {self.pid})" if self.pid is not None else ""
+                    log.info("%s: transport %s open in %.1f ms%s", server.name, server.kind, _ms(started), pid)
                 phase = Phase.INITIALIZE
                 self.set(State.INITIALIZING)
+                if traffic.log.isEnabledFor(logging.DEBUG):  # -vv: every message, the server's secrets scrubbed
+                    from kxen_core.config.secrets import config_secrets
+
+                    session_stream = traffic.logged(stream, server.name, config_secrets([server]).text)
+                else:
+                    session_stream = stream
+                started = time.monotonic()
                 async with Session(
-                    stream,
+                    session_stream,
                     server=server.name,
                     request_timeout=server.timeouts.requestSeconds,
                     initialize_timeout=server.timeouts.initializeSeconds,
@@ -162,6 +190,14 @@ class Connection:
                         diag=self.diag,
                         prefetch=FIRST_PAGES,
                     )
+                    if log.isEnabledFor(logging.INFO):
+                        info = init.server_info if isinstance(init.server_info, dict) else {}
+                        log.info(
+                            "%s: initialized in %.1f ms: protocol %s (%s era), server %s %s",
+                            server.name, _ms(started), init.protocol_version,
+                            "stateless" if session.modern is not None else "handshake",
+                            str(info.get("name"))[:100], str(info.get("version"))[:50],
+                        )  # fmt: skip
                     phase = Phase.CATALOG
                     self.set(State.LISTING)
                     async with anyio.create_task_group() as tg:
@@ -192,6 +228,20 @@ class Connection:
             self.stream = None
             self.subscriptions.reset()
             self._connected = anyio.Event()  # the next session is a new one
+
+
+def _ms(since: float) -> float:
+    return (time.monotonic() - since) * 1000
+
+
+def _pid_of(stream: MessageStream) -> int | None:
+    """The pid a transport names in ``describe()`` (a stdio child's), best effort."""
+    try:
+        info = stream.describe()
+    except Exception:  # describe() is best effort: a plugin's failure is not the connection's
+        return None
+    pid = info.get("pid") if isinstance(info, dict) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
 
 
 __all__ = ["Connection", "ServerEnv"]

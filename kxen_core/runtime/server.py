@@ -63,6 +63,7 @@ class Server(Connection, CatalogLists, ServerView):
     held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
     session: Session | None = None
     stream: MessageStream | None = None  # while the transport is up (for describe())
+    pid: int | None = None  # the process the last connection started (a stdio child), kept after it ends
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tool_names: dict[str, str] = attrs.field(factory=dict)  # tool -> its model-facing name
@@ -100,14 +101,22 @@ class Server(Connection, CatalogLists, ServerView):
         return self.config.name
 
     def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None:
+        before = (self.state, self.phase, self.error)
         self.state, self.phase, self.error = State(state), Phase(phase) if phase else None, error
         if len(self.timeline) < MAX_TIMELINE:
             self.timeline.append((time.monotonic(), self.state))
         if self.state in SETTLED:
             self.settled.set()
+        # kxen -v: each state with the time since the start (a settled state once, not each time it is set)
+        if log.isEnabledFor(logging.INFO) and (self.state not in SETTLED or before != (self.state, self.phase, error)):
+            since = (time.monotonic() - self.timeline[0][0]) * 1000
+            where = f" ({self.phase.value})" if self.phase else ""
+            log.info("%s: %s%s at %.1f ms%s", self.name, self.state.value, where, since, f": {error}" if error else "")
 
     def diag(self, message: str) -> None:
         self.diagnostics.append(message)
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s: %s", self.name, message)
 
     # --- life -----------------------------------------------------------------------------------
 

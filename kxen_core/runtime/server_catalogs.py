@@ -9,6 +9,8 @@ tool), replaced together with the catalog so a call never sees one without the o
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -20,6 +22,8 @@ from kxen_core.hookcall import acall_all
 from kxen_core.protocol.catalog import KINDS, Catalog, CatalogPage, Verdict, fetch_catalog
 from kxen_core.protocol.era import era_of, ttl_seconds
 from kxen_core.runtime.failures import failure_text
+
+log = logging.getLogger("kxen.server")
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -103,6 +107,7 @@ class CatalogLists:
             answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
             return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
 
+        started = time.monotonic()
         try:
             catalog = await fetch_catalog(kind, fetch, judge=judge)
         except (RequestError, ClosedError) as exc:
@@ -124,6 +129,9 @@ class CatalogLists:
             if dropped:
                 catalog.items = [t for t in catalog.items if t["name"] in by_tool]
                 names = [t["name"] for t in catalog.items]
+        if log.isEnabledFor(logging.INFO):
+            ms = (time.monotonic() - started) * 1000
+            log.info("%s: listed %d %s in %.1f ms", self.name, len(catalog.items), kind, ms)
         for message in catalog.diagnostics:
             self.diag(f"{kind}: {message}")
         self.catalogs[kind] = catalog

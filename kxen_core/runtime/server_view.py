@@ -68,7 +68,8 @@ class ServerView:
             "transport": self.config.kind,
             "state": self.state.value,
             "phase": self.phase.value if self.phase else None,
-            "error": safe_text(self.error) if self.error else None,  # may quote a server: one safe line
+            # may quote a server (its stderr tail spans lines): escaped, newlines kept for the CLI to indent
+            "error": safe_text(self.error, multiline=True) if self.error else None,
             "tools": self.count("tools"),
             "resources": self.count("resources"),
             "prompts": self.count("prompts"),

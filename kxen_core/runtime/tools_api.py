@@ -25,6 +25,8 @@ class ToolsHost:
     if TYPE_CHECKING:
         servers: dict[str, Server]
         _call_tool: Any
+        _timed_call_tool: Any
+        _calls_log: Any
         _tool_policy: Any
 
     def status(self) -> list[dict[str, Any]]:
@@ -96,7 +98,9 @@ class ToolsHost:
         waits for the new session the server opens at once and is sent again, once (see
         :mod:`kxen_core.runtime.calls`).
         """
-        return await self._call_tool(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+        # kxen -v: the call logged with its time (kxen_core.runtime.calls), else nothing added
+        call = self._timed_call_tool if self._calls_log.isEnabledFor(20) else self._call_tool
+        return await call(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
 
     async def tool_policy(self, server: str, tool: str) -> tuple[str, list[str]]:
         """``(allow|ask|deny, reasons)`` of the policy votes for ``tool`` of ``server`` called with no

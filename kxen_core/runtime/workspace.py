@@ -83,6 +83,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         self._eras = EraMemory()  # each remote endpoint's protocol era, found once for the runtime's life
         # the call path, held here: an import statement in call_tool would run on every call
         self._call_tool, self._tool_policy = calls.call_tool, calls.tool_policy
+        self._timed_call_tool, self._calls_log = calls.timed_call_tool, calls.log
         self._tg: anyio.abc.TaskGroup | None = None
         self._secrets: tuple[Config | None, Secrets] | None = None
         self._secret_sources: tuple[Any, ...] | None = None
