@@ -92,7 +92,7 @@ class Server(Connection, CatalogLists, ServerView):
         self.subscriptions = Subscriptions(self.diag)
         self.note = self.admission.note
         if self.admission.run is None:
-            self.set(self.admission.state, None, self.admission.error)
+            self.set(self.admission.state, self.admission.phase, self.admission.error)
 
     @property
     def name(self) -> str:
