@@ -355,3 +355,18 @@ async def test_sdk_peer_reached_by_a_loopback_name_and_refused_when_it_rebinds(k
             assert await rt.wait_ready()
         row = next(r for r in rt.status() if r["name"] == "sdk")
     assert row["state"] == "failed" and "169.254.169.254 (resolved from localhost)" in row["error"], row
+
+
+@pytest.mark.anyio
+async def test_every_address_is_tried_in_turn_within_one_connect_timeout():
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["8.8.8.8", "8.8.4.4"]  # public: allowed; the recording network connects nowhere
+
+    inner = Recording()
+    backend = GuardedBackend(EgressPolicy(), resolver=resolver, inner=inner)
+    with pytest.raises(httpcore.ConnectError, match="recorded"):
+        await backend.connect_tcp("two.test", 443, timeout=5)
+    assert inner.hosts == ["8.8.8.8", "8.8.4.4"]
+    with pytest.raises(httpcore.ConnectTimeout):
+        await backend.connect_tcp("two.test", 443, timeout=0)  # no time left: nothing tried
+    assert inner.hosts == ["8.8.8.8", "8.8.4.4"]

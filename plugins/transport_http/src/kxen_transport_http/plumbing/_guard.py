@@ -94,10 +94,15 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             if why is not None:
                 raise EgressRefused(why)
         last: Exception | None = None
+        # the connect timeout bounds all the attempts together, not each one
+        deadline = None if timeout is None else anyio.current_time() + timeout
         for address in addresses:
+            left = None if deadline is None else deadline - anyio.current_time()
+            if left is not None and left <= 0:
+                raise httpcore.ConnectTimeout(f"connecting to {host[:100]} took too long")
             try:
                 return await self._inner.connect_tcp(
-                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                    address, port, timeout=left, local_address=local_address, socket_options=socket_options
                 )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
