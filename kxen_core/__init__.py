@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     )
     from kxen_core.launch.resolve import Launch
     from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
+    from kxen_core.policy.egress import EgressPolicy, current_egress, egress_for, using_egress
     from kxen_core.protocol.catalog import CatalogPage, Verdict
     from kxen_core.protocol.notices import Subscription
     from kxen_core.protocol.progress import Progress
@@ -98,6 +99,10 @@ _LAZY = {
     "ApprovalRequest": "policy",
     "ToolCall": "policy",
     "Vote": "policy",
+    "EgressPolicy": "policy.egress",
+    "current_egress": "policy.egress",
+    "egress_for": "policy.egress",
+    "using_egress": "policy.egress",
     "AuthChallenge": "transport",
     "AuthFlow": "auth",
     "LoginRequest": "auth",
@@ -201,4 +206,8 @@ __all__ = [
     "Vote",
     "host_guard",
     "load_config",
+    "EgressPolicy",
+    "current_egress",
+    "egress_for",
+    "using_egress",
 ]

@@ -16,7 +16,7 @@ from kxen_core.config import load_config
 from kxen_core.config.imports import convert, detect, read_foreign, strip_jsonc
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imports"
-ROW_KEYS = {"name", "status", "entry", "reasons", "notes"}
+ROW_KEYS = {"name", "status", "entry", "reasons", "notes", "warnings"}
 WAIT = 60
 
 
@@ -128,15 +128,16 @@ def test_cursor(kx, kxen_home, ws, monkeypatch):
     assert "pg-password-value" not in json.dumps(data)
 
 
-def test_cursor_with_the_variable_unset_is_refused_with_the_loader_rule(kx, kxen_home, monkeypatch):
+def test_cursor_with_the_variable_unset_is_imported_with_a_warning(kx, kxen_home, monkeypatch):
     monkeypatch.delenv("PG_PASSWORD", raising=False)
     code, data, _ = run_import(kx, FIXTURES / "cursor.mcp.json", "--from", "cursor")
-    assert code == 1
-    [reason] = rows(data)["postgres"]["reasons"]
-    assert (
-        reason
-        == "mcpServers.postgres.env.PGPASSWORD: ${PG_PASSWORD} is not set in the environment (set it, or give a default: ${PG_PASSWORD:-value})"
-    )
+    assert code == 1  # with-envfile is still refused
+    postgres = rows(data)["postgres"]
+    assert postgres["status"] == "add" and postgres["reasons"] == []
+    assert postgres["warnings"] == [
+        "server 'postgres': ${PG_PASSWORD} not set in the environment yet (env.PGPASSWORD): the server fails "
+        "(phase config) until it is set where kxen runs"
+    ]
 
 
 def test_vscode_with_comments_inputs_and_workspace_variables(kx, kxen_home):

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: module paths outside code imports: in the docs, in the plugins' sources, in hosts written against them
 DOCUMENTED = {
     "kxen_core.policy": ["ApprovalDecision", "ApprovalRequest", "ToolCall", "Vote", "combine"],
+    "kxen_core.policy.egress": ["EgressPolicy", "classify", "current_egress", "egress_for", "using_egress"],
     "kxen_core.plugins": ["KxenPluginManager", "LoadFailure", "PluginInfo", "make_plugin_manager"],
     "kxen_core.runtime": ["Runtime"],
     "kxen_core.safe_text": ["safe_text", "json_text", "Secrets", "redacted_url"],

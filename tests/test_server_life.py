@@ -36,7 +36,7 @@ def test_states_and_phases_are_a_closed_set_equal_to_their_names():
         "failed",
         "stopped",
     ]
-    assert [p.value for p in Phase] == ["transport", "auth", "initialize", "catalog", "call"]
+    assert [p.value for p in Phase] == ["config", "transport", "auth", "initialize", "catalog", "call"]
     assert State.READY == "ready" and f"{State.READY}" == "ready" and json.dumps(State.FAILED) == '"failed"'
     assert SETTLED == {
         State.DISABLED,

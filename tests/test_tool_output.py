@@ -61,11 +61,19 @@ def output_fake(structured: Any, *, with_content: bool = True) -> FakeServer:
             result["structuredContent"] = args.get("value", structured)
         return result
 
-    return FakeServer(tools={"full": call}, tool_defs=[copy.deepcopy(FULL_TOOL)])
+    # the test sends the content to return as the argument "value": the input schema names it (an
+    # argument the schema refuses is not sent: test_tool_input.py)
+    tool = copy.deepcopy(FULL_TOOL)
+    tool["inputSchema"]["properties"]["value"] = {}
+    return FakeServer(tools={"full": call}, tool_defs=[tool])
+
+
+def kept_fake() -> FakeServer:
+    return FakeServer(tools={"full": lambda a: text_result("text form")}, tool_defs=[copy.deepcopy(FULL_TOOL)])
 
 
 async def test_tools_keep_every_field_and_the_schemas_exactly(kxen_home, fakes, tmp_path):
-    fakes.add("f", output_fake({"n": 1}))
+    fakes.add("f", kept_fake())
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
         (tool,) = rt.tools()
     assert tool == {**FULL_TOOL, "server": "s", "qualifiedName": "s__full"}

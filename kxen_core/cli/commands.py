@@ -21,7 +21,8 @@ def config_check(args: argparse.Namespace) -> int:
     # kinds and their options are checked against the installed plugins
     config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
     use_config(config)
-    problems = list(config.project_problems)
+    # an unset ${VAR} fails only its server at run time, but the config is not ready: reported here
+    problems = [*config.unset_problems, *config.project_problems]
     unread = sorted(n for n, s in config.servers.items() if s.scope == "project" and not config.trusted)
     note = (
         f"{config.files[-1]}: not checked: the workspace is not trusted (kxen trust); "

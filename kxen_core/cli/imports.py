@@ -18,6 +18,7 @@ from typing import Any
 from kxen_core.cli.entry_view import describe
 from kxen_core.cli.output import print_json, say, use_config
 from kxen_core.config.edit import check_document, read_document, servers_file, update_servers
+from kxen_core.config.expand import unset_warnings
 from kxen_core.config.imports import Imported, convert, detect, read_foreign
 from kxen_core.errors import ConfigError
 from kxen_core.safe_text import safe_text
@@ -40,6 +41,7 @@ def plan(
             "entry": None,
             "reasons": list(item.reasons),
             "notes": list(item.notes),
+            "warnings": [],
         }
         rows.append(row)
         if item.entry is None:
@@ -64,6 +66,7 @@ def plan(
             problems = [p for p in problems if p not in mine]
         else:
             row["entry"] = describe(servers[row["name"]])
+            row["warnings"] = unset_warnings({row["name"]: servers[row["name"]]})
     if problems:  # the target itself has problems: nothing can be written to it
         raise ConfigError(problems)
     chosen = {r["name"]: candidate["mcpServers"][r["name"]] for r in rows if r["status"] == "add"}
@@ -156,6 +159,8 @@ def _show(args: argparse.Namespace, fmt: str, target: Path, rows: list[dict[str,
             say(f"      why: {safe_text(reason)}")
         for note in row["notes"]:
             say(f"      note: {safe_text(note)}")
+        for warning in row["warnings"]:
+            say(f"      warning: {safe_text(warning)}")
 
 
 def _confirm(count: int, target: Path) -> bool:

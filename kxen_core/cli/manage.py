@@ -17,7 +17,8 @@ from kxen_core.cli.add import ADD_EPILOG, ADD_USAGE, add_options, entry_from
 from kxen_core.cli.entry_view import describe
 from kxen_core.cli.output import print_json, say, table, use_config
 from kxen_core.cli.problems import config_files, problem_objects
-from kxen_core.config.edit import add_server, read_document, remove_server, servers_file
+from kxen_core.config.edit import add_server, check_document, read_document, remove_server, servers_file
+from kxen_core.config.expand import unset_warnings
 from kxen_core.config.models import UNREAD, ServerConfig
 from kxen_core.errors import ConfigError
 from kxen_core.safe_text import safe_text
@@ -134,6 +135,10 @@ def _note(server: ServerConfig, extra: dict[str, Any]) -> str | None:
         return "not read: the workspace is not trusted (kxen trust)"
     if extra.get("replacedByProject"):
         return "a project entry of this name is used instead when it may start"
+    if server.unset:
+        from kxen_core.config.expand import unset_reason
+
+        return f"will fail (phase config): {unset_reason(server)}"
     return None
 
 
@@ -238,11 +243,15 @@ def _add_json(args: argparse.Namespace) -> int:
 
 def _write_entry(args: argparse.Namespace, scope: str, entry: dict[str, Any], as_json: bool) -> int:
     home, workspace = _where(args)
-    path = add_server(home, workspace, scope, args.name, entry, pm=_pm())  # raises ConfigError
+    pm = _pm()
+    path = add_server(home, workspace, scope, args.name, entry, pm=pm)  # raises ConfigError
+    warnings = unset_warnings(check_document({"mcpServers": {args.name: entry}}, path, scope, home=home, pm=pm)[0])
     if as_json:
-        print_json({"ok": True, "name": args.name, "scope": scope, "file": str(path)})
+        print_json({"ok": True, "name": args.name, "scope": scope, "file": str(path), "warnings": warnings})
         return EXIT_OK
     say(safe_text(f"added server {args.name!r} to {path} ({scope} config)"))
+    for warning in warnings:
+        say(f"warning: {safe_text(warning)}", err=True)
     if scope == "project":
         say(
             "project servers start only in a trusted workspace (kxen trust), stdio ones once their launch is "

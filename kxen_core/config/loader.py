@@ -3,6 +3,10 @@
 A file that cannot be read, does not parse, or holds an invalid definition makes the whole load fail
 with one :class:`ConfigError` listing every problem as ``file: key path: rule``. A broken file is
 never read as an empty config, and an illegal policy never falls back to anything.
+
+A user entry whose ``${VAR}`` names a variable that is not set is not an invalid definition: it is
+loaded as written with ``unset`` marked (:mod:`.expand`), that server fails in phase ``config`` and
+the others run; :attr:`Config.unset_problems` lists it for ``kxen config check``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
 from kxen_core.config.converter import SURROGATE_RULE, format_exception, lone_surrogates, shared_converter
-from kxen_core.config.expand import expand_server
+from kxen_core.config.expand import expand_server, unset_problems
 from kxen_core.config.files import MAX_CONFIG_BYTES, UnreadableFile, read_limited, unsafe_owner  # noqa: F401 (their home was here)
 from kxen_core.config.models import (
     UNREAD,
@@ -62,6 +66,11 @@ class Config:
     project_problems: tuple[str, ...] = ()
     trusted: bool = False
     files: tuple[str, ...] = ()
+
+    @property
+    def unset_problems(self) -> tuple[str, ...]:
+        """``file: key path: rule`` for every user entry's ``${VAR}`` whose variable is not set."""
+        return tuple(p for s in self.user_servers.values() for p in unset_problems(s))
 
 
 def default_home() -> Path:
@@ -216,7 +225,13 @@ def servers_from(
         if server is None:
             continue
         server, shape = expand_server(server, scope)  # ${VAR} from the host environment (user config only)
-        shape = shape or check_server_shape(server) + _url_problems(server, settings or Settings(), settings_file)
+        # a URL still holding an unset ${VAR} is checked once it is set: only the written shape now
+        url_rules = (
+            []
+            if server.unset and "${" in (server.url or "")
+            else _url_problems(server, settings or Settings(), settings_file)
+        )
+        shape = shape or check_server_shape(server) + url_rules
         if registry is not None and not shape:
             # the plugins that failed to load are named only for a kind nobody serves
             shape = registry.check(

@@ -141,11 +141,22 @@ class Expanded:
 
 
 @attrs.frozen(kw_only=True)
+class Unset:
+    """A ``${VAR}`` of a user entry whose variable was not set (and had no default) when the config
+    was loaded: the key path suffix as messages show it (``env.TOKEN``) and the variable's name."""
+
+    path: str
+    variable: str
+
+
+@attrs.frozen(kw_only=True)
 class ServerConfig:
     """One MCP server definition.
 
-    ``name``, ``scope``, ``source`` and ``expanded`` are not read from the file: the loader sets them
-    from the entry's key, the file it came from and the ``${VAR}`` references it expanded.
+    ``name``, ``scope``, ``source``, ``expanded`` and ``unset`` are not read from the file: the
+    loader sets them from the entry's key, the file it came from, the ``${VAR}`` references it
+    expanded, and the ones whose variable was not set (then nothing is expanded and the server fails
+    in phase ``config`` instead of starting).
     """
 
     name: str = ""
@@ -153,6 +164,8 @@ class ServerConfig:
     source: str = ""  # the file this entry came from (for messages)
     #: the values that took host variables at load (set by the loader, never read from the file)
     expanded: tuple[Expanded, ...] = attrs.field(default=(), repr=False, eq=False)
+    #: the ``${VAR}`` references whose variable was not set at load (set by the loader)
+    unset: tuple[Unset, ...] = ()
 
     # stdio
     command: str | None = None

@@ -52,22 +52,35 @@ def config_secrets(servers: Any, *, sources: Any = ()) -> Secrets:
     what plugins hold now (``kxen_register_secrets``: the tokens of a sign-in)."""
     values: list[str] = []
     for server in servers:
-        values += query_values(server.url)
-        if server.oauth is not None:
-            values += query_values(server.oauth.authorizationServerMetadataUrl)
-            if server.oauth.clientSecret:
-                values.append(server.oauth.clientSecret)
-        for name, value in server.headers.items():
-            if secret_header(name):
-                scheme, _, credential = value.partition(" ")
-                values += [value, credential.strip()] if credential and scheme.isalpha() else [value]
-        values += [v for k, v in server.env.items() if sensitive_key(k)]
-        for expanded in getattr(server, "expanded", ()):  # what host variables supplied (${VAR})
-            values += expanded.values
-            kind, _, key = expanded.path.partition(".")
-            if expanded.values and kind in ("env", "headers"):
-                values.append(getattr(server, kind).get(key))
+        values += _written(server, _entry_secrets(server))
     return Secrets(values, sources=sources)
+
+
+def _entry_secrets(server: Any) -> list[str]:
+    values = list(query_values(server.url))
+    if server.oauth is not None:
+        values += query_values(server.oauth.authorizationServerMetadataUrl)
+        if server.oauth.clientSecret:
+            values.append(server.oauth.clientSecret)
+    for name, value in server.headers.items():
+        if secret_header(name):
+            scheme, _, credential = value.partition(" ")
+            values += [value, credential.strip()] if credential and scheme.isalpha() else [value]
+    values += [v for k, v in server.env.items() if sensitive_key(k)]
+    for expanded in getattr(server, "expanded", ()):  # what host variables supplied (${VAR})
+        values += expanded.values
+        kind, _, key = expanded.path.partition(".")
+        if expanded.values and kind in ("env", "headers"):
+            values.append(getattr(server, kind).get(key))
+    return values
+
+
+def _written(server: Any, values: list[str]) -> list[str]:
+    """``values`` without the references of an entry kept as written because a variable was unset
+    (``${TOKEN}`` is the reference, not the secret: hiding it would hide which variable to set)."""
+    if not getattr(server, "unset", ()):
+        return values
+    return [v for v in values if "${" not in v]
 
 
 __all__ = ["SENSITIVE_ENV_WORDS", "config_secrets", "sensitive_key", "sensitive_value"]

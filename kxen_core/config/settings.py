@@ -5,6 +5,7 @@ whose attribute names are the file's keys, so error paths match; only the user w
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Literal
 
 import attrs
@@ -20,6 +21,12 @@ def _bounded_int(low: int, high: int):
     return check
 
 
+def _server_names(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    for i, name in enumerate(value):
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", name):
+            raise ValueError(f"{attribute.name}[{i}] must be a server name: 1-32 characters of A-Z a-z 0-9 _ -")
+
+
 @attrs.frozen(kw_only=True)
 class RemoteCatalogLimits:
     """Bounds on each item of a remote server's ``tools/list`` (``[mcp.remote_catalog]``)."""
@@ -30,11 +37,22 @@ class RemoteCatalogLimits:
 
 
 @attrs.frozen(kw_only=True)
+class PrivateNetwork:
+    """``[mcp.private_network]``: remote connections (and OAuth's) may reach private addresses --
+    for every server (``allow``), or for the user's own servers named in ``servers``."""
+
+    allow: bool = False
+    servers: list[str] = attrs.field(factory=list, validator=_server_names)
+
+
+@attrs.frozen(kw_only=True)
 class McpSettings:
     """``[mcp]`` in config.toml. Only the user's settings can turn remote MCP on."""
 
     remote_enabled: bool = False
     allow_loopback_http: bool = False
+    #: which remote connections may reach private addresses (RFC 1918, ULA, CGNAT)
+    private_network: PrivateNetwork = attrs.field(factory=lambda: PrivateNetwork())
     remote_catalog: RemoteCatalogLimits = attrs.field(factory=RemoteCatalogLimits)
     #: the most characters of any one output handed to the agent (a tool result, a read, a prompt, an error)
     max_output_chars: int = attrs.field(default=50_000, validator=_bounded_int(10_000, 10_000_000))
@@ -98,4 +116,4 @@ class Settings:
     project_tools: list[ProjectTools] = attrs.field(factory=list)
 
 
-__all__ = ["McpSettings", "ProjectTools", "RemoteCatalogLimits", "Role", "Settings"]
+__all__ = ["McpSettings", "PrivateNetwork", "ProjectTools", "RemoteCatalogLimits", "Role", "Settings"]

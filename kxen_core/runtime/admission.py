@@ -1,7 +1,9 @@
 """Admission: may a configured server start now? Decided once per entry and config.
 
 The gates, in order: a project entry needs a trusted workspace; a remote entry needs the user's
-remote switch; an entry may be turned off with ``enabled: false``. A project entry that may not start
+remote switch; an entry may be turned off with ``enabled: false``; a user entry whose ``${VAR}``
+names a variable that is not set is ``failed`` in phase ``config`` (with the variable and the next
+step) and never started. A project entry that may not start
 gives way to the user entry of the same name, when that one may; a project entry that starts in
 place of a user entry says so in its note. (A project *local* server also
 needs its exact launch approved; that is asked when it starts: :func:`approve_launch`.)
@@ -15,7 +17,7 @@ import attrs
 
 from kxen_core.launch.resolve import resolve_launch
 from kxen_core.policy import ApprovalRequest
-from kxen_core.runtime.states import State
+from kxen_core.runtime.states import Phase, State
 
 if TYPE_CHECKING:
     from kxen_core.config import Config, ServerConfig
@@ -29,6 +31,7 @@ class Admission:
 
     run: ServerConfig | None
     state: State = State.CONNECTING
+    phase: Phase | None = None
     error: str | None = None
     note: str | None = None
 
@@ -43,6 +46,10 @@ def gate(config: Config, server: ServerConfig) -> Admission | None:
         )
     if not server.enabled:
         return Admission(run=None, state=State.DISABLED)
+    if server.unset:
+        from kxen_core.config.expand import unset_reason
+
+        return Admission(run=None, state=State.FAILED, phase=Phase.CONFIG, error=unset_reason(server))
     return None
 
 

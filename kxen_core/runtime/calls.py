@@ -1,4 +1,5 @@
-"""A tool call on the host's path: the model-facing name, the policy votes and approval, the
+"""A tool call on the host's path: the model-facing name, the arguments checked against the tool's
+``inputSchema`` (a call the server would refuse is not sent), the policy votes and approval, the
 request, and the tool's ``outputSchema`` check (``Runtime.call_tool``).
 
 A remote server that answers "no such session" (Streamable HTTP: 404 on a known session id) did
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kxen_core.agent import tool_names
+from kxen_core.agent.tool_input import check_arguments
 from kxen_core.agent.tool_output import check_result
 from kxen_core.errors import AuthRequired, ClosedError, SessionExpired, UnknownTool
 from kxen_core.policy import ToolCall
@@ -76,6 +78,10 @@ async def call_tool(
     if info is None:
         raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
     args = dict(arguments) if arguments else {}
+    # arguments the server would refuse: refused here, before a vote or a person is asked
+    refused = check_arguments(info, args) if "inputSchema" in info else None
+    if refused is not None:
+        return refused
     config = rt.config
     settings = config.settings if config else None
     if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args, target.launch):

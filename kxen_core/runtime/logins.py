@@ -28,6 +28,7 @@ import attrs
 from kxen_core.auth import AuthFlow, LoginRequest
 from kxen_core.errors import AuthRequired, InvalidArguments, KxenError, PluginHookError, Unsupported, printable
 from kxen_core.hookcall import acall_all
+from kxen_core.policy.egress import egress_for, using_egress
 from kxen_core.runtime.failures import failure_text
 
 if TYPE_CHECKING:
@@ -129,6 +130,13 @@ async def start(host: Host, name: str, scopes: Sequence[str], open_browser: bool
     for old in [f for f in flows(host).values() if f.server == name and f.state == "pending"]:
         await _cancel(old, "a new sign-in was started")
     request = login_request(host, scopes, open_browser)
+    # the sign-in's requests (discovery, registration, the token) follow this server's egress rules;
+    # the flow's finishing task is started inside, so it keeps them
+    with using_egress(egress_for(server.config, request.settings)):
+        return await _start(host, host._tg, name, server, request)
+
+
+async def _start(host: Host, tg: anyio.abc.TaskGroup, name: str, server: Server, request: LoginRequest) -> LoginStarted:
     try:
         flow = host.pm.hook.kxen_auth_login(server=server.config, request=request)
     except (AuthRequired, PluginHookError):
@@ -147,7 +155,7 @@ async def start(host: Host, name: str, scopes: Sequence[str], open_browser: bool
 
     entry = _Flow(id=f"login-{next(_flow_ids)}-{secrets.token_hex(6)}", server=name, flow=flow)
     _keep(host, entry)
-    host._tg.start_soon(_finish, host, entry, name=f"kxen-login-{name}")
+    tg.start_soon(_finish, host, entry, name=f"kxen-login-{name}")
     return LoginStarted(flow_id=entry.id, url=url, server=name)
 
 
@@ -173,7 +181,8 @@ async def logout(host: Host, name: str, forget_client: bool) -> bool:
     for old in [f for f in flows(host).values() if f.server == name and f.state == "pending"]:
         await _cancel(old, "signed out")
     request = login_request(host, forget_client=forget_client)
-    answers = await acall_all(host.pm, "kxen_auth_logout", server=server.config, request=request)
+    with using_egress(egress_for(server.config, request.settings)):  # a revocation request, if any
+        answers = await acall_all(host.pm, "kxen_auth_logout", server=server.config, request=request)
     removed = any(answer is True for _, answer in answers)
     if removed:
         await host.restart(name)

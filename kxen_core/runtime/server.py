@@ -18,6 +18,7 @@ import attrs
 
 from kxen_core.errors import AuthRequired, KxenError, Unsupported
 from kxen_core.launch.resolve import Launch
+from kxen_core.policy.egress import egress_for, using_egress
 from kxen_core.protocol.catalog import Catalog, kinds_of
 from kxen_core.protocol.notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from kxen_core.protocol.progress import ProgressRoutes
@@ -94,7 +95,7 @@ class Server(Connection, CatalogLists, ServerView):
         self.subscriptions = Subscriptions(self.diag)
         self.note = self.admission.note
         if self.admission.run is None:
-            self.set(self.admission.state, None, self.admission.error)
+            self.set(self.admission.state, self.admission.phase, self.admission.error)
 
     @property
     def name(self) -> str:
@@ -138,7 +139,9 @@ class Server(Connection, CatalogLists, ServerView):
                 server, launch, kind = gated
                 backoff = Backoff()
                 while True:
-                    phase, failure, was_ready = await self._connect_once(server, launch, kind, env)
+                    # what this connection may reach, for the transport and the plugins it calls
+                    with using_egress(egress_for(server, env.settings)):
+                        phase, failure, was_ready = await self._connect_once(server, launch, kind, env)
                     if self.stopping or self.settle_auth(failure):
                         return  # an auth failure waits for a sign-in or a restart: not retried
                     reason = failure_text(failure) if isinstance(failure, BaseException) else failure

@@ -85,11 +85,15 @@ class ServerView:
         }
 
     def next_step(self) -> str | None:
-        """What a person does about an auth failure (``kxen mcp login NAME``...), else None."""
+        """What a person does about an auth failure (``kxen mcp login NAME``...) or an unset
+        ``${VAR}`` (set it), else None."""
         if self.state == State.NEEDS_LOGIN and self.auth is not None:
             return safe_text(self.auth.next_step) if self.auth.next_step else None
         if self.state == State.FAILED and self.phase == Phase.AUTH:
             return FIX_CREDENTIAL_PLUGIN
+        if self.state == State.FAILED and self.phase == Phase.CONFIG and self.config.unset:
+            names = " ".join(dict.fromkeys(u.variable for u in self.config.unset))
+            return f"set {names} in the environment kxen runs in, then start again (kxen mcp status)"
         return None
 
     def not_ready(self) -> ServerNotReady:

@@ -103,7 +103,7 @@ class SettingsHost:
         config = self.config or self.load()
         out: list[tuple[ServerConfig, Launch | None, str | None]] = []
         for server in config.servers.values():
-            if server.is_remote:
+            if server.is_remote or server.unset:  # a server that cannot start has no launch to approve
                 continue
             try:
                 launch = resolve_launch(server, self.workspace)

@@ -42,8 +42,10 @@ class State(_Word):
 
 
 class Phase(_Word):
-    """Where a failed server failed."""
+    """Where a failed server failed (``config``: its entry cannot be used as loaded, e.g. a
+    ``${VAR}`` whose variable is not set; it was never started)."""
 
+    CONFIG = "config"
     TRANSPORT = "transport"
     AUTH = "auth"
     INITIALIZE = "initialize"

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import httpx
+from kxen_transport_http.plumbing import egress_refusal, guarded_transport
 
 from ._urls import same_origin, shown
 
@@ -38,9 +39,11 @@ class OAuthHttpError(Exception):
 
 
 def make_client(transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
-    """The client the OAuth protocol uses: no redirects of its own, no cookies kept across uses."""
+    """The client the OAuth protocol uses: no redirects of its own, no cookies kept across uses, and
+    on the real network every connection checked by the egress guard after its name was resolved
+    (the policy the core set for the task: ``kxen_core.current_egress``)."""
     return httpx.AsyncClient(
-        transport=transport,
+        transport=transport if transport is not None else guarded_transport(),
         follow_redirects=False,
         timeout=httpx.Timeout(REQUEST_SECONDS),
         headers={"Accept": "application/json"},
@@ -110,7 +113,8 @@ async def request_json(
     except TimeoutError:
         raise OAuthHttpError(f"{shown(url)} did not answer in time") from None
     except httpx.HTTPError as exc:
-        raise OAuthHttpError(f"{shown(current)}: {type(exc).__name__}") from None
+        refused = egress_refusal(exc)  # the egress rule and its setting: no request text in it
+        raise OAuthHttpError(f"{shown(current)}: {refused or type(exc).__name__}") from None
 
 
 def str_field(doc: dict[str, Any], key: str, *, required: bool = False, limit: int = 2048) -> str | None:

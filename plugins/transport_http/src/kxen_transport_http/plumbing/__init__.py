@@ -9,6 +9,11 @@ here. It has one owner: nothing below is written twice in either transport.
 * **Client** -- :func:`open_client` makes the one ``httpx.AsyncClient`` of a transport (no
   redirects, bounded connect, an injectable network for tests); :func:`transport_options` gives a
   kind's options, structured by the host's converter when a context was built by hand.
+* **Egress guard** -- :func:`guarded_transport` is the network of every kxen HTTP client: each
+  connection resolves its host and checks every address against :mod:`kxen_core.policy.egress`
+  (link-local and metadata addresses never, loopback and private ones only when allowed) before
+  it connects to a checked address (:class:`GuardedTransport`, :class:`GuardedBackend`; a refusal
+  is an :class:`EgressRefused`, found in an httpx error by :func:`egress_refusal`).
 * **Secrets** -- header values and the query values of the configured URL are secrets:
   :class:`Redactor` remembers them and scrubs them from any text that leaves a transport;
   :func:`safe_url` drops userinfo, query and fragment; :func:`url_secrets` lists a URL's query values.
@@ -65,6 +70,14 @@ from ._client import (
     transport_options,
 )
 from ._errors import ERROR_BODY_LIMIT, describe_exception, error_from_http, jsonrpc_error, map_errors, rejected
+from ._guard import (
+    EgressRefused,
+    GuardedBackend,
+    GuardedTransport,
+    egress_refusal,
+    guarded_transport,
+    resolve_host,
+)
 from ._headers import CredentialMemo, config_headers, has_credential_hook, request_headers
 from ._secrets import Redactor, safe_url, url_secrets
 from ._sse import (
@@ -86,6 +99,9 @@ __all__ = [
     "CLOSE_STEP_SECONDS",
     "DECODE_CHUNK",
     "ERROR_BODY_LIMIT",
+    "EgressRefused",
+    "GuardedBackend",
+    "GuardedTransport",
     "MAX_RETRY_MS",
     "FollowEnd",
     "HttpMessageStream",
@@ -107,8 +123,10 @@ __all__ = [
     "config_headers",
     "content_type",
     "describe_exception",
+    "egress_refusal",
     "encode",
     "error_from_http",
+    "guarded_transport",
     "has_credential_hook",
     "inflater_for",
     "jsonrpc_error",
@@ -122,6 +140,7 @@ __all__ = [
     "refused_for_auth",
     "rejected",
     "request_headers",
+    "resolve_host",
     "safe_url",
     "transport_options",
     "url_secrets",

@@ -10,12 +10,13 @@ import anyio
 import anyio.abc
 import httpx
 
-from kxen_core import Message, RequestFailed, ServerConfig, TransportContext
+from kxen_core import EgressPolicy, Message, RequestFailed, ServerConfig, TransportContext, egress_for
 from kxen_core.errors import ClosedError, ConnectError, KxenError
 from kxen_core.plugins.kinds import structure_options
 
 from ._auth import answer_challenge, auth_required, challenge_of, refused_for_auth
 from ._bodies import ACCEPT_ENCODING
+from ._guard import guarded_transport
 from ._headers import CredentialMemo
 from ._secrets import Redactor, safe_url
 
@@ -43,16 +44,22 @@ def open_client(
     options: Any,
     http_transport: httpx.AsyncBaseTransport | None = None,
     factory: TransportFactory | None = None,
+    *,
+    egress: EgressPolicy | None = None,
 ) -> httpx.AsyncClient:
     """The one ``httpx.AsyncClient`` of a transport: no redirects (a redirect must not carry
     credentials elsewhere), ``Accept-Encoding`` limited to :data:`ACCEPT_ENCODING`, connect bounded by
     ``options.connectTimeoutSeconds``, no read timeout
-    (streams stay open; requests are bounded by the session), and the network replaced by
+    (streams stay open; requests are bounded by the session), every connection checked by the
+    egress guard after its name was resolved (:func:`guarded_transport` with ``egress``, else the
+    policy the core set for the task: :func:`kxen_core.current_egress`), and the network replaced by
     ``http_transport`` or by what ``factory(server)`` answers, when either is given (tests)."""
     if not server.url or not server.url.startswith(("http://", "https://")):
         raise ConnectError(f"an {server.kind} server needs an http:// or https:// url", server=server.name)
     if http_transport is None and factory is not None:
         http_transport = factory(server)
+    if http_transport is None:
+        http_transport = guarded_transport(egress)
     return httpx.AsyncClient(
         transport=http_transport,
         timeout=httpx.Timeout(connect=options.connectTimeoutSeconds, read=None, write=30.0, pool=30.0),
@@ -284,7 +291,8 @@ class HttpTransport(Generic[Stream]):
         if self._client is not None:
             raise RuntimeError("a transport can be entered only once")
         options: Any = transport_options(self._server, self._context, self.options_class)
-        self._client = open_client(self._server, options, self._http_transport, self._factory())
+        egress = egress_for(self._server, self._context.settings)
+        self._client = open_client(self._server, options, self._http_transport, self._factory(), egress=egress)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:

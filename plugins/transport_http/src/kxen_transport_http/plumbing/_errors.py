@@ -20,6 +20,7 @@ from kxen_core.errors import (
 )
 
 from ._bodies import BodyError, read_limited
+from ._guard import egress_refusal
 from ._secrets import Redactor
 
 #: how much of an HTTP error body is read to look for a JSON-RPC error in it
@@ -74,6 +75,9 @@ class map_errors:
 
     def error_for(self, exc: BaseException) -> TransportError:
         """The kxen error ``exc`` becomes at this boundary (without raising it)."""
+        refused = egress_refusal(exc)
+        if refused is not None:  # the egress rule and its setting, whole (the address is no secret)
+            return ConnectError(f"{self.where}: {self.redact(refused, 400)}", server=self.server)
         text = f"{self.where}: {describe_exception(exc, self.redact)}"
         if isinstance(exc, _CONNECT):
             return ConnectError(text, server=self.server)

@@ -9,7 +9,15 @@ from typing import Any
 
 import httpx
 
-from kxen_core import AuthChallenge, CredentialRequest, ServerConfig, TransportContext, hookcall
+from kxen_core import (
+    AuthChallenge,
+    CredentialRequest,
+    ServerConfig,
+    TransportContext,
+    egress_for,
+    hookcall,
+    using_egress,
+)
 from kxen_core.errors import AuthRequired, PluginHookError, ProtocolError
 
 from ._secrets import Redactor
@@ -81,7 +89,9 @@ async def request_headers(
     if context.pm is not None and asks:
         request = CredentialRequest(method=method, url=url, challenge=challenge, context=context)
         try:
-            extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
+            # a sign-in plugin's own requests (discovery, refresh) are checked by this server's egress rules
+            with using_egress(egress_for(server, context.settings)):
+                extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
         except PluginHookError as exc:
             if isinstance(exc.__cause__, AuthRequired):
                 raise exc.__cause__ from None
