@@ -33,7 +33,7 @@ def test_commands_subcommands_options_and_choices():
     assert complete(["mcp", "st"]) == ["status"]
     assert set(complete(["mcp", "status", "--"])) == {"--help", "--json", "--wait"}
     assert complete(["--home", "somewhere", "mcp", "pl"]) == ["plan"]  # a global option's value is skipped
-    assert complete(["remote", ""]) == ["--help", "-h", "off", "on"]
+    assert complete(["remote", ""]) == ["--help", "--yes", "-h", "off", "on"]
     assert complete(["config", "ch"]) == ["check"]
 
 

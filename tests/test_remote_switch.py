@@ -96,7 +96,11 @@ async def test_turning_remote_on_needs_approval(kxen_home, ws, peers):
     assert (kxen_home.path / "config.toml").read_bytes() == before
     (request,) = no.requests
     assert (request.kind, request.server) == ("remote_enable", "*")
-    assert request.details == {"remote servers": ["r"]}
+    # each remote server is shown with what the confirmation asks about it
+    assert request.details["remote servers"] == ["r"]
+    assert "operates" in request.details["confirm"] and "keeps" in request.details["confirm"]
+    ((shown),) = request.details["servers"]
+    assert shown == {"name": "r", "scope": "user", "transport": kind, "url": url, "host": "127.0.0.1"}
 
     # a channel that says yes: on, written to user settings, and the server connects
     yes = Channel(approved=True)
@@ -121,7 +125,9 @@ async def test_kxen_remote_command_switches_user_settings(kxen_home, ws, fakes, 
     kxen_home.write_settings(REMOTE_OFF)
     async with local_http() as listener:
         kxen_home.write_servers({"r": remote(f"{listener.base}/mcp"), "local": mem("local", defaultToolPolicy="allow")})
-        assert kxen_main(["--home", str(kxen_home.path), "remote", "on"]) == 0
+        assert kxen_main(["--home", str(kxen_home.path), "remote", "on"]) == 2  # no terminal: refused
+        assert load_config(kxen_home.path, ws).settings.mcp.remote_enabled is False
+        assert kxen_main(["--home", str(kxen_home.path), "remote", "on", "--yes"]) == 0
         assert "remote MCP is on" in capsys.readouterr().out
         assert load_config(kxen_home.path, ws).settings.mcp.remote_enabled is True
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:

@@ -62,12 +62,56 @@ def trust(args: argparse.Namespace) -> int:
 
 
 def remote(args: argparse.Namespace) -> int:
-    # the user typing this is the decision: no further approval is asked
-    from kxen_core.config.loader import default_home
-    from kxen_core.config.trust import set_remote_enabled
+    """``kxen remote off`` writes the switch; ``kxen remote on`` first lists each remote server not
+    confirmed yet and asks, per server, whether the user knows its operator, data retention and
+    access scope (on a terminal; ``--yes`` confirms them all; neither: exit 2, nothing written). The
+    confirmed ones are recorded per canonical URL in the user's config.toml, with the switch."""
+    import sys
 
-    set_remote_enabled(args.home or default_home(), args.switch == "on")
-    print(f"remote MCP is {args.switch}")
+    from kxen_core.config.loader import default_home
+    from kxen_core.config.trust import acknowledge_remote, set_remote_enabled
+
+    home = args.home or default_home()
+    if args.switch == "off":
+        set_remote_enabled(home, False)
+        print("remote MCP is off")
+        return EXIT_OK
+    from kxen_core.plugins.manager import make_plugin_manager
+    from kxen_core.runtime.remote_ack import QUESTION, remote_servers
+
+    config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
+    use_config(config)
+    keys = config.settings.mcp.remote_acknowledged
+    pending = [r for r in remote_servers(config) if keys is None or r["key"] not in keys]
+    if pending:
+        table(
+            "remote servers to confirm",
+            ["name", "scope", "transport", "url", "host"],
+            [[r["name"], r["scope"], r["transport"], r["url"], r["host"]] for r in pending],
+        )
+    confirmed = pending if args.yes else []
+    if pending and not args.yes:
+        if not sys.stdin.isatty():
+            say(
+                "remote MCP stays off: each remote server must be confirmed (its operator, data retention and "
+                "access scope) on a terminal; next: run kxen remote on in a terminal, or kxen remote on --yes "
+                "to confirm that you know them for every server listed",
+                err=True,
+            )
+            return EXIT_USAGE
+        for r in pending:
+            try:
+                answer = input(safe_text(f"{r['name']} ({r['url']}): {QUESTION} [y/N] "))
+            except (EOFError, KeyboardInterrupt):
+                say("\nremote MCP stays off: nothing was written", err=True)
+                return EXIT_USAGE
+            if answer.strip().lower() in ("y", "yes"):
+                confirmed.append(r)
+    acknowledge_remote(home, [r["key"] for r in confirmed], enable=True)
+    print("remote MCP is on")
+    for r in pending:
+        if r not in confirmed:
+            say(safe_text(f"{r['name']}: stays off (not confirmed); next: kxen remote on to confirm it"))
     return EXIT_OK
 
 

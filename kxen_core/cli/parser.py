@@ -112,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
         )
     remote = sub.add_parser("remote", help="turn remote MCP (http, sse servers) on or off in user settings")
     remote.add_argument("switch", choices=["on", "off"])
+    remote.add_argument(
+        "--yes",
+        action="store_true",
+        help="confirm, without a terminal, that you know each listed remote server's operator, data retention "
+        "and access scope",
+    )
     plugins = sub.add_parser("plugins", help="loaded plugins and load failures")
     plugins.add_argument("--json", action="store_true")
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="config_command", required=True)

@@ -45,11 +45,25 @@ class PrivateNetwork:
     servers: list[str] = attrs.field(factory=list, validator=_server_names)
 
 
+def _acknowledged(instance: Any, attribute: attrs.Attribute, value: list[str] | None) -> None:
+    for i, key in enumerate(value or ()):
+        ok = key.startswith(("https://", "http://")) or re.fullmatch(r"sha256:[0-9a-f]{64}", key) is not None
+        if not ok or len(key) > 2048:
+            raise ValueError(
+                f"{attribute.name}[{i}] must be a remote server's canonical URL (or sha256: and 64 hex digits), "
+                "as kxen remote on writes it"
+            )
+
+
 @attrs.frozen(kw_only=True)
 class McpSettings:
     """``[mcp]`` in config.toml. Only the user's settings can turn remote MCP on."""
 
     remote_enabled: bool = False
+    #: the remote servers whose operator, data retention and access scope the user confirmed, by
+    #: canonical URL (``kxen remote on``, ``Runtime.acknowledge_remote``); None (the key absent, a
+    #: hand-written switch) confirms every remote server, a list only the servers it names
+    remote_acknowledged: list[str] | None = attrs.field(default=None, validator=_acknowledged)
     allow_loopback_http: bool = False
     #: which remote connections may reach private addresses (RFC 1918, ULA, CGNAT)
     private_network: PrivateNetwork = attrs.field(factory=lambda: PrivateNetwork())

@@ -138,6 +138,43 @@ def set_remote_enabled(home: Path, enabled: bool, *, lock_timeout: float = LOCK_
     return update_settings(home, mutate, lock_timeout=lock_timeout)
 
 
+def acknowledge_remote(
+    home: Path, keys: list[str], *, enable: bool | None = None, lock_timeout: float = LOCK_TIMEOUT
+) -> bool:
+    """Add ``keys`` (canonical URLs, :func:`kxen_core.runtime.remote_ack.acknowledgement_key`) to
+    ``[mcp] remote_acknowledged`` and, with ``enable``, write ``remote_enabled`` in the same locked,
+    atomic change. The list is written even when empty: from then on a remote server it does not
+    name stays off. Returns False when nothing changed."""
+    import tomlkit
+
+    def mutate(doc: Any) -> bool:
+        mcp = doc.get("mcp")
+        if mcp is None:
+            mcp = tomlkit.table()
+            doc["mcp"] = mcp
+        if not isinstance(mcp, dict):
+            raise ConfigError([f"{home / 'config.toml'}: mcp: must be a table"])
+        current = mcp.get("remote_acknowledged")
+        changed = False
+        if current is None:
+            current = tomlkit.array()
+            current.multiline(True)
+            mcp["remote_acknowledged"] = current
+            changed = True
+        if not isinstance(current, list):
+            raise ConfigError([f"{home / 'config.toml'}: mcp.remote_acknowledged: must be a list of URLs"])
+        for key in keys:
+            if key not in current:
+                current.append(key)
+                changed = True
+        if enable is not None and mcp.get("remote_enabled") is not enable:
+            mcp["remote_enabled"] = enable
+            changed = True
+        return changed
+
+    return update_settings(home, mutate, lock_timeout=lock_timeout)
+
+
 def settable_keys(cls: type = Settings, prefix: str = "") -> dict[str, type]:
     """The ``config.toml`` keys ``kxen config set`` writes (``mcp.allow_loopback_http``, ...), each
     with its type: every boolean, integer and string setting, tables followed. Lists and tables of

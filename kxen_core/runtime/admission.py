@@ -1,7 +1,8 @@
 """Admission: may a configured server start now? Decided once per entry and config.
 
 The gates, in order: a project entry needs a trusted workspace; a remote entry needs the user's
-remote switch; an entry may be turned off with ``enabled: false``; a user entry whose ``${VAR}``
+remote switch and the user's confirmation of that server (:mod:`.remote_ack`); an entry may be
+turned off with ``enabled: false``; a user entry whose ``${VAR}``
 names a variable that is not set is ``failed`` in phase ``config`` (with the variable and the next
 step) and never started. A project entry that may not start
 gives way to the user entry of the same name, when that one may; a project entry that starts in
@@ -17,6 +18,7 @@ import attrs
 
 from kxen_core.launch.resolve import resolve_launch
 from kxen_core.policy import ApprovalRequest
+from kxen_core.runtime.remote_ack import NOT_ACKNOWLEDGED, acknowledged
 from kxen_core.runtime.states import Phase, State
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ def gate(config: Config, server: ServerConfig) -> Admission | None:
         return Admission(
             run=None, state=State.DISABLED, note="remote MCP is off ([mcp] remote_enabled = true in user settings)"
         )
+    if server.is_remote and not acknowledged(config, server):
+        return Admission(run=None, state=State.DISABLED, error=NOT_ACKNOWLEDGED)
     if not server.enabled:
         return Admission(run=None, state=State.DISABLED)
     if server.unset:

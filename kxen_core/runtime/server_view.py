@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kxen_core.errors import AuthRequired, ServerNotReady
 from kxen_core.protocol.era import era_fields
 from kxen_core.runtime.failures import auth_failure, credential_plugin_failure
+from kxen_core.runtime.remote_ack import ACKNOWLEDGE_STEP, NOT_ACKNOWLEDGED
 from kxen_core.runtime.states import Phase, State
 from kxen_core.safe_text import safe_text
 
@@ -85,12 +86,14 @@ class ServerView:
         }
 
     def next_step(self) -> str | None:
-        """What a person does about an auth failure (``kxen mcp login NAME``...) or an unset
-        ``${VAR}`` (set it), else None."""
+        """What a person does about an auth failure (``kxen mcp login NAME``...), an unset
+        ``${VAR}`` (set it) or a remote server not confirmed (``kxen remote on``), else None."""
         if self.state == State.NEEDS_LOGIN and self.auth is not None:
             return safe_text(self.auth.next_step) if self.auth.next_step else None
         if self.state == State.FAILED and self.phase == Phase.AUTH:
             return FIX_CREDENTIAL_PLUGIN
+        if self.state == State.DISABLED and self.error == NOT_ACKNOWLEDGED:
+            return ACKNOWLEDGE_STEP
         if self.state == State.FAILED and self.phase == Phase.CONFIG and self.config.unset:
             names = " ".join(dict.fromkeys(u.variable for u in self.config.unset))
             return f"set {names} in the environment kxen runs in, then start again (kxen mcp status)"

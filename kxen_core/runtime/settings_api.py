@@ -7,6 +7,8 @@ what they use loads on the first call, not with the runtime (docs/performance.md
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -15,8 +17,6 @@ import attrs
 from kxen_core.errors import ApprovalDenied, ConfigError, ConnectError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from kxen_core.config import Config, ServerConfig
     from kxen_core.launch.resolve import Launch
     from kxen_core.policy import ApprovalDecision, ApprovalRequest
@@ -48,37 +48,30 @@ class SettingsHost:
         """Config problems that did not stop the load (a rejected project file)."""
         return list(self.config.project_problems) if self.config else []
 
-    async def set_remote_enabled(self, enabled: bool) -> bool:
+    async def set_remote_enabled(self, enabled: bool, *, acknowledge: Iterable[str] | None = None) -> bool:
         """The settings API for the remote switch: write it to user settings and reload at once.
 
-        Turning remote MCP on is an approval request (kind ``remote_enable``): without a channel
-        that says yes it stays off. Turning it off needs no approval; the reload stops every remote
-        server and wakes their pending calls. Returns whether remote MCP is now on.
+        Turning remote MCP on is an approval request (kind ``remote_enable``) that lists each remote
+        server (name, scope, URL with query values hidden, host) and asks whether the user knows its
+        operator, data retention and access scope (:data:`.remote_ack.QUESTION`): without a channel
+        that says yes it stays off. A yes records the confirmation of the servers named in
+        ``acknowledge`` (every listed one when None) per canonical URL in the user's ``config.toml``;
+        the others stay off until :meth:`acknowledge_remote`. Turning it off needs no approval; the
+        reload stops every remote server and wakes their pending calls. Returns whether remote MCP
+        is now on.
         """
-        from kxen_core.config.trust import set_remote_enabled
+        from kxen_core.config.trust import acknowledge_remote, set_remote_enabled
 
         current = bool(self.config and self.config.settings.mcp.remote_enabled)
         if enabled and current:
-            return True  # already on: nothing to approve
+            return True  # already on: nothing to approve (a server not confirmed: acknowledge_remote)
+        home = self._settings_home()
         if enabled:
-            from kxen_core.policy import ApprovalRequest
-
-            remote = sorted(n for n, s in (self.config.servers if self.config else {}).items() if s.is_remote)
-            decision = await self.ask(
-                ApprovalRequest(
-                    kind="remote_enable",
-                    server="*",
-                    summary="turn remote MCP on: remote servers will receive tool arguments over the network",
-                    details={"remote servers": remote},
-                )
-            )
-            if not decision.approved:
-                raise ApprovalDenied(f"remote MCP stays off: {decision.reason}")
-        from kxen_core.config.loader import default_home
-
-        home = self.home if self.home is not None else default_home()
-        # the write holds a cross-process lock (bounded): wait for it in a worker thread, not on the loop
-        await anyio.to_thread.run_sync(set_remote_enabled, home, enabled)
+            keys = await self._confirm_remote(acknowledge, "turn remote MCP on")
+            await anyio.to_thread.run_sync(lambda: acknowledge_remote(home, keys, enable=True))
+        else:
+            # the write holds a cross-process lock (bounded): wait for it in a worker thread, not on the loop
+            await anyio.to_thread.run_sync(set_remote_enabled, home, enabled)
         try:
             await self.reload()
         except ConfigError:
@@ -89,6 +82,57 @@ class SettingsHost:
                 await self._replace(attrs.evolve(self.config, settings=off))
             raise
         return bool(self.config and self.config.settings.mcp.remote_enabled)
+
+    def remote_servers(self) -> list[dict[str, Any]]:
+        """Each configured remote server as the confirmation shows it: ``name``, ``scope``,
+        ``transport``, ``url`` (query values hidden), ``host``, ``key`` (what is recorded) and
+        ``acknowledged`` (loads the config first when the runtime was not entered)."""
+        from kxen_core.runtime.remote_ack import remote_servers
+
+        return remote_servers(self.config or self.load())
+
+    async def acknowledge_remote(self, names: Iterable[str]) -> list[str]:
+        """Confirm the remote servers ``names`` (an approval request, kind ``remote_enable``, as for
+        the switch), record them in the user's ``config.toml`` and reload. Returns the keys written.
+        A name that is not a configured remote server is a ``ConfigError``."""
+        from kxen_core.config.trust import acknowledge_remote
+
+        names = list(names)
+        keys = await self._confirm_remote(names, "confirm remote MCP servers")
+        home = self._settings_home()
+        await anyio.to_thread.run_sync(lambda: acknowledge_remote(home, keys))
+        await self.reload()
+        return keys
+
+    async def _confirm_remote(self, names: Iterable[str] | None, what: str) -> list[str]:
+        from kxen_core.policy import ApprovalRequest
+        from kxen_core.runtime.remote_ack import QUESTION
+
+        rows = self.remote_servers()
+        if names is not None:
+            wanted = set(names)
+            unknown = sorted(wanted - {r["name"] for r in rows})
+            if unknown:
+                raise ConfigError([f"remote servers: not configured remote servers: {', '.join(unknown)}"])
+            rows = [r for r in rows if r["name"] in wanted]
+        shown = [{k: r[k] for k in ("name", "scope", "transport", "url", "host")} for r in rows]
+        decision = await self.ask(
+            ApprovalRequest(
+                kind="remote_enable",
+                server="*",
+                summary=f"{what}: remote servers will receive tool arguments over the network; {QUESTION}",
+                details={"remote servers": [r["name"] for r in rows], "confirm": QUESTION, "servers": shown},
+            )
+        )
+        if not decision.approved:
+            stays = "remote MCP stays off" if what.startswith("turn") else "those remote servers stay off"
+            raise ApprovalDenied(f"{stays}: {decision.reason}")
+        return [r["key"] for r in rows]
+
+    def _settings_home(self) -> Path:
+        from kxen_core.config.loader import default_home
+
+        return self.home if self.home is not None else default_home()
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         """Get a decision on ``request``: a fingerprint approved in this process, else a channel, else no."""
