@@ -117,6 +117,8 @@ class Gated(Protocol):
 
     def set(self, state: State, phase: Any = None, error: str | None = None) -> None: ...
 
+    def changed(self) -> None: ...
+
 
 async def approve_launch(target: Gated, launch: Launch) -> tuple[ServerConfig, Launch | None] | None:
     """Gate the project local server ``target`` (a :class:`kxen_core.runtime.server.Server`) on the approval of
@@ -129,6 +131,7 @@ async def approve_launch(target: Gated, launch: Launch) -> tuple[ServerConfig, L
     server = target.config
     target.fingerprint = launch.fingerprint
     target.state = State.AWAITING_APPROVAL  # not settled while a channel is asking
+    target.changed()
     decision = await env.approvals.ask(
         ApprovalRequest(
             kind="stdio_launch",

@@ -65,6 +65,8 @@ class ServerEnv:
     eras: EraMemory | None = None  # the protocol era of each remote endpoint, for the runtime's life
     #: what is scrubbed from the server's text before a status or a log shows it (``Runtime.secrets``)
     secrets: Secrets | None = None
+    #: told of each change to a server's status (its state, its catalogs): the Settings API's events
+    changed: Callable[[Any], None] | None = None
 
 
 class Connection:
@@ -91,6 +93,8 @@ class Connection:
         def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None: ...
 
         def diag(self, message: str) -> None: ...
+
+        def changed(self) -> None: ...
 
         async def refetch_tools(self) -> None: ...
 

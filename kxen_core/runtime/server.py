@@ -108,11 +108,18 @@ class Server(Connection, CatalogLists, ServerView):
             self.timeline.append((time.monotonic(), self.state))
         if self.state in SETTLED:
             self.settled.set()
+        self.changed()
         # kxen -v: each state with the time since the start (a settled state once, not each time it is set)
         if log.isEnabledFor(logging.INFO) and (self.state not in SETTLED or before != (self.state, self.phase, error)):
             since = (time.monotonic() - self.timeline[0][0]) * 1000
             where = f" ({self.phase.value})" if self.phase else ""
             log.info("%s: %s%s at %.1f ms%s", self.name, self.state.value, where, since, f": {error}" if error else "")
+
+    def changed(self) -> None:
+        """Tell the runtime's listeners (``ServerEnv.changed``) that this server's status changed."""
+        env = self.env
+        if env is not None and env.changed is not None:
+            env.changed(self)
 
     def diag(self, message: str) -> None:
         self.diagnostics.append(message)

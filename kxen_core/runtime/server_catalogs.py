@@ -59,6 +59,8 @@ class CatalogLists:
         @property
         def name(self) -> str: ...
 
+        def changed(self) -> None: ...
+
         def diag(self, message: str) -> None: ...
 
     async def refresh(self, kind: str) -> Catalog:
@@ -140,6 +142,7 @@ class CatalogLists:
             self.tool_names, self.model_tools = by_tool, by_model
         if session.modern is not None and hints and hints[0]:
             self._expire_after(kind, hints[0])
+        self.changed()  # its counts may have changed
 
     def _expire_after(self, kind: str, seconds: float) -> None:
         """Fetch ``kind`` again once its caching hint runs out (the stateless era has no

@@ -15,6 +15,7 @@ import anyio
 import attrs
 
 from kxen_core.errors import ApprovalDenied, ConfigError, ConnectError
+from kxen_core.runtime.settings_view import SettingsView
 
 if TYPE_CHECKING:
     from kxen_core.config import Config, ServerConfig
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
     from kxen_core.policy.approvals import Approvals
 
 
-class SettingsHost:
-    """Mixed into :class:`kxen_core.Runtime`. The attributes below are the runtime's."""
+class SettingsHost(SettingsView):
+    """Mixed into :class:`kxen_core.Runtime`: the Settings API (its snapshot, events and held
+    approvals: :class:`.settings_view.SettingsView`). The attributes below are the runtime's."""
 
     if TYPE_CHECKING:
         home: Path | None
@@ -81,6 +83,8 @@ class SettingsHost:
                 off = attrs.evolve(settings, mcp=attrs.evolve(settings.mcp, remote_enabled=False))
                 await self._replace(attrs.evolve(self.config, settings=off))
             raise
+        finally:
+            self._events.publish("remote", enabled=bool(self.config and self.config.settings.mcp.remote_enabled))
         return bool(self.config and self.config.settings.mcp.remote_enabled)
 
     def remote_servers(self) -> list[dict[str, Any]]:
@@ -101,7 +105,10 @@ class SettingsHost:
         keys = await self._confirm_remote(names, "confirm remote MCP servers")
         home = self._settings_home()
         await anyio.to_thread.run_sync(lambda: acknowledge_remote(home, keys))
-        await self.reload()
+        try:
+            await self.reload()
+        finally:
+            self._events.publish("remote", enabled=bool(self.config and self.config.settings.mcp.remote_enabled))
         return keys
 
     async def _confirm_remote(self, names: Iterable[str] | None, what: str) -> list[str]:

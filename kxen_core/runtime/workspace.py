@@ -87,6 +87,11 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         self._tg: anyio.abc.TaskGroup | None = None
         self._secrets: tuple[Config | None, Secrets] | None = None
         self._secret_sources: tuple[Any, ...] | None = None
+        from kxen_core.runtime.settings_events import EventHub
+
+        self._events = EventHub()  # the Settings API's event stream (settings_api)
+        self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
+        self._loaded = anyio.Event()  # set once the servers of the first load were made
 
     @property
     def secrets(self) -> Secrets:
@@ -112,6 +117,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._apply(config)
+        self._loaded.set()
         # one turn of the loop before the host goes on: the servers' tasks run up to their spawn
         # first (never cancelled here: the task group is open and __aexit__ would not run)
         await anyio.lowlevel.cancel_shielded_checkpoint()
@@ -190,6 +196,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
             home=config.home,
             eras=self._eras,
             secrets=self.secrets,
+            changed=self._server_changed,
         )
         for name, entry in config.servers.items():
             if name in skip:
@@ -201,6 +208,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
             if server.admission.run is not None:
                 assert self._tg is not None
                 self._tg.start_soon(server.run, name=f"kxen-server-{name}")
+        self._events.publish("servers", names=list(self.servers))
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until every server has settled (ready, failed, disabled, ...); False on timeout."""
@@ -227,6 +235,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         server = self.servers[name] = Server(entry=entry, admission=admit(self.config, entry), env=old.env)
         if server.admission.run is not None:
             self._tg.start_soon(server.run, name=f"kxen-server-{name}")
+        self._events.publish("servers", names=list(self.servers))
 
 
 __all__ = ["Runtime"]

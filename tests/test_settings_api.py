@@ -1,0 +1,222 @@
+"""The Settings API through the public Runtime, as a host's own UI uses it (no page): the first
+snapshot waits for the initial load, the event stream is bounded for a reader that never reads,
+approvals held here are listed and answered (a project launch, an ``ask`` call while its caller
+waits, the remote switch), and a held approval nobody answers is denied."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import anyio
+import pytest
+from kxen_testing import mem, running, text_result
+from remote_support import REMOTE_OFF, REMOTE_PLUGINS, SDK_TOOLS, remote, status_of
+from support import DEMO, demo_entry, write_project
+
+from kxen_core import Runtime
+from kxen_core.config.trust import trust
+from kxen_core.errors import ApprovalDenied, InvalidArguments
+from kxen_core.plugins import make_plugin_manager
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 30
+
+
+async def _next(events, kind: str, where=lambda event: True) -> dict:
+    """The next event of ``kind`` that ``where`` accepts (bounded: WAIT seconds)."""
+    with anyio.fail_after(WAIT):
+        async for event in events:
+            if event["type"] == kind and where(event):
+                return event
+    raise AssertionError(f"the stream ended before a {kind} event")
+
+
+async def test_the_first_snapshot_waits_for_the_initial_load(kxen_home, ws):
+    """Real demo server over stdio, started slowly: before the runtime is entered the snapshot says
+    loading (never "no servers"); a snapshot asked while it starts returns once it is ready, with
+    the status fields and the counts."""
+    slow = {"command": "sh", "args": ["-c", f'sleep 1; exec "{sys.executable}" "{DEMO}"']}
+    kxen_home.write_servers({"demo": demo_entry(), "slow": slow})
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    early = await rt.settings_snapshot(wait=0)
+    assert (early["loading"], early["servers"]) == (True, [])
+
+    got: dict = {}
+
+    async def snapshot() -> None:
+        got["snapshot"] = await rt.settings_snapshot(wait=WAIT)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(snapshot)
+        await anyio.lowlevel.checkpoint()
+        async with rt:
+            with anyio.fail_after(WAIT + 5):
+                while "snapshot" not in got:
+                    await anyio.sleep(0.05)
+            snap = got["snapshot"]
+            assert snap["loading"] is False
+            servers = {s["name"]: s for s in snap["servers"]}
+            assert {n: s["state"] for n, s in servers.items()} == {"demo": "ready", "slow": "ready"}
+            status = {s["name"]: s for s in rt.status()}
+            assert servers["slow"]["tools"] == status["slow"]["tools"] > 0
+            # the status entries, with stderr added: one source for status() and the Settings API
+            assert set(servers["demo"]) == set(status["demo"]) | {"stderr"}
+            assert snap["remote"] == {"enabled": False, "servers": []}
+            assert snap["approvals"] == {"held": False, "pending": []}
+            assert snap["seq"] >= 1
+
+
+async def test_the_event_stream_is_bounded_when_nobody_reads(kxen_home, ws, fakes):
+    """A subscriber that never reads holds at most its buffer; its next read says how many events
+    it missed; a reader that reads gets every event in order."""
+    fakes.add("f", tools={"echo": lambda a: text_result("x")})
+    async with running(kxen_home, ws, servers={"f": mem("f", defaultToolPolicy="allow")}) as rt:
+        idle = rt.settings_events(max_events=4)
+        async with rt.settings_events(max_events=1000) as reader:
+            for _ in range(10):
+                await rt.restart("f")
+                with anyio.fail_after(WAIT):
+                    assert await rt.wait_ready()
+            assert len(idle.buffer) <= 4
+            first = idle.take()
+            assert first is not None and first["type"] == "overflow" and first["missed"] > 4
+            seqs = []
+            while (event := reader.take()) is not None:
+                seqs.append(event["seq"])
+            assert len(seqs) > 10 and seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+            assert seqs[-1] == first["seq"]  # the overflow names the last event it missed
+        idle.close()
+        with pytest.raises(InvalidArguments, match="max_events"):
+            rt.settings_events(max_events=0)
+
+
+async def test_a_pending_launch_is_approved_from_the_api(kxen_home, ws):
+    """A project demo server (real, stdio) waits for its launch approval; the API lists it (with
+    its fingerprint and launch) and approving it starts exactly that launch."""
+    write_project(ws, {"p": demo_entry()})
+    trust(kxen_home.path, ws)
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    async with rt.hold_approvals(bound=WAIT) as held, rt:
+        async with rt.settings_events() as events:
+            snap = await rt.settings_snapshot(wait=WAIT)
+            assert snap["loading"] is False  # a server waiting for a person is not loading
+            assert status_of(rt, "p")["state"] == "awaiting_approval"
+            (pending,) = snap["approvals"]["pending"]
+            assert (pending["kind"], pending["server"]) == ("stdio_launch", "p")
+            assert pending["fingerprint"] == status_of(rt, "p")["fingerprint"]
+            assert pending["details"]["command"] == sys.executable and pending["choices"] == ["call"]
+            with pytest.raises(InvalidArguments, match="remember must be one of: call"):
+                rt.answer_approval(pending["id"], True, remember="always")
+            rt.answer_approval(pending["id"], True)
+            await _next(events, "approvals", lambda e: e["pending"] == [])  # answered: no longer listed
+            with anyio.fail_after(WAIT):
+                assert await rt.wait_ready()
+        assert status_of(rt, "p")["state"] == "ready" and status_of(rt, "p")["tools"] > 0
+        assert held.pending() == []
+        with pytest.raises(InvalidArguments, match="is waiting"):
+            rt.answer_approval(pending["id"], False)
+
+
+async def test_a_held_approval_nobody_answers_is_denied(kxen_home, ws):
+    write_project(ws, {"p": demo_entry()})
+    trust(kxen_home.path, ws)
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    async with rt.hold_approvals(bound=0.5), rt:
+        with anyio.fail_after(WAIT):
+            assert await rt.wait_ready()
+        s = status_of(rt, "p")
+        assert s["state"] == "awaiting_approval" and "nobody answered within 0.5 s" in s["error"]
+        assert rt.pending_approvals() == []
+    with pytest.raises(InvalidArguments, match="not held"):
+        rt.answer_approval("x", True)
+
+
+async def _answer_ask_calls(rt: Runtime, name: str, arguments: dict) -> tuple[BaseException, dict, dict]:
+    """Call ``name`` twice while approvals are held: deny the first from the API, allow the second;
+    return what the waiting callers got and the second request as listed."""
+    outcome: dict = {}
+
+    async def call(key: str) -> None:
+        try:
+            outcome[key] = await rt.call_tool(name, arguments)
+        except ApprovalDenied as exc:
+            outcome[key] = exc
+
+    async with rt.settings_events() as events, anyio.create_task_group() as tg:
+        for key, approve in (("denied", False), ("allowed", True)):
+            tg.start_soon(call, key)
+            event = await _next(events, "approvals", lambda e: bool(e["pending"]))
+            (pending,) = event["pending"]
+            rt.answer_approval(pending["id"], approve)
+            with anyio.fail_after(WAIT):
+                while key not in outcome:
+                    await anyio.sleep(0.02)
+    return outcome["denied"], outcome["allowed"], pending
+
+
+async def test_an_ask_call_is_answered_from_the_api_while_its_caller_waits(kxen_home, ws, fakes):
+    fakes.add("f", tools={"echo": lambda a: text_result(a["text"])})
+    kxen_home.write_servers({"f": mem("f", defaultToolPolicy="ask")})
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["memory"]))
+    async with rt.hold_approvals(bound=WAIT), rt:
+        await rt.settings_snapshot(wait=WAIT)
+        denied, allowed, pending = await _answer_ask_calls(rt, "f__echo", {"text": "hi"})
+    assert isinstance(denied, ApprovalDenied) and "denied" in str(denied)
+    assert allowed["content"][0]["text"] == "hi"
+    assert (pending["kind"], pending["server"]) == ("tool_call", "f")
+    assert pending["details"]["arguments"] == {"text": "hi"}
+    assert pending["choices"] == ["once", "call", "tool", "always"]
+
+
+async def test_server_everything_ask_call_answered_from_the_api(kxen_home, ws, everything_js):
+    """The twin over a real peer: server-everything over stdio, its echo tool asked for."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH")
+    kxen_home.write_servers({"ev": {"command": node, "args": [everything_js, "stdio"]}})
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    async with rt.hold_approvals(bound=WAIT), rt:
+        snap = await rt.settings_snapshot(wait=60)
+        assert snap["loading"] is False and snap["servers"][0]["tools"] > 0
+        denied, allowed, pending = await _answer_ask_calls(rt, "ev__echo", {"message": "hi"})
+    assert isinstance(denied, ApprovalDenied)
+    assert "hi" in allowed["content"][0]["text"]
+    assert pending["details"]["arguments"] == {"message": "hi"}
+
+
+@pytest.mark.peer
+async def test_remote_on_and_off_from_the_api(kxen_home, ws, peers):
+    """Real SDK server on loopback: turning remote on waits in the held approvals with each remote
+    server listed; approving it records the confirmation and the server comes; off, it goes."""
+    url, kind = peers.sdk("stateful")
+    kxen_home.write_settings(REMOTE_OFF)
+    kxen_home.write_servers({"r": remote(url, kind)})
+    pm = make_plugin_manager(allow=list(REMOTE_PLUGINS))
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=pm)
+    async with rt.hold_approvals(bound=WAIT), rt:
+        snap = await rt.settings_snapshot(wait=WAIT)
+        assert snap["remote"]["enabled"] is False
+        assert [(r["name"], r["host"], r["acknowledged"]) for r in snap["remote"]["servers"]] == [
+            ("r", "127.0.0.1", True)  # no confirmation was ever written: a hand-written switch runs it
+        ]
+        async with rt.settings_events() as events, anyio.create_task_group() as tg:
+            tg.start_soon(rt.set_remote_enabled, True)
+            (pending,) = (await _next(events, "approvals", lambda e: bool(e["pending"])))["pending"]
+            assert pending["kind"] == "remote_enable"
+            assert [s["url"] for s in pending["details"]["servers"]] == [url]
+            rt.answer_approval(pending["id"], True)
+            assert (await _next(events, "remote"))["enabled"] is True
+        with anyio.fail_after(WAIT):
+            assert await rt.wait_ready()
+        snap = await rt.settings_snapshot(wait=WAIT)
+        (entry,) = snap["servers"]
+        assert (entry["state"], entry["tools"]) == ("ready", len(SDK_TOOLS))
+        assert snap["remote"]["servers"][0]["acknowledged"] is True
+        assert rt.config.settings.mcp.remote_acknowledged == [snap["remote"]["servers"][0]["key"]]
+
+        with anyio.fail_after(WAIT):
+            assert await rt.set_remote_enabled(False) is False
+        snap = await rt.settings_snapshot(wait=WAIT)
+        assert snap["remote"]["enabled"] is False and snap["servers"][0]["state"] == "disabled"
