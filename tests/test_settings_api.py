@@ -220,3 +220,25 @@ async def test_remote_on_and_off_from_the_api(kxen_home, ws, peers):
             assert await rt.set_remote_enabled(False) is False
         snap = await rt.settings_snapshot(wait=WAIT)
         assert snap["remote"]["enabled"] is False and snap["servers"][0]["state"] == "disabled"
+
+
+async def test_the_stderr_tail_is_escaped_and_has_secrets_scrubbed(kxen_home, ws):
+    """A real demo server whose stderr carries its token and a terminal escape: the snapshot's
+    ``stderr`` shows neither as is."""
+    noisy = {
+        "command": "sh",
+        "args": ["-c", f'printf "token=%s \\033[31mred\\n" "$API_TOKEN" >&2; exec "{sys.executable}" "{DEMO}"'],
+        "env": {"API_TOKEN": "s3cr3t-zzz-0123"},
+    }
+    kxen_home.write_servers({"noisy": noisy})
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    async with rt:
+        with anyio.fail_after(WAIT):
+            while True:  # until the line was drained from its stderr (bounded by the fail_after)
+                snap = await rt.settings_snapshot(wait=WAIT)
+                (entry,) = snap["servers"]
+                if entry["stderr"] and "red" in entry["stderr"]:
+                    break
+                await anyio.sleep(0.05)
+    assert "s3cr3t-zzz-0123" not in entry["stderr"] and "token=***" in entry["stderr"]
+    assert "\x1b" not in entry["stderr"]
