@@ -168,3 +168,13 @@ def test_a_bad_acknowledgement_names_the_file_and_key(kxen_home, ws):
     kxen_home.write_settings('[mcp]\nremote_acknowledged = ["ftp://x"]\n')
     with pytest.raises(Exception, match=r"config\.toml.*remote_acknowledged\[0\].*canonical URL"):
         load_config(kxen_home.path, ws)
+
+
+def test_config_set_does_not_turn_remote_on_around_the_confirmation(kx, kxen_home):
+    kxen_home.write_settings(REMOTE_OFF)
+    before = (kxen_home.path / "config.toml").read_bytes()
+    code, _, err = kx("config", "set", "mcp.remote_enabled", "true")
+    assert code == 2 and "mcp.remote_enabled" in err and "kxen remote on" in err
+    assert (kxen_home.path / "config.toml").read_bytes() == before
+    code, _, _ = kx("config", "set", "mcp.remote_enabled", "false")
+    assert code == 0
