@@ -220,7 +220,8 @@ def set_setting(home: Path, key: str, text: str, *, lock_timeout: float = LOCK_T
     """Write ``key`` (a dotted path of :func:`settable_keys`) as the value ``text`` stands for. The
     whole new file is checked by the loader's rules (bounds included) before it is written; a
     refused change is a ConfigError naming the file, key path and rule, and the file is unchanged.
-    ``mcp.remote_enabled true`` is refused: ``kxen remote on`` turns it on. Returns False when the key already had that value."""
+    ``mcp.remote_enabled true`` is refused: ``kxen remote on`` turns it on. Returns False when the
+    key already had that value."""
     import tomlkit
 
     value = parse_setting(key, text)
