@@ -5,6 +5,7 @@ config.toml, and a server added later or whose URL changed stays off until it is
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import subprocess
@@ -178,3 +179,13 @@ def test_config_set_does_not_turn_remote_on_around_the_confirmation(kx, kxen_hom
     assert (kxen_home.path / "config.toml").read_bytes() == before
     code, _, _ = kx("config", "set", "mcp.remote_enabled", "false")
     assert code == 0
+
+
+def test_mcp_plan_names_the_unconfirmed_server_and_its_next_step(kx, kxen_home, monkeypatch):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "http")
+    kxen_home.write_settings(REMOTE_OFF.replace("[mcp]", "[mcp]\nremote_enabled = true\nremote_acknowledged = []"))
+    kxen_home.write_servers({"r": remote(f"{UNUSED}/mcp")})
+    code, out, _ = kx("mcp", "plan", "--json")
+    (row,) = json.loads(out)["servers"]
+    assert code == 0 and (row["start"], row["state"]) == (False, "disabled")
+    assert row["reason"] == f"{NOT_ACKNOWLEDGED}; next: {ACKNOWLEDGE_STEP}"

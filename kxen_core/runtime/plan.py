@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from kxen_core.errors import ConnectError
 from kxen_core.launch.resolve import resolve_launch
 from kxen_core.runtime.admission import admit
+from kxen_core.runtime.remote_ack import ACKNOWLEDGE_STEP, NOT_ACKNOWLEDGED
 from kxen_core.runtime.states import State
 from kxen_core.safe_text import safe_text, shown_url
 
@@ -32,6 +35,8 @@ def plan(config: Config, workspace: Path, approvals: Approvals) -> list[dict[str
 def _row(config: Config, workspace: Path, approvals: Approvals, entry: ServerConfig) -> dict[str, Any]:
     decision = admit(config, entry)
     run = decision.run
+    if decision.error == NOT_ACKNOWLEDGED:
+        decision = attrs.evolve(decision, error=f"{NOT_ACKNOWLEDGED}; next: {ACKNOWLEDGE_STEP}")
     row: dict[str, Any] = {
         "name": entry.name,
         "scope": entry.scope,
