@@ -242,3 +242,24 @@ async def test_the_stderr_tail_is_escaped_and_has_secrets_scrubbed(kxen_home, ws
                 await anyio.sleep(0.05)
     assert "s3cr3t-zzz-0123" not in entry["stderr"] and "token=***" in entry["stderr"]
     assert "\x1b" not in entry["stderr"]
+
+
+async def test_held_approvals_are_one_runtimes_and_come_before_the_channels(kxen_home, ws, fakes):
+    """Two runtimes on one plugin manager with a channel that says no: the one holding approvals
+    gets its call answered from the API; the other's call still goes to the channel."""
+    from kxen_testing import Channel
+
+    fakes.add("f", tools={"echo": lambda a: text_result(a["text"])})
+    kxen_home.write_servers({"f": mem("f", defaultToolPolicy="ask")})
+    no = Channel(approved=False, reason="the channel says no")
+    pm = make_plugin_manager(allow=["memory"], extra=[no])
+    holding = Runtime(home=kxen_home.path, workspace=ws, pm=pm)
+    other = Runtime(home=kxen_home.path, workspace=ws, pm=pm)
+    async with holding.hold_approvals(bound=WAIT), holding, other:
+        with anyio.fail_after(WAIT):
+            assert await holding.wait_ready() and await other.wait_ready()
+        with pytest.raises(ApprovalDenied, match="the channel says no"):
+            await other.call_tool("f__echo", {"text": "other"})
+        _, allowed, _ = await _answer_ask_calls(holding, "f__echo", {"text": "held"})
+    assert allowed["content"][0]["text"] == "held"
+    assert [r.details["arguments"] for r in no.requests] == [{"text": "other"}]

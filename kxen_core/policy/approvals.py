@@ -61,6 +61,9 @@ class Approvals:
         self.prompt_listeners: list[Callable[[bool], None]] = []
         #: how many channels are being asked now (0 or 1: one prompt at a time)
         self.prompting = 0
+        #: a channel asked before the plugins' (an object with ``kxen_approval_prompt``): the
+        #: approvals a host's UI holds for this runtime (``Runtime.hold_approvals``); None = none
+        self.held: Any = None
 
     def is_approved(self, fingerprint: str | None) -> bool:
         if not fingerprint:
@@ -79,7 +82,8 @@ class Approvals:
         return self.is_approved(request.fingerprint) or bool(request.tool_key and request.tool_key in self.approved)
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
-        """A fingerprint approved in this process, else the first channel that answers, else no.
+        """A fingerprint approved in this process, else the held channel (:attr:`held`) or the
+        first channel that answers, else no.
 
         A yes is remembered as the channel says (``ApprovalDecision.remember``, among the request's
         ``remember_choices``): not at all (once), this exact request (call), the tool for the process
@@ -91,7 +95,10 @@ class Approvals:
                 return _EARLIER  # approved while this request waited for the lock
             self._tell(True)
             try:
-                answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
+                held = self.held
+                answer = await held.kxen_approval_prompt(request=request) if held is not None else None
+                if answer is None:
+                    answer = await acall_first(self.pm, "kxen_approval_prompt", request=request)
             except KxenError as exc:
                 log.warning("approval channel failed: %s", safe_text(exc))  # may go to a terminal as is
                 return ApprovalDecision(approved=False, reason=f"approval channel failed: {exc}")

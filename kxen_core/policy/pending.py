@@ -1,9 +1,10 @@
 """Pending approvals: an approval channel that holds each request until a page or a host's own UI
 answers it (:meth:`PendingApprovals.answer`), in the process that asked.
 
-Registered on the runtime's plugin manager while a host holds approvals
-(``Runtime.hold_approvals``), it is asked before the installed channels (a plugin registered
-later is asked first). A request nobody answers within ``bound`` seconds is denied: the channel
+While a host holds approvals (``Runtime.hold_approvals``) it is that runtime's
+``Approvals.held``, asked before the installed channels; it is also a ``kxen_approval_prompt``
+plugin, for a host that registers one on a plugin manager for all its runtimes.
+A request nobody answers within ``bound`` seconds is denied: the channel
 fails closed, like kxen when no channel answers. The requests it holds are listed with
 :meth:`PendingApprovals.pending`; every change (one added, one answered or expired) calls
 ``on_change``. Nothing is persisted.

@@ -23,7 +23,7 @@ from kxen_core.safe_text import safe_text
 
 if TYPE_CHECKING:
     from kxen_core.config import Config
-    from kxen_core.plugins.manager import KxenPluginManager
+    from kxen_core.policy.approvals import Approvals
     from kxen_core.policy.pending import PendingApprovals
     from kxen_core.runtime.server import Server
     from kxen_core.runtime.settings_events import EventHub, Subscription
@@ -36,7 +36,7 @@ class SettingsView:
     """Mixed into :class:`kxen_core.Runtime`. The attributes below are the runtime's."""
 
     if TYPE_CHECKING:
-        pm: KxenPluginManager
+        approvals: Approvals
         config: Config | None
         servers: dict[str, Server]
         _events: EventHub
@@ -124,21 +124,21 @@ class SettingsView:
     @asynccontextmanager
     async def hold_approvals(self, bound: float = 300.0) -> AsyncIterator[PendingApprovals]:
         """While the block runs, every approval request of this runtime (a project launch, an
-        ``ask`` tool call, the remote switch) waits here, before any installed channel, until
+        ``ask`` tool call, the remote switch) waits here, before any installed channel
+        (``Approvals.held``; other runtimes on the same plugin manager are not affected), until
         :meth:`answer_approval` answers it -- or ``bound`` seconds pass and it is denied (fail
         closed). Leaving the block denies what still waits. One holder at a time."""
-        from kxen_core.policy.pending import CHANNEL, PendingApprovals
+        from kxen_core.policy.pending import PendingApprovals
 
         if self._held is not None:
             raise InvalidArguments("approvals are already held for this runtime")
         held = PendingApprovals(bound, on_change=self._approvals_changed)
-        self.pm.register(held, name=CHANNEL)
-        self._held = held
+        # this runtime's own: a plugin manager shared with other runtimes does not see it
+        self._held = self.approvals.held = held
         try:
             yield held
         finally:
-            self._held = None
-            self.pm.unregister(held)
+            self._held = self.approvals.held = None
             held.close("the approvals surface closed")
 
     def _approvals_changed(self) -> None:
