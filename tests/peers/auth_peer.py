@@ -17,7 +17,9 @@ Usage: ``python auth_peer.py PORT [--split AS_PORT] [--lifetime S] [--no-rotate]
 Test endpoints on the MCP port (no auth): ``GET /_peer/stats`` (JSON counts: registrations,
 authorizations, codes exchanged, refreshes, and the SHA-256 prefixes of every bearer token that
 reached ``/mcp``), ``POST /_peer/expire`` (every access token issued so far stops working: the next
-request gets 401, as when a server revokes or expires it early). Binds 127.0.0.1 only.
+request gets 401, as when a server revokes or expires it early), ``POST /_peer/outage?n=N`` (the
+next N requests to the token endpoint get ``503`` with an HTML page, as in a maintenance window).
+Binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -52,6 +54,23 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 STATS: dict[str, Any] = {"registrations": 0, "authorizations": 0, "exchanges": 0, "refreshes": 0, "bearers": []}
+#: token requests still to answer 503 (set by ``POST /_peer/outage?n=N``); counted in STATS["outages"]
+OUTAGE = {"left": 0}
+
+
+def with_outage(app: Any) -> Any:
+    """``app`` whose token endpoint answers 503 while an outage lasts."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/token") and OUTAGE["left"] > 0:
+            OUTAGE["left"] -= 1
+            STATS["outages"] = STATS.get("outages", 0) + 1
+            page = HTMLResponse("<html>down for maintenance</html>", status_code=503)
+            await page(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return wrapped
 
 
 class Provider:
@@ -249,7 +268,12 @@ def main() -> None:
         provider.access.clear()
         return JSONResponse({"expired": True})
 
-    app = mcp.streamable_http_app()
+    @mcp.custom_route("/_peer/outage", methods=["POST"])
+    async def outage(request: Request) -> Response:
+        OUTAGE["left"] = int(request.query_params.get("n", "1"))
+        return JSONResponse({"outage": OUTAGE["left"]})
+
+    app = with_outage(mcp.streamable_http_app())
     if not args.split and args.no_s256:
         raise SystemExit("--no-s256 needs --split")
 
@@ -257,7 +281,7 @@ def main() -> None:
         async with anyio.create_task_group() as tg:
             servers = [uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))]
             if args.split:
-                as_app = split_as_app(provider, issuer, registration, not args.no_s256)
+                as_app = with_outage(split_as_app(provider, issuer, registration, not args.no_s256))
                 servers.append(
                     uvicorn.Server(uvicorn.Config(as_app, host="127.0.0.1", port=args.split, log_level="warning"))
                 )

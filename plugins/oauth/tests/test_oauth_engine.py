@@ -31,8 +31,8 @@ def ask(url: str = URL, challenge: AuthChallenge | None = None) -> CredentialReq
 
 
 async def store_token(**kw) -> TokenRecord:
+    kw = {"config_scope": "user", "home": "", **kw}
     record = TokenRecord(
-        config_scope="user",
         server="r",
         resource=URL,
         issuer="https://as.example.com",
@@ -93,3 +93,44 @@ async def test_a_403_names_the_missing_scopes(_kxen_data_dir):
     with pytest.raises(AuthRequired) as caught:
         await engine.lookup(server(), ask(challenge=challenge))
     assert caught.value.scopes == ("read", "write") and caught.value.status == 403
+
+
+async def test_a_token_is_bound_to_the_home_whose_config_it_came_from(_kxen_data_dir, tmp_path):
+    """One data directory, two homes (the real one and ``--home /tmp/demo``), the same server
+    name and URL: neither reads, refreshes or signs out the other's sign-in."""
+    from kxen_oauth._binding import home_of
+
+    real, demo = tmp_path / "real-home", tmp_path / "demo-home"
+    real.mkdir()
+    demo.mkdir()
+    in_real = server(source=str(real / "mcp.json"))
+    in_demo = server(source=str(demo / "mcp.json"))
+    await store_token(home=home_of(in_real, None))
+    engine = OAuthEngine()
+    assert await engine.lookup(in_real, ask()) == {"Authorization": "Bearer AT-engine-1"}
+    assert await engine.lookup(in_demo, ask()) is None  # the demo home has no sign-in
+    assert await engine.lookup(server(), ask()) is None  # nor has an entry of no home
+    # a spelling of the same home through a symlink is the same home
+    (tmp_path / "link").symlink_to(real)
+    assert await engine.lookup(server(source=str(tmp_path / "link" / "mcp.json")), ask()) is not None
+    # the demo home's 401 is a sign-in of its own, never the real home's token
+    challenge = AuthChallenge(status=401, www_authenticate="Bearer")
+    with pytest.raises(AuthRequired):
+        await engine.lookup(in_demo, ask(challenge=challenge))
+    assert await engine.logout(in_demo, forget_client=False) is False  # nothing of the demo home's
+    assert [t.home for t in TokenStore().tokens()] == [str(real.resolve())]
+    assert await engine.logout(in_real, forget_client=False) is True
+    assert TokenStore().tokens() == []
+
+
+async def test_a_project_entry_is_bound_to_the_runtimes_home(_kxen_data_dir, tmp_path):
+    from kxen_core.transport import TransportContext
+
+    def asked_from(home) -> CredentialRequest:
+        return CredentialRequest(method="POST", url=URL, context=TransportContext(workspace=tmp_path, home=home))
+
+    project = server(scope="project", source=str(tmp_path / "ws" / ".kxen" / "mcp.json"))
+    await store_token(config_scope="project", home=str((tmp_path).resolve()))
+    engine = OAuthEngine()
+    assert await engine.lookup(project, asked_from(tmp_path)) == {"Authorization": "Bearer AT-engine-1"}
+    assert await engine.lookup(project, asked_from(tmp_path / "demo")) is None

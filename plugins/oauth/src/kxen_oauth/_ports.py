@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from ._binding import Key  # what a stored token is bound to (re-exported here for the flow and refresh)
+
 if TYPE_CHECKING:
     import anyio
     import httpx
@@ -16,9 +18,6 @@ if TYPE_CHECKING:
     from ._tokens import ClientCredentials, TokenAnswer
     from .discovery import Discovery
     from .store import TokenStore
-
-#: what a stored token is bound to: (config scope, server name, canonical URL)
-Key = tuple[str, str, str]
 
 
 class Engine(Protocol):
@@ -50,7 +49,10 @@ class Engine(Protocol):
         answer: TokenAnswer,
         *,
         requested: str | None,
+        home: str,
         by_person: bool = True,
     ) -> TokenRecord: ...
 
-    async def client_credentials(self, server: ServerConfig, d: Discovery, *, scope: str | None) -> TokenRecord: ...
+    async def client_credentials(
+        self, server: ServerConfig, d: Discovery, *, scope: str | None, home: str
+    ) -> TokenRecord: ...

@@ -70,6 +70,7 @@ class OAuthFlow:
         resource_metadata: str = "",
         lifetime: float = DEFAULT_LIFETIME,
         in_band: bool = False,
+        home: str = "",
     ) -> None:
         self.engine = engine
         self.server = server
@@ -80,6 +81,8 @@ class OAuthFlow:
         self.lifetime = lifetime
         #: started by the credential lookup (a 401/403), not by a person's ``kxen mcp login``
         self.in_band = in_band
+        #: the home the token is bound to (:func:`._binding.home_of`)
+        self.home = home
         self._listener: Listener | None = None
         self._deadline = 0.0
         self._state = ""
@@ -114,7 +117,7 @@ class OAuthFlow:
         self._scope = choose_scopes(self.challenge_scopes, configured, d, self.extra_scopes)
         oauth = self.server.oauth
         if oauth is not None and oauth.grant == "client_credentials":
-            await self.engine.client_credentials(self.server, d, scope=self._scope)
+            await self.engine.client_credentials(self.server, d, scope=self._scope, home=self.home)
             self.done = True
             return ""
         if meta.code_challenge_methods is None or "S256" not in meta.code_challenge_methods:
@@ -217,7 +220,9 @@ class OAuthFlow:
             raise AuthRequired(
                 self.engine.scrub(str(exc), code, self._verifier), next_step=f"kxen mcp login {self.server.name}"
             ) from None
-        await self.engine.keep(self.server, d, creds, answer, requested=self._scope, by_person=not self.in_band)
+        await self.engine.keep(
+            self.server, d, creds, answer, requested=self._scope, home=self.home, by_person=not self.in_band
+        )
         self.done = True
 
     def _check_issuer(self, params: dict[str, str], meta: AuthServer) -> None:
@@ -240,6 +245,7 @@ def record_of(
     answer: TokenAnswer,
     *,
     requested: str | None,
+    home: str,
     previous: TokenRecord | None = None,
 ) -> TokenRecord:
     """The store record of a fresh token (a refresh keeps the refresh token when none was rotated)."""
@@ -255,4 +261,5 @@ def record_of(
         scope=answer.scope or requested or (previous.scope if previous else None),
         token_endpoint=d.server.token_endpoint,
         resource_indicator=d.resource,
+        home=home,
     )

@@ -5,8 +5,9 @@ vault: anyone who can read it as you can use its tokens. Every update is written
 file in the same directory, fsynced, renamed over the old one, and the directory fsynced, under a
 cross-process file lock, so a killed process leaves the old file or the new one, never half of one.
 
-Tokens are bound to (config scope, server name, canonical resource URL). Entries of an older shape
-(keyed by server name or by origin only) are never used: :meth:`TokenStore.older_shape` says why.
+Tokens are bound to (config scope, server name, canonical resource URL, home: see
+:mod:`._binding`). Entries of an older shape (keyed by server name or by origin only, or bound to
+no home) are never used: :meth:`TokenStore.older_shape` says why.
 Reads are cached and the file is read again only when its mtime, size or inode changed.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 import anyio
 import filelock
 
+from ._binding import Key
 from ._records import ClientRecord, TokenRecord
 
 VERSION = 1
@@ -78,7 +80,7 @@ class TokenStore:
         self.diagnostic = diagnostic
         self._stamp: tuple[int, int, int] | None = None
         self._doc: dict[str, Any] = {}
-        self._index: dict[tuple[str, str, str], TokenRecord] | None = None
+        self._index: dict[Key, TokenRecord] | None = None
         self._looked = -LOOK_SECONDS
         self._mutex = anyio.Lock()
 
@@ -138,7 +140,7 @@ class TokenStore:
                 out.append(TokenRecord.from_json(item))
         return out
 
-    def token(self, key: tuple[str, str, str]) -> TokenRecord | None:
+    def token(self, key: Key) -> TokenRecord | None:
         """The record bound to exactly ``key`` (cached until the file changes: one stat per call)."""
         self.document()
         if self._index is None:
@@ -189,6 +191,11 @@ class TokenStore:
                     return (
                         f"the stored sign-in for {server!r} is not bound to a config scope and exact URL "
                         "(an older shape) and is not used; sign in again"
+                    )
+                if isinstance(item, dict) and item.get("server") == server and "home" not in item:
+                    return (
+                        f"the stored sign-in for {server!r} is not bound to a kxen home (an older shape: "
+                        "another home may have made it) and is not used; sign in again"
                     )
         return None
 
@@ -256,7 +263,9 @@ class TokenStore:
         async with self.locked() as doc:
             doc["tokens"] = [t for t in doc["tokens"] if not _same_key(t, record.key)] + [record.to_json()]
 
-    async def drop_tokens(self, config_scope: str, server: str) -> bool:
+    async def drop_tokens(self, config_scope: str, server: str, home: str) -> bool:
+        """Forget ``server``'s tokens of that scope in home ``home`` (and its older-shape ones,
+        which no home can use); another home's stay."""
         async with self.locked() as doc:
             before = len(doc["tokens"])
             doc["tokens"] = [
@@ -266,6 +275,7 @@ class TokenStore:
                     isinstance(t, dict)
                     and t.get("server") == server
                     and t.get("configScope", config_scope) == config_scope
+                    and t.get("home", home) == home
                 )
             ]
             legacy = doc.get("legacy")
@@ -275,7 +285,7 @@ class TokenStore:
                 dropped_legacy = True
             return len(doc["tokens"]) < before or dropped_legacy
 
-    async def drop_tokens_for(self, key: tuple[str, str, str]) -> None:
+    async def drop_tokens_for(self, key: Key) -> None:
         async with self.locked() as doc:
             doc["tokens"] = [t for t in doc["tokens"] if not _same_key(t, key)]
 
@@ -294,7 +304,7 @@ class TokenStore:
                 if not (isinstance(c, dict) and c.get("issuer") == issuer and client_id in (None, c.get("clientId")))
             ]
 
-    def refresh_lock(self, key: tuple[str, str, str]) -> filelock.BaseFileLock:
+    def refresh_lock(self, key: Key) -> filelock.BaseFileLock:
         """The cross-process lock that one refresh of entry ``key`` holds (a file beside the store)."""
         import hashlib
 
@@ -303,5 +313,8 @@ class TokenStore:
         return filelock.FileLock(str(self.dir / f"mcp-oauth-{digest}.lock"), mode=0o600, thread_local=False)
 
 
-def _same_key(item: Any, key: tuple[str, str, str]) -> bool:
-    return isinstance(item, dict) and (item.get("configScope"), item.get("server"), item.get("resource")) == key
+def _same_key(item: Any, key: Key) -> bool:
+    return (
+        isinstance(item, dict)
+        and (item.get("configScope"), item.get("server"), item.get("resource"), item.get("home")) == key
+    )
