@@ -134,3 +134,43 @@ async def test_a_project_entry_is_bound_to_the_runtimes_home(_kxen_data_dir, tmp
     engine = OAuthEngine()
     assert await engine.lookup(project, asked_from(tmp_path)) == {"Authorization": "Bearer AT-engine-1"}
     assert await engine.lookup(project, asked_from(tmp_path / "demo")) is None
+
+
+def told(tmp_path):
+    from kxen_core.transport import TransportContext
+
+    notices: list[str] = []
+    context = TransportContext(workspace=tmp_path, notice=notices.append)
+    return notices, CredentialRequest(method="POST", url=URL, context=context)
+
+
+async def test_a_repaired_store_mode_is_told_to_the_server_that_asked(_kxen_data_dir, tmp_path):
+    import os
+
+    await store_token()
+    os.chmod(_kxen_data_dir / "mcp-oauth.json", 0o644)
+    notices, request = told(tmp_path)
+    engine = OAuthEngine()
+    assert await engine.lookup(server(), request) == {"Authorization": "Bearer AT-engine-1"}
+    (notice,) = notices
+    assert "mcp-oauth.json" in notice and "0644" in notice and "0600" in notice and "AT-engine-1" not in notice
+    assert await engine.lookup(server(), request) is not None
+    assert len(notices) == 1  # told once
+
+
+async def test_a_store_directory_others_can_write_leaves_the_server_waiting_with_the_reason(_kxen_data_dir, tmp_path):
+    import os
+
+    await store_token()
+    os.chmod(_kxen_data_dir, 0o777)
+    try:
+        engine = OAuthEngine()
+        _, request = told(tmp_path)
+        assert await engine.lookup(server(), request) is None  # not its own (no oauth block, no challenge)
+        with pytest.raises(AuthRequired) as caught:
+            await engine.lookup(server(oauth=OAuthConfig()), request)
+        assert str(_kxen_data_dir) in str(caught.value) and "written by others" in str(caught.value)
+        assert "KXEN_DATA_DIR" in (caught.value.next_step or "")
+        assert "AT-engine-1" not in str(caught.value)
+    finally:
+        os.chmod(_kxen_data_dir, 0o700)

@@ -205,3 +205,29 @@ def test_a_sigkill_in_the_middle_of_writes_leaves_an_intact_0600_file(tmp_path):
     anyio.run(store.drop_tokens, "user", "s1", "")
     assert not list(tmp_path.glob(".mcp-oauth.*.tmp"))
     assert json.loads((tmp_path / "mcp-oauth.json").read_text())["version"] == 1
+
+
+@pytest.mark.parametrize("dir_mode", [0o777, 0o770, 0o722, 0o1777], ids=lambda m: f"{m:04o}")
+async def test_a_store_directory_others_can_write_is_refused(tmp_path, dir_mode):
+    """Whoever can write the directory can swap the store file for one of theirs (or plant a
+    symlink): it is neither read nor written, and the error names it, its mode and the fix."""
+    store = TokenStore(tmp_path / "data")
+    await store.put_token(record())
+    os.chmod(store.dir, dir_mode)
+    store.forget_cache()
+    before = store.path.read_bytes()
+    try:
+        with pytest.raises(StoreError) as caught:
+            store.token(("user", "r", "https://rs.example/mcp", ""))
+        text = str(caught.value)
+        assert str(store.dir) in text and f"{dir_mode:04o}" in text and "chmod 700" in text, text
+        assert "AT-0" not in text
+        with pytest.raises(StoreError):
+            await store.put_token(record(1))
+        with pytest.raises(StoreError):
+            store.refresh_lock(("user", "r", "https://rs.example/mcp", ""))
+        assert store.path.read_bytes() == before  # nothing written there
+    finally:
+        os.chmod(store.dir, 0o700)
+    store.forget_cache()
+    assert store.token(("user", "r", "https://rs.example/mcp", "")).access_token == "AT-0"

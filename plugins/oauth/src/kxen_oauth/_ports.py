@@ -3,7 +3,7 @@ by this shape, so neither imports the engine module (which imports them)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._binding import Key  # what a stored token is bound to (re-exported here for the flow and refresh)
 
@@ -34,8 +34,16 @@ class Engine(Protocol):
     def lock(self, key: Key) -> anyio.Lock: ...
 
     def need_login(
-        self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()
+        self,
+        server: ServerConfig,
+        reason: str,
+        *,
+        status: int | None = None,
+        scopes: tuple[str, ...] = (),
+        next_step: str | None = None,
     ) -> AuthRequired: ...
+
+    def tell(self, notice: Any, *, every: bool = False) -> None: ...
 
     async def discover(
         self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool, fresh: bool = False

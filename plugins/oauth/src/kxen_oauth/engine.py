@@ -39,6 +39,8 @@ DISCOVERY_SECONDS = 60.0
 MAX_AUTHORIZATIONS = 3
 #: ... within this many seconds (a person's sign-in starts the count again)
 ATTEMPT_WINDOW = 600.0
+#: the next step when the token store cannot be used (its text says which rule)
+STORE_NEXT_STEP = "fix the OAuth token store as the reason says (or set KXEN_DATA_DIR), then restart"
 
 
 def _has_static_auth(server: ServerConfig) -> bool:
@@ -124,9 +126,16 @@ class OAuthEngine:
         return {"Authorization": f"Bearer {record.access_token}"}
 
     def need_login(
-        self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()
+        self,
+        server: ServerConfig,
+        reason: str,
+        *,
+        status: int | None = None,
+        scopes: tuple[str, ...] = (),
+        next_step: str | None = None,
     ) -> AuthRequired:
-        return AuthRequired(self.scrub(reason), next_step=f"kxen mcp login {server.name}", status=status, scopes=scopes)
+        step = next_step or f"kxen mcp login {server.name}"
+        return AuthRequired(self.scrub(reason), next_step=step, status=status, scopes=scopes)
 
     async def discover(
         self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool, fresh: bool = False
@@ -157,26 +166,47 @@ class OAuthEngine:
     # -- the credential hook ---------------------------------------------------------------------
 
     async def lookup(self, server: ServerConfig, request: Any) -> dict[str, str] | None:
-        """The headers for one request of ``server`` (see ``kxen_credential_lookup``)."""
+        """The headers for one request of ``server`` (see ``kxen_credential_lookup``); a repair
+        of the store the lookup made is told through the context's ``notice``."""
         if not server.is_remote or _has_static_auth(server):
             return None
-        key = self.key_of(server, getattr(getattr(request, "context", None), "home", None))
+        context = getattr(request, "context", None)
+        key = self.key_of(server, getattr(context, "home", None))
         if key is None or not self._same_origin(request.url, key[2]):
             return None  # never a token to another origin than the server's own
         challenge = getattr(request, "challenge", None)
         ours = server.oauth is not None or challenge is not None or key in self._challenged
         try:
-            record = self.store().token(key)  # one stat; the file is read only when it changed
+            try:
+                record = self.store().token(key)  # one stat; the file is read only when it changed
+            except StoreError:
+                if not ours:
+                    return None
+                raise
+            if challenge is None:
+                if record is None and not ours:
+                    return None
+                return await self._plain(server, key, record, request)
+            self._challenged.add(key)
+            return await self._challenge(server, key, record, request, challenge)
         except StoreError as exc:
-            if not ours:
-                return None
-            raise self.need_login(server, f"the OAuth token store cannot be used: {exc}") from None
-        if challenge is None:
-            if record is None and not ours:
-                return None
-            return await self._plain(server, key, record, request)
-        self._challenged.add(key)
-        return await self._challenge(server, key, record, request, challenge)
+            raise self.need_login(
+                server, f"the OAuth token store cannot be used: {exc}", next_step=STORE_NEXT_STEP
+            ) from None
+        finally:
+            self.tell(getattr(context, "notice", None) or getattr(context, "diagnostic", None))
+
+    def tell(self, notice: Any, *, every: bool = False) -> None:
+        """Hand the store repairs not told yet to ``notice`` (a callable; None: keep them); with
+        ``every`` (a sign-in a person watches) every repair this process made, told or not."""
+        if notice is None:
+            return
+        store = self.store()
+        fresh, store.repairs = store.repairs, []
+        store.told.extend(m for m in fresh if m not in store.told)
+        del store.told[:-16]
+        for message in list(store.told) if every else fresh:
+            notice(message)
 
     def _settings_loopback(self, request: Any) -> bool:
         ctx = getattr(request, "context", None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -28,6 +29,7 @@ from .registration import (
     register,
     stored_client,
 )
+from .store import StoreError
 
 if TYPE_CHECKING:
     from ._ports import Engine
@@ -71,6 +73,7 @@ class OAuthFlow:
         lifetime: float = DEFAULT_LIFETIME,
         in_band: bool = False,
         home: str = "",
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         self.server = server
@@ -83,6 +86,8 @@ class OAuthFlow:
         self.in_band = in_band
         #: the home the token is bound to (:func:`._binding.home_of`)
         self.home = home
+        #: where repairs of the store the sign-in made are told (``LoginRequest.notice``)
+        self.notice = notice
         self._listener: Listener | None = None
         self._deadline = 0.0
         self._state = ""
@@ -103,9 +108,22 @@ class OAuthFlow:
     async def start(self) -> str:
         try:
             return await self._start()
+        except StoreError as exc:
+            await self.aclose()
+            raise self._fail(f"the OAuth token store cannot be used: {exc}") from None
         except BaseException:
             await self.aclose()
             raise
+        finally:
+            self.engine.tell(self.notice, every=True)
+
+    async def finish(self) -> None:
+        try:
+            await self._finish()
+        except StoreError as exc:
+            raise self._fail(f"the OAuth token store cannot be used: {exc}") from None
+        finally:
+            self.engine.tell(self.notice, every=True)
 
     async def _start(self) -> str:
         d = await self.engine.discover(
@@ -174,7 +192,7 @@ class OAuthFlow:
                 pass  # taken: a new port, and so a new registration
         return await Listener.bind(0)
 
-    async def finish(self) -> None:
+    async def _finish(self) -> None:
         if self.done:
             return
         if self._listener is None or self._discovery is None or self._creds is None:

@@ -53,6 +53,7 @@ def kxen_auth_login(server: ServerConfig, request: LoginRequest) -> AuthFlow | N
         allow_loopback_http=_loopback(request.settings),
         scopes=tuple(request.scopes),
         home=home_of(server, request.home),
+        notice=getattr(request, "notice", None),
     )
 
 
