@@ -18,8 +18,9 @@ Test endpoints on the MCP port (no auth): ``GET /_peer/stats`` (JSON counts: reg
 authorizations, codes exchanged, refreshes, and the SHA-256 prefixes of every bearer token that
 reached ``/mcp``), ``POST /_peer/expire`` (every access token issued so far stops working: the next
 request gets 401, as when a server revokes or expires it early), ``POST /_peer/outage?n=N`` (the
-next N requests to the token endpoint get ``503`` with an HTML page, as in a maintenance window).
-Binds 127.0.0.1 only.
+next N requests to the token endpoint get ``503`` with an HTML page, as in a maintenance window),
+``POST /_peer/prm?issuer=URL`` (the protected-resource metadata names the authorization server
+URL from then on, as when a server moves to another one, or is made to). Binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -56,12 +57,20 @@ from starlette.routing import Route
 STATS: dict[str, Any] = {"registrations": 0, "authorizations": 0, "exchanges": 0, "refreshes": 0, "bearers": []}
 #: token requests still to answer 503 (set by ``POST /_peer/outage?n=N``); counted in STATS["outages"]
 OUTAGE = {"left": 0}
+#: the authorization server the protected-resource metadata names instead (``POST /_peer/prm``)
+PRM_ISSUER: dict[str, str] = {}
 
 
 def with_outage(app: Any) -> Any:
     """``app`` whose token endpoint answers 503 while an outage lasts."""
 
     async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/.well-known/oauth-protected-resource"):
+            if PRM_ISSUER:
+                base = f"http://{scope['server'][0]}:{scope['server'][1]}"
+                doc = {"resource": f"{base}/mcp", "authorization_servers": [PRM_ISSUER["issuer"]]}
+                await JSONResponse(doc)(scope, receive, send)
+                return
         if scope["type"] == "http" and scope["path"].endswith("/token") and OUTAGE["left"] > 0:
             OUTAGE["left"] -= 1
             STATS["outages"] = STATS.get("outages", 0) + 1
@@ -272,6 +281,11 @@ def main() -> None:
     async def outage(request: Request) -> Response:
         OUTAGE["left"] = int(request.query_params.get("n", "1"))
         return JSONResponse({"outage": OUTAGE["left"]})
+
+    @mcp.custom_route("/_peer/prm", methods=["POST"])
+    async def prm(request: Request) -> Response:
+        PRM_ISSUER["issuer"] = request.query_params["issuer"]
+        return JSONResponse(PRM_ISSUER)
 
     app = with_outage(mcp.streamable_http_app())
     if not args.split and args.no_s256:

@@ -22,6 +22,7 @@ from kxen_core.errors import AuthRequired
 from ._binding import home_of, key_for
 from ._challenge import parse_bearer
 from ._fetch import make_client
+from ._issuers import check_issuer, explain_switch, forget_issuer
 from ._ports import Key
 from ._records import TokenRecord
 from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
@@ -197,16 +198,8 @@ class OAuthEngine:
             self.tell(getattr(context, "notice", None) or getattr(context, "diagnostic", None))
 
     def tell(self, notice: Any, *, every: bool = False) -> None:
-        """Hand the store repairs not told yet to ``notice`` (a callable; None: keep them); with
-        ``every`` (a sign-in a person watches) every repair this process made, told or not."""
-        if notice is None:
-            return
-        store = self.store()
-        fresh, store.repairs = store.repairs, []
-        store.told.extend(m for m in fresh if m not in store.told)
-        del store.told[:-16]
-        for message in list(store.told) if every else fresh:
-            notice(message)
+        """See :meth:`.store.TokenStore.tell` (the store of the data directory in force)."""
+        self.store().tell(notice, every=every)
 
     def _settings_loopback(self, request: Any) -> bool:
         ctx = getattr(request, "context", None)
@@ -294,6 +287,7 @@ class OAuthEngine:
         if older:
             what = f"{what}; {older}"
         if pm is None or not hookcall.impls(pm, "kxen_authorize_url"):
+            await explain_switch(self, server, key[3], resource_metadata, loopback)
             raise self.need_login(server, what, status=status, scopes=scopes if status == 403 else ())
         attempts, since = self._attempts.get(key, (0, time.monotonic()))
         if time.monotonic() - since > ATTEMPT_WINDOW:
@@ -350,7 +344,9 @@ class OAuthEngine:
     async def client_credentials(
         self, server: ServerConfig, d: Discovery, *, scope: str | None, home: str
     ) -> TokenRecord:
-        """A token by the client-credentials grant (headless), stored."""
+        """A token by the client-credentials grant (headless), stored; never from another issuer
+        than the one the configured credential is bound to (:mod:`._issuers`)."""
+        await check_issuer(self, server, home, d)
         try:
             creds = configured_client(server, d.server)
             if creds is None:
@@ -386,6 +382,7 @@ class OAuthEngine:
         issuers = {t.issuer for t in store.tokens() if t.key[:2] == (server.scope, server.name) and t.home == mine}
         removed = await store.drop_tokens(server.scope, server.name, mine)
         if forget_client:
+            removed = await forget_issuer(store, server, mine) or removed
             for issuer in issuers:
                 if store.client(issuer) is not None:
                     await store.drop_client(issuer)

@@ -16,6 +16,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from kxen_core import ServerConfig
 from kxen_core.errors import AuthRequired
 
+from ._issuers import check_issuer
 from ._listener import Listener
 from ._records import TokenRecord
 from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
@@ -146,7 +147,10 @@ class OAuthFlow:
         if not meta.authorization_endpoint:
             raise self._fail(f"the authorization server {shown(meta.issuer)} has no authorization_endpoint")
         try:
-            creds = configured_client(self.server, meta) or metadata_document_client(self.server, meta)
+            creds = configured_client(self.server, meta)
+            if creds is not None:  # a configured secret or key: never to another issuer than its own
+                await check_issuer(self.engine, self.server, self.home, d)
+            creds = creds or metadata_document_client(self.server, meta)
         except TokenError as exc:
             raise self._fail(str(exc)) from None
         record = None

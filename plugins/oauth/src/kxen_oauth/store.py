@@ -236,6 +236,17 @@ class TokenStore:
                     )
         return None
 
+    def tell(self, notice: Callable[[str], None] | None, *, every: bool = False) -> None:
+        """Hand the repairs not told yet to ``notice`` (None: keep them); with ``every`` (a
+        sign-in a person watches) the last repairs told before too."""
+        if notice is None:
+            return
+        fresh, self.repairs = self.repairs, []
+        self.told.extend(m for m in fresh if m not in self.told)
+        del self.told[:-16]
+        for message in list(self.told) if every else fresh:
+            notice(message)
+
     # -- writing -------------------------------------------------------------------------------
 
     def _write(self, doc: dict[str, Any]) -> None:
