@@ -122,8 +122,9 @@ def login_request(
     config = host.config
 
     def notice(message: str) -> None:
-        if notes is not None and len(notes) < MAX_NOTES and message not in notes:
-            notes.append(printable(str(message))[:MAX_NOTE_CHARS])
+        shown = printable(str(message))[:MAX_NOTE_CHARS]  # a plugin's text: one safe line
+        if notes is not None and len(notes) < MAX_NOTES and shown not in notes:
+            notes.append(shown)
 
     return LoginRequest(
         settings=config.settings if config else None,
