@@ -239,8 +239,8 @@ class TokenStore:
     def tell(self, notice: Callable[[str], None] | None, *, every: bool = False) -> None:
         """Hand the repairs not told yet to ``notice`` (None: keep them); with ``every`` (a
         sign-in a person watches) the last repairs told before too."""
-        if notice is None:
-            return
+        if notice is None or not (self.repairs or every):
+            return  # the common case, on every request: nothing to tell
         fresh, self.repairs = self.repairs, []
         self.told.extend(m for m in fresh if m not in self.told)
         del self.told[:-16]
