@@ -231,3 +231,19 @@ async def test_a_store_directory_others_can_write_is_refused(tmp_path, dir_mode)
         os.chmod(store.dir, 0o700)
     store.forget_cache()
     assert store.token(("user", "r", "https://rs.example/mcp", "")).access_token == "AT-0"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a directory away")
+async def test_a_store_directory_another_user_owns_is_refused(tmp_path):
+    store = TokenStore(tmp_path / "data")
+    await store.put_token(record())
+    os.chown(store.dir, 65534, -1)  # nobody's
+    store.forget_cache()
+    try:
+        with pytest.raises(StoreError) as caught:
+            store.token(("user", "r", "https://rs.example/mcp", ""))
+        assert str(store.dir) in str(caught.value) and "owned by another user" in str(caught.value)
+        with pytest.raises(StoreError):
+            await store.put_token(record(1))
+    finally:
+        os.chown(store.dir, os.getuid(), -1)
