@@ -11,8 +11,8 @@ Usage: ``python auth_peer.py PORT [--split AS_PORT] [--lifetime S] [--no-rotate]
   form: ``/authorize`` shows it, and only a POST of user ``alice`` / password ``wonderland`` sends
   the browser back with a code.
 * ``--lifetime S``: access tokens live S seconds (default 3600); ``--no-rotate`` keeps refresh
-  tokens on refresh (rotation is the default); ``--no-dcr`` turns registration off; ``--no-s256`` leaves ``code_challenge_methods_supported`` out
-  of the metadata.
+  tokens on refresh (rotation is the default); ``--no-dcr`` turns registration off; ``--no-s256``
+  leaves ``code_challenge_methods_supported`` out of the metadata.
 
 Test endpoints on the MCP port (no auth): ``GET /_peer/stats`` (JSON counts: registrations,
 authorizations, codes exchanged, refreshes, and the SHA-256 prefixes of every bearer token that

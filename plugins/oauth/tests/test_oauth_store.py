@@ -170,9 +170,11 @@ WRITER = textwrap.dedent(
         n = 0
         while True:  # ended by SIGKILL (the test bounds it in time)
             n += 1
-            await store.put_token(TokenRecord(config_scope="user", server=f"s{n % 7}", resource="https://rs.example/mcp",
-                                              issuer="https://as.example", client_id="c", access_token="A" * 4000 + str(n),
-                                              refresh_token="R" * 4000, expires_at=time.time() + 60, home=""))
+            await store.put_token(TokenRecord(
+                config_scope="user", server=f"s{n % 7}", resource="https://rs.example/mcp", issuer="https://as.example",
+                client_id="c", access_token="A" * 4000 + str(n), refresh_token="R" * 4000,
+                expires_at=time.time() + 60, home="",
+            ))
             if n == 1:
                 print("ready", flush=True)  # one whole file is on disk
 
