@@ -92,6 +92,8 @@ class Connection:
 
         def diag(self, message: str) -> None: ...
 
+        def notice(self, message: str) -> None: ...
+
         async def refetch_tools(self) -> None: ...
 
         async def _list(self, kind: str, *, required: bool) -> None: ...
@@ -151,6 +153,7 @@ class Connection:
                 options=env.pm.transports.options_for(server, env.converter),
                 launch=launch,
                 home=env.home,
+                notice=self.notice,
             )
             transport = kind.opener(server, context)
             self.set(State.CONNECTING)
