@@ -8,6 +8,7 @@ forgets what was stored; ``kxen_authorize_url`` lets a host (or a test) take an 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     import pluggy
 
     from kxen_core.config.models import Settings
+
+
+def _ignore(message: str) -> None:
+    pass
 
 
 def _scopes(value: object) -> tuple[str, ...]:
@@ -32,7 +37,8 @@ class LoginRequest:
     ``open_browser`` says whether the core will open a browser on the URL (informational: the core
     does it, never the plugin); ``scopes`` are extra scopes asked for (a step-up after a 403
     ``insufficient_scope``); ``forget_client`` asks a sign-out to forget the client registration
-    too.
+    too. ``notice(message)`` tells the person something they should know though nothing failed
+    (a repaired file mode): the core shows it with the sign-in's outcome (``LoginStatus.notes``).
     """
 
     settings: Settings | None = None
@@ -41,6 +47,7 @@ class LoginRequest:
     open_browser: bool = False
     scopes: tuple[str, ...] = attrs.field(default=(), converter=_scopes)
     forget_client: bool = False
+    notice: Callable[[str], None] = attrs.field(default=_ignore, eq=False, repr=False)
 
 
 @runtime_checkable

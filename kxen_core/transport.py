@@ -108,6 +108,9 @@ class TransportContext(Generic[OptionsT]):
     #: the host's kxen home: a transport may keep per-server files under it (the stdio transport's
     #: stderr logs in ``home/logs``); None when there is none (a context built by hand)
     home: Path | None = None
+    #: what the person should know although nothing failed (the OAuth token store's mode was
+    #: repaired): shown with the server's status (its ``note``) and kept among its diagnostics
+    notice: Callable[[str], None] = _no_diagnostic
 
 
 Opener = Callable[["ServerConfig", "TransportContext[Any]"], Transport]

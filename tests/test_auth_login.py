@@ -160,3 +160,37 @@ async def test_a_flow_that_cannot_start_is_closed_and_says_why(kxen_home, ws):
                 await rt.login_start("r")
             assert len(sign_in.flows) == before + 1 and sign_in.flows[-1].closed == 1
             assert "discovery broke" in str(info.value) or "PKCE S256" in str(info.value)
+
+
+async def test_what_a_sign_in_plugin_notices_reaches_the_login_status_and_a_server_note(kxen_home, ws, start_peer):
+    """``LoginRequest.notice`` (a sign-in's repair) comes back in ``LoginStatus.notes``, escaped
+    and bounded; ``TransportContext.notice`` (a credential lookup's) becomes the server's note,
+    shown even while it is ready. (The real plugin's: tests/test_oauth_store_edges.py.)"""
+    from kxen_core import hookimpl
+
+    url = gated(start_peer, "stateful")
+    creds = Credentials(first=GOOD)
+
+    class Noticing:
+        @hookimpl(tryfirst=True)
+        async def kxen_credential_lookup(self, server, request):
+            request.context.notice("the token store was open to others: set to 0600")
+            return None  # the credential plugin below answers
+
+    sign_in = SignIn(creds, auto=True)
+    kxen_home.write_settings(REMOTE_ON)
+    async with running(
+        kxen_home, ws, creds, Noticing(), sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS
+    ) as rt:
+        s = status_of(rt, "r")
+        assert s["state"] == "ready", s
+        assert s["note"] == "the token store was open to others: set to 0600", s
+        assert "the token store was open to others: set to 0600" in s["diagnostics"]
+        started = await rt.login_start("r")
+        (flow,) = sign_in.flows
+        for _ in range(20):  # bounded, deduplicated
+            flow.request.notice("repaired \x1b[2Jsomething")
+        flow.request.notice("a second repair")
+        status = await settled(rt, started.flow_id)
+        assert status.state == "complete"
+        assert status.notes == ("repaired \\x1b[2Jsomething", "a second repair"), status.notes

@@ -153,3 +153,45 @@ async def test_a_wrong_password_at_the_login_form_leaves_the_server_waiting_for_
         assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
         assert "the sign-in through plugin" in s["error"], s
     assert stored().get("tokens", []) == []
+
+
+class Flooder(Follower):
+    """A browser that comes back only after 300 forged answers (another ``state``) and other
+    requests reached the flow's listener: none of them may end the sign-in."""
+
+    async def follow(self, url: str) -> None:
+        from urllib.parse import parse_qs, urlsplit
+
+        import anyio
+
+        redirect = parse_qs(urlsplit(url).query)["redirect_uri"][0]
+        port = urlsplit(redirect).port
+
+        def flood() -> list[int]:
+            import http.client
+
+            codes = []
+            for i in range(300):
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                try:
+                    conn.request("GET", "/callback?state=forged&code=evil" if i % 2 else "/favicon.ico")
+                    codes.append(conn.getresponse().status)
+                finally:
+                    conn.close()
+            return codes
+
+        self.flood_codes = await anyio.to_thread.run_sync(flood)
+        await super().follow(url)
+
+
+async def test_a_flood_at_the_listener_does_not_end_the_sign_in(kxen_home, ws, start_peer):
+    url, _ = auth_peer(start_peer)
+    kxen_home.write_settings(SETTINGS)
+    flooder = Flooder()
+    async with running(kxen_home, ws, flooder, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
+        s = status_of(rt, "r")
+        assert s["state"] == "ready", (s.get("error"), s.get("next"))
+        assert text_of(await rt.call_tool("r__whoami", {})) == "signed in"
+    assert sorted(set(flooder.flood_codes)) == [400, 404]
+    stats = peer_stats(url)
+    assert (stats["authorizations"], stats["exchanges"]) == (1, 1)

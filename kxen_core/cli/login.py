@@ -105,6 +105,8 @@ async def login(rt: Any, args: argparse.Namespace) -> int:
         if not args.no_browser and not await _open_browser(started.url):
             say("kxen: could not open a browser; open the URL above yourself", err=True)
     status = await _wait(rt, started.flow_id, name, args.timeout)
+    for note in status.notes if status is not None else ():
+        say(safe_text(f"kxen: note: {note}"), err=True)  # what the plugin repaired on the way
     if status is None:
         await rt.login_cancel(started.flow_id)
         say(safe_text(f"kxen: the sign-in to {name} was not finished within {args.timeout:g} s; cancelled"), err=True)
@@ -117,6 +119,8 @@ async def login(rt: Any, args: argparse.Namespace) -> int:
     row = next((s for s in rt.status() if s["name"] == name), None)
     if row is None:
         return EXIT_OK
+    if row.get("note") and row["note"] not in status.notes:
+        say(safe_text(f"kxen: note: {row['note']}"), err=True)  # a repair made while it started, among others
     if row["state"] == "ready":
         say(safe_text(f"{name} is ready: {row['tools']} tool(s)"))
         return EXIT_OK

@@ -96,6 +96,8 @@ class Connection:
 
         def changed(self) -> None: ...
 
+        def notice(self, message: str) -> None: ...
+
         async def refetch_tools(self) -> None: ...
 
         async def _list(self, kind: str, *, required: bool) -> None: ...
@@ -155,6 +157,7 @@ class Connection:
                 options=env.pm.transports.options_for(server, env.converter),
                 launch=launch,
                 home=env.home,
+                notice=self.notice,
             )
             transport = kind.opener(server, context)
             self.set(State.CONNECTING)

@@ -46,6 +46,8 @@ FINISH_SECONDS = 900.0
 CLOSE_SECONDS = 5.0
 #: finished sign-ins kept for ``login_poll`` (the oldest go first)
 KEPT_FINISHED = 32
+#: the most notes one sign-in keeps, and the most characters of each
+MAX_NOTES, MAX_NOTE_CHARS = 8, 1000
 
 LoginState = Literal["pending", "complete", "failed", "cancelled"]
 
@@ -66,6 +68,8 @@ class LoginStatus:
 
     state: LoginState
     reason: str | None = None
+    #: what the sign-in plugin told the person along the way (a repaired token store mode), escaped
+    notes: tuple[str, ...] = ()
 
 
 @attrs.define(eq=False)
@@ -78,6 +82,7 @@ class _Flow:
     # lambdas: naming anyio's classes here would load its task modules when this module loads
     scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope())
     done: anyio.Event = attrs.field(factory=lambda: anyio.Event())
+    notes: list[str] = attrs.field(factory=list)
 
     def end(self, state: LoginState, reason: str | None = None) -> None:
         if self.state == "pending":
@@ -109,9 +114,19 @@ def flows(host: Host) -> OrderedDict[str, _Flow]:
 
 
 def login_request(
-    host: Host, scopes: Sequence[str] = (), open_browser: bool = False, forget_client: bool = False
+    host: Host,
+    scopes: Sequence[str] = (),
+    open_browser: bool = False,
+    forget_client: bool = False,
+    notes: list[str] | None = None,
 ) -> LoginRequest:
     config = host.config
+
+    def notice(message: str) -> None:
+        shown = printable(str(message))[:MAX_NOTE_CHARS]  # a plugin's text: one safe line
+        if notes is not None and len(notes) < MAX_NOTES and shown not in notes:
+            notes.append(shown)
+
     return LoginRequest(
         settings=config.settings if config else None,
         home=config.home if config else None,
@@ -119,6 +134,7 @@ def login_request(
         open_browser=open_browser,
         scopes=tuple(scopes),
         forget_client=forget_client,
+        notice=notice,
     )
 
 
@@ -129,14 +145,17 @@ async def start(host: Host, name: str, scopes: Sequence[str], open_browser: bool
     server = host._server(name)
     for old in [f for f in flows(host).values() if f.server == name and f.state == "pending"]:
         await _cancel(old, "a new sign-in was started")
-    request = login_request(host, scopes, open_browser)
+    notes: list[str] = []
+    request = login_request(host, scopes, open_browser, notes=notes)
     # the sign-in's requests (discovery, registration, the token) follow this server's egress rules;
     # the flow's finishing task is started inside, so it keeps them
     with using_egress(egress_for(server.config, request.settings)):
-        return await _start(host, host._tg, name, server, request)
+        return await _start(host, host._tg, name, server, request, notes)
 
 
-async def _start(host: Host, tg: anyio.abc.TaskGroup, name: str, server: Server, request: LoginRequest) -> LoginStarted:
+async def _start(
+    host: Host, tg: anyio.abc.TaskGroup, name: str, server: Server, request: LoginRequest, notes: list[str]
+) -> LoginStarted:
     try:
         flow = host.pm.hook.kxen_auth_login(server=server.config, request=request)
     except (AuthRequired, PluginHookError):
@@ -153,7 +172,7 @@ async def _start(host: Host, tg: anyio.abc.TaskGroup, name: str, server: Server,
     url = await _started(flow, name)
     import secrets  # here, not at import: it loads OpenSSL's digests
 
-    entry = _Flow(id=f"login-{next(_flow_ids)}-{secrets.token_hex(6)}", server=name, flow=flow)
+    entry = _Flow(id=f"login-{next(_flow_ids)}-{secrets.token_hex(6)}", server=name, flow=flow, notes=notes)
     _keep(host, entry)
     tg.start_soon(_finish, host, entry, name=f"kxen-login-{name}")
     return LoginStarted(flow_id=entry.id, url=url, server=name)
@@ -164,7 +183,7 @@ def poll(host: Host, flow_id: str) -> LoginStatus:
     entry = flows(host).get(flow_id)
     if entry is None:
         raise InvalidArguments(f"no sign-in with id {printable(flow_id[:60])!r}")
-    return LoginStatus(entry.state, entry.reason)
+    return LoginStatus(entry.state, entry.reason, tuple(entry.notes))
 
 
 async def cancel(host: Host, flow_id: str) -> None:

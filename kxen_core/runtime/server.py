@@ -39,6 +39,8 @@ log = logging.getLogger("kxen.server")
 
 MAX_DIAGNOSTICS = 200
 MAX_TIMELINE = 64
+#: a server's note keeps at most this many notices, and this many characters
+MAX_NOTES, MAX_NOTE_CHARS = 4, 2000
 STOP_WAIT_SECONDS = 10
 
 
@@ -81,6 +83,7 @@ class Server(Connection, CatalogLists, ServerView):
     _changed_early: set[str] = attrs.field(factory=set)
     _expiring: dict[str, float] = attrs.field(factory=dict)  # catalog kind -> its caching hint (s)
     _expiry_running: set[str] = attrs.field(factory=set)
+    _notices: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_NOTES))
     _connected: anyio.Event = attrs.field(factory=lambda: anyio.Event())  # set while a session is ready
     #: (monotonic time, state) of each state it entered, the first MAX_TIMELINE (kxen mcp doctor)
     timeline: list[tuple[float, State]] = attrs.field(factory=lambda: [(time.monotonic(), State.CONNECTING)])
@@ -125,6 +128,16 @@ class Server(Connection, CatalogLists, ServerView):
         self.diagnostics.append(message)
         if log.isEnabledFor(logging.INFO):
             log.info("%s: %s", self.name, message)
+
+    def notice(self, message: str) -> None:
+        """What the person should know though nothing failed (a plugin's repair): the server's
+        ``note`` says it (beside the admission's note, the last few, bounded) and the diagnostics
+        keep it."""
+        self.diag(message)
+        if message not in self._notices:
+            self._notices.append(message)
+        self.note = "; ".join(filter(None, (self.admission.note, *self._notices)))[:MAX_NOTE_CHARS]
+        self.changed()
 
     # --- life -----------------------------------------------------------------------------------
 

@@ -11,15 +11,19 @@ Usage: ``python auth_peer.py PORT [--split AS_PORT] [--lifetime S] [--no-rotate]
   form: ``/authorize`` shows it, and only a POST of user ``alice`` / password ``wonderland`` sends
   the browser back with a code.
 * ``--lifetime S``: access tokens live S seconds (default 3600); ``--no-rotate`` keeps refresh
-  tokens on refresh (rotation is the default); ``--no-dcr`` turns registration off; ``--no-s256`` leaves ``code_challenge_methods_supported`` out
-  of the metadata; ``--leaky`` adds the tools ``leak`` (answers with the caller's access token and
-  every refresh token issued to its client) and ``leak_error`` (a JSON-RPC error with the same text), as a
-  hostile server that echoes the user's tokens would.
+  tokens on refresh (rotation is the default); ``--no-dcr`` turns registration off; ``--no-s256``
+  leaves ``code_challenge_methods_supported`` out of the metadata; ``--leaky`` adds the tools ``leak``
+  (answers with the caller's access token and every refresh token issued to its client) and
+  ``leak_error`` (a JSON-RPC error with the same text), as a hostile server that echoes the user's
+  tokens would.
 
 Test endpoints on the MCP port (no auth): ``GET /_peer/stats`` (JSON counts: registrations,
 authorizations, codes exchanged, refreshes, and the SHA-256 prefixes of every bearer token that
 reached ``/mcp``), ``POST /_peer/expire`` (every access token issued so far stops working: the next
-request gets 401, as when a server revokes or expires it early). Binds 127.0.0.1 only.
+request gets 401, as when a server revokes or expires it early), ``POST /_peer/outage?n=N`` (the
+next N requests to the token endpoint get ``503`` with an HTML page, as in a maintenance window),
+``POST /_peer/prm?issuer=URL`` (the protected-resource metadata names the authorization server
+URL from then on, as when a server moves to another one, or is made to). Binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -54,6 +58,31 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 STATS: dict[str, Any] = {"registrations": 0, "authorizations": 0, "exchanges": 0, "refreshes": 0, "bearers": []}
+#: token requests still to answer 503 (set by ``POST /_peer/outage?n=N``); counted in STATS["outages"]
+OUTAGE = {"left": 0}
+#: the authorization server the protected-resource metadata names instead (``POST /_peer/prm``)
+PRM_ISSUER: dict[str, str] = {}
+
+
+def with_outage(app: Any) -> Any:
+    """``app`` whose token endpoint answers 503 while an outage lasts."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/.well-known/oauth-protected-resource"):
+            if PRM_ISSUER:
+                base = f"http://{scope['server'][0]}:{scope['server'][1]}"
+                doc = {"resource": f"{base}/mcp", "authorization_servers": [PRM_ISSUER["issuer"]]}
+                await JSONResponse(doc)(scope, receive, send)
+                return
+        if scope["type"] == "http" and scope["path"].endswith("/token") and OUTAGE["left"] > 0:
+            OUTAGE["left"] -= 1
+            STATS["outages"] = STATS.get("outages", 0) + 1
+            page = HTMLResponse("<html>down for maintenance</html>", status_code=503)
+            await page(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return wrapped
 
 
 class Provider:
@@ -273,7 +302,17 @@ def main() -> None:
         provider.access.clear()
         return JSONResponse({"expired": True})
 
-    app = mcp.streamable_http_app()
+    @mcp.custom_route("/_peer/outage", methods=["POST"])
+    async def outage(request: Request) -> Response:
+        OUTAGE["left"] = int(request.query_params.get("n", "1"))
+        return JSONResponse({"outage": OUTAGE["left"]})
+
+    @mcp.custom_route("/_peer/prm", methods=["POST"])
+    async def prm(request: Request) -> Response:
+        PRM_ISSUER["issuer"] = request.query_params["issuer"]
+        return JSONResponse(PRM_ISSUER)
+
+    app = with_outage(mcp.streamable_http_app())
     if not args.split and args.no_s256:
         raise SystemExit("--no-s256 needs --split")
 
@@ -281,7 +320,7 @@ def main() -> None:
         async with anyio.create_task_group() as tg:
             servers = [uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))]
             if args.split:
-                as_app = split_as_app(provider, issuer, registration, not args.no_s256)
+                as_app = with_outage(split_as_app(provider, issuer, registration, not args.no_s256))
                 servers.append(
                     uvicorn.Server(uvicorn.Config(as_app, host="127.0.0.1", port=args.split, log_level="warning"))
                 )

@@ -31,8 +31,8 @@ def ask(url: str = URL, challenge: AuthChallenge | None = None) -> CredentialReq
 
 
 async def store_token(**kw) -> TokenRecord:
+    kw = {"config_scope": "user", "home": "", **kw}
     record = TokenRecord(
-        config_scope="user",
         server="r",
         resource=URL,
         issuer="https://as.example.com",
@@ -93,3 +93,84 @@ async def test_a_403_names_the_missing_scopes(_kxen_data_dir):
     with pytest.raises(AuthRequired) as caught:
         await engine.lookup(server(), ask(challenge=challenge))
     assert caught.value.scopes == ("read", "write") and caught.value.status == 403
+
+
+async def test_a_token_is_bound_to_the_home_whose_config_it_came_from(_kxen_data_dir, tmp_path):
+    """One data directory, two homes (the real one and ``--home /tmp/demo``), the same server
+    name and URL: neither reads, refreshes or signs out the other's sign-in."""
+    from kxen_oauth._binding import home_of
+
+    real, demo = tmp_path / "real-home", tmp_path / "demo-home"
+    real.mkdir()
+    demo.mkdir()
+    in_real = server(source=str(real / "mcp.json"))
+    in_demo = server(source=str(demo / "mcp.json"))
+    await store_token(home=home_of(in_real, None))
+    engine = OAuthEngine()
+    assert await engine.lookup(in_real, ask()) == {"Authorization": "Bearer AT-engine-1"}
+    assert await engine.lookup(in_demo, ask()) is None  # the demo home has no sign-in
+    assert await engine.lookup(server(), ask()) is None  # nor has an entry of no home
+    # a spelling of the same home through a symlink is the same home
+    (tmp_path / "link").symlink_to(real)
+    assert await engine.lookup(server(source=str(tmp_path / "link" / "mcp.json")), ask()) is not None
+    # the demo home's 401 is a sign-in of its own, never the real home's token
+    challenge = AuthChallenge(status=401, www_authenticate="Bearer")
+    with pytest.raises(AuthRequired):
+        await engine.lookup(in_demo, ask(challenge=challenge))
+    assert await engine.logout(in_demo, forget_client=False) is False  # nothing of the demo home's
+    assert [t.home for t in TokenStore().tokens()] == [str(real.resolve())]
+    assert await engine.logout(in_real, forget_client=False) is True
+    assert TokenStore().tokens() == []
+
+
+async def test_a_project_entry_is_bound_to_the_runtimes_home(_kxen_data_dir, tmp_path):
+    from kxen_core.transport import TransportContext
+
+    def asked_from(home) -> CredentialRequest:
+        return CredentialRequest(method="POST", url=URL, context=TransportContext(workspace=tmp_path, home=home))
+
+    project = server(scope="project", source=str(tmp_path / "ws" / ".kxen" / "mcp.json"))
+    await store_token(config_scope="project", home=str((tmp_path).resolve()))
+    engine = OAuthEngine()
+    assert await engine.lookup(project, asked_from(tmp_path)) == {"Authorization": "Bearer AT-engine-1"}
+    assert await engine.lookup(project, asked_from(tmp_path / "demo")) is None
+
+
+def told(tmp_path):
+    from kxen_core.transport import TransportContext
+
+    notices: list[str] = []
+    context = TransportContext(workspace=tmp_path, notice=notices.append)
+    return notices, CredentialRequest(method="POST", url=URL, context=context)
+
+
+async def test_a_repaired_store_mode_is_told_to_the_server_that_asked(_kxen_data_dir, tmp_path):
+    import os
+
+    await store_token()
+    os.chmod(_kxen_data_dir / "mcp-oauth.json", 0o644)
+    notices, request = told(tmp_path)
+    engine = OAuthEngine()
+    assert await engine.lookup(server(), request) == {"Authorization": "Bearer AT-engine-1"}
+    (notice,) = notices
+    assert "mcp-oauth.json" in notice and "0644" in notice and "0600" in notice and "AT-engine-1" not in notice
+    assert await engine.lookup(server(), request) is not None
+    assert len(notices) == 1  # told once
+
+
+async def test_a_store_directory_others_can_write_leaves_the_server_waiting_with_the_reason(_kxen_data_dir, tmp_path):
+    import os
+
+    await store_token()
+    os.chmod(_kxen_data_dir, 0o777)
+    try:
+        engine = OAuthEngine()
+        _, request = told(tmp_path)
+        assert await engine.lookup(server(), request) is None  # not its own (no oauth block, no challenge)
+        with pytest.raises(AuthRequired) as caught:
+            await engine.lookup(server(oauth=OAuthConfig()), request)
+        assert str(_kxen_data_dir) in str(caught.value) and "written by others" in str(caught.value)
+        assert "KXEN_DATA_DIR" in (caught.value.next_step or "")
+        assert "AT-engine-1" not in str(caught.value)
+    finally:
+        os.chmod(_kxen_data_dir, 0o700)

@@ -37,3 +37,16 @@ def test_no_engine_no_values(monkeypatch):
     monkeypatch.setattr(hooks, "_engine", None)
     assert hooks._held() == frozenset()
     assert hooks._engine is None  # asking did not load the engine
+
+
+def test_held_secrets_follow_a_trim_that_leaves_the_same_count():
+    from kxen_oauth._held import MAX_HELD, HeldSecrets
+
+    held = HeldSecrets()
+    held.remember(*[f"old-secret-{i:04}" for i in range(MAX_HELD // 2)])
+    first = held.held_secrets()
+    held.remember(*[f"new-secret-{i:04}" for i in range(MAX_HELD // 2 + 1)])  # past the bound: the oldest half goes
+    now = held.held_secrets()
+    assert len(now) == len(first) == MAX_HELD // 2  # the same count ...
+    assert f"new-secret-{MAX_HELD // 2:04}" in now and not now & first  # ... of other values: handed over anew
+    assert held.held_secrets() is now  # nothing changed since: the same object

@@ -32,6 +32,7 @@ def record(n: int = 0, **kw) -> TokenRecord:
         access_token=f"AT-{n}",
         refresh_token=f"RT-{n}",
         expires_at=time.time() + 3600,
+        home="",
     )
     fields.update(kw)
     return TokenRecord(**fields)
@@ -48,9 +49,10 @@ async def test_created_0600_in_a_0700_directory(tmp_path):
     assert mode(store.dir) == 0o700
     doc = json.loads(store.path.read_text())
     assert doc["version"] == 1 and doc["tokens"][0]["accessToken"] == "AT-0"
-    assert store.token(("user", "r", "https://rs.example/mcp")).refresh_token == "RT-0"
-    assert store.token(("project", "r", "https://rs.example/mcp")) is None  # another config scope
-    assert store.token(("user", "r", "https://rs.example/mcp?x=1")) is None  # another resource
+    assert store.token(("user", "r", "https://rs.example/mcp", "")).refresh_token == "RT-0"
+    assert store.token(("project", "r", "https://rs.example/mcp", "")) is None  # another config scope
+    assert store.token(("user", "r", "https://rs.example/mcp?x=1", "")) is None  # another resource
+    assert store.token(("user", "r", "https://rs.example/mcp", "/tmp/demo-home")) is None  # another home
 
 
 async def test_a_wider_file_is_set_back_to_0600_with_a_diagnostic(tmp_path):
@@ -59,7 +61,7 @@ async def test_a_wider_file_is_set_back_to_0600_with_a_diagnostic(tmp_path):
     await store.put_token(record())
     os.chmod(store.path, 0o644)
     store.forget_cache()
-    assert store.token(("user", "r", "https://rs.example/mcp")) is not None
+    assert store.token(("user", "r", "https://rs.example/mcp", "")) is not None
     assert mode(store.path) == 0o600
     assert said and "0644" in said[0] and "AT-0" not in said[0]
 
@@ -75,7 +77,7 @@ async def test_reads_are_cached_until_the_file_changes(tmp_path, monkeypatch):
         return original(self)
 
     monkeypatch.setattr(Path, "read_bytes", counting)
-    key = ("user", "r", "https://rs.example/mcp")
+    key = ("user", "r", "https://rs.example/mcp", "")
     for _ in range(50):
         assert store.token(key).access_token == "AT-1"
     assert len(reads) <= 1
@@ -106,13 +108,29 @@ async def test_reads_are_cached_until_the_file_changes(tmp_path, monkeypatch):
             },
             "not bound",
         ),
+        (  # bound to scope, server and exact URL, but to no home: another home may have made it
+            {
+                "version": 1,
+                "tokens": [
+                    {
+                        "server": "r",
+                        "configScope": "user",
+                        "resource": "https://rs.example/mcp",
+                        "issuer": "https://as.example",
+                        "clientId": "c",
+                        "accessToken": "OLD",
+                    }
+                ],
+            },
+            "not bound to a kxen home",
+        ),
     ],
 )
 async def test_older_shapes_are_never_used(tmp_path, doc, why):
     store = TokenStore(tmp_path)
     store.path.write_text(json.dumps(doc))
     os.chmod(store.path, 0o600)
-    key = ("user", "r", "https://rs.example/mcp")
+    key = ("user", "r", "https://rs.example/mcp", "")
     assert store.token(key) is None
     reason = store.older_shape("r", key[2], "https://rs.example")
     assert reason is not None and why in reason and "OLD" not in reason
@@ -152,9 +170,11 @@ WRITER = textwrap.dedent(
         n = 0
         while True:  # ended by SIGKILL (the test bounds it in time)
             n += 1
-            await store.put_token(TokenRecord(config_scope="user", server=f"s{n % 7}", resource="https://rs.example/mcp",
-                                              issuer="https://as.example", client_id="c", access_token="A" * 4000 + str(n),
-                                              refresh_token="R" * 4000, expires_at=time.time() + 60))
+            await store.put_token(TokenRecord(
+                config_scope="user", server=f"s{n % 7}", resource="https://rs.example/mcp", issuer="https://as.example",
+                client_id="c", access_token="A" * 4000 + str(n), refresh_token="R" * 4000,
+                expires_at=time.time() + 60, home="",
+            ))
             if n == 1:
                 print("ready", flush=True)  # one whole file is on disk
 
@@ -184,6 +204,48 @@ def test_a_sigkill_in_the_middle_of_writes_leaves_an_intact_0600_file(tmp_path):
     # the next write (under the store's lock: nobody else writes) removes what the kills left
     (tmp_path / ".mcp-oauth.planted.tmp").write_bytes(b"left by a killed write")
     store = TokenStore(tmp_path)
-    anyio.run(store.drop_tokens, "user", "s1")
+    anyio.run(store.drop_tokens, "user", "s1", "")
     assert not list(tmp_path.glob(".mcp-oauth.*.tmp"))
     assert json.loads((tmp_path / "mcp-oauth.json").read_text())["version"] == 1
+
+
+@pytest.mark.parametrize("dir_mode", [0o777, 0o770, 0o722, 0o1777], ids=lambda m: f"{m:04o}")
+async def test_a_store_directory_others_can_write_is_refused(tmp_path, dir_mode):
+    """Whoever can write the directory can swap the store file for one of theirs (or plant a
+    symlink): it is neither read nor written, and the error names it, its mode and the fix."""
+    store = TokenStore(tmp_path / "data")
+    await store.put_token(record())
+    os.chmod(store.dir, dir_mode)
+    store.forget_cache()
+    before = store.path.read_bytes()
+    try:
+        with pytest.raises(StoreError) as caught:
+            store.token(("user", "r", "https://rs.example/mcp", ""))
+        text = str(caught.value)
+        assert str(store.dir) in text and f"{dir_mode:04o}" in text and "chmod 700" in text, text
+        assert "AT-0" not in text
+        with pytest.raises(StoreError):
+            await store.put_token(record(1))
+        with pytest.raises(StoreError):
+            store.refresh_lock(("user", "r", "https://rs.example/mcp", ""))
+        assert store.path.read_bytes() == before  # nothing written there
+    finally:
+        os.chmod(store.dir, 0o700)
+    store.forget_cache()
+    assert store.token(("user", "r", "https://rs.example/mcp", "")).access_token == "AT-0"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a directory away")
+async def test_a_store_directory_another_user_owns_is_refused(tmp_path):
+    store = TokenStore(tmp_path / "data")
+    await store.put_token(record())
+    os.chown(store.dir, 65534, -1)  # nobody's
+    store.forget_cache()
+    try:
+        with pytest.raises(StoreError) as caught:
+            store.token(("user", "r", "https://rs.example/mcp", ""))
+        assert str(store.dir) in str(caught.value) and "owned by another user" in str(caught.value)
+        with pytest.raises(StoreError):
+            await store.put_token(record(1))
+    finally:
+        os.chown(store.dir, os.getuid(), -1)

@@ -2,8 +2,11 @@
 
 The socket is bound when the flow starts (so the authorization URL can name its port) and the
 kernel queues the browser's connection until :meth:`Listener.wait` accepts it: no background task
-outlives the caller. Every read is bounded in bytes and time, and so is the number of connections
-one wait looks at.
+outlives the caller. A request that is not this sign-in's answer (another path, another or no
+``state``, not HTTP at all) is answered and ignored: it never ends the sign-in, however many come.
+Each request costs bounded work (at most :data:`MAX_REQUEST_BYTES` read within
+:data:`READ_SECONDS`), at most :data:`MAX_OPEN` are read at once (one more is answered 503 at
+once), and the caller's own time bound (the flow's lifetime) is what ends a wait.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import anyio.abc
 CALLBACK_PATH = "/callback"
 MAX_REQUEST_BYTES = 16 * 1024
 READ_SECONDS = 5.0
-MAX_CONNECTIONS = 200
+#: the most requests read at the same time; one more is answered 503 and closed at once, so slow
+#: or idle connections cannot keep the browser's answer from being read
+MAX_OPEN = 16
 
 _PAGE = (
     "<!doctype html><meta charset=utf-8><title>kxen</title>"
@@ -48,15 +53,33 @@ class Listener:
 
     async def wait(self, state: str) -> dict[str, str]:
         """The query of the first request to the callback path that carries ``state`` (or an
-        ``error`` with it). Other requests get 404 or 400 and are otherwise ignored. Bounded by
-        the caller's cancel scope and by :data:`MAX_CONNECTIONS`."""
-        for _ in range(MAX_CONNECTIONS):
-            stream = await self._listener.accept()
-            async with stream:
-                params = await self._one(stream, state)
-            if params is not None:
-                return params
-        raise OSError(f"more than {MAX_CONNECTIONS} requests reached the sign-in listener without the answer")
+        ``error`` with it). Other requests get 400, 404 or 503 and are otherwise ignored, however
+        many come. Bounded by the caller's cancel scope (the flow's lifetime); an error accepting
+        a connection (the socket closed) raises ``OSError``."""
+        found: list[dict[str, str]] = []
+        limiter = anyio.CapacityLimiter(MAX_OPEN)
+        async with anyio.create_task_group() as tg:
+
+            async def handle(stream: anyio.abc.SocketStream) -> None:
+                try:
+                    async with stream:
+                        params = await self._one(stream, state)
+                finally:
+                    limiter.release_on_behalf_of(stream)
+                if params is not None and not found:
+                    found.append(params)
+                    tg.cancel_scope.cancel()
+
+            while not found:
+                stream = await self._listener.accept()
+                try:
+                    limiter.acquire_on_behalf_of_nowait(stream)
+                except anyio.WouldBlock:
+                    async with stream:
+                        await _answer(stream, 503, "Too many requests at once; try again.")
+                    continue
+                tg.start_soon(handle, stream)
+        return found[0]
 
     async def _one(self, stream: anyio.abc.SocketStream, state: str) -> dict[str, str] | None:
         data = b""
@@ -90,7 +113,7 @@ class Listener:
 
 async def _answer(stream: anyio.abc.SocketStream, status: int, text: str) -> None:
     body = _PAGE.format(text=text).encode()
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}[status]
     head = (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n"

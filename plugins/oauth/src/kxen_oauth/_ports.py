@@ -3,7 +3,9 @@ by this shape, so neither imports the engine module (which imports them)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._binding import Key  # what a stored token is bound to (re-exported here for the flow and refresh)
 
 if TYPE_CHECKING:
     import anyio
@@ -16,9 +18,6 @@ if TYPE_CHECKING:
     from ._tokens import ClientCredentials, TokenAnswer
     from .discovery import Discovery
     from .store import TokenStore
-
-#: what a stored token is bound to: (config scope, server name, canonical URL)
-Key = tuple[str, str, str]
 
 
 class Engine(Protocol):
@@ -35,8 +34,16 @@ class Engine(Protocol):
     def lock(self, key: Key) -> anyio.Lock: ...
 
     def need_login(
-        self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()
+        self,
+        server: ServerConfig,
+        reason: str,
+        *,
+        status: int | None = None,
+        scopes: tuple[str, ...] = (),
+        next_step: str | None = None,
     ) -> AuthRequired: ...
+
+    def tell(self, notice: Any, *, every: bool = False) -> None: ...
 
     async def discover(
         self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool, fresh: bool = False
@@ -50,7 +57,10 @@ class Engine(Protocol):
         answer: TokenAnswer,
         *,
         requested: str | None,
+        home: str,
         by_person: bool = True,
     ) -> TokenRecord: ...
 
-    async def client_credentials(self, server: ServerConfig, d: Discovery, *, scope: str | None) -> TokenRecord: ...
+    async def client_credentials(
+        self, server: ServerConfig, d: Discovery, *, scope: str | None, home: str
+    ) -> TokenRecord: ...

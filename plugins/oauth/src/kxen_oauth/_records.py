@@ -1,4 +1,4 @@
-"""The records of the token store: a token bound to (config scope, server, canonical resource), and
+"""The records of the token store: a token bound to (config scope, server, canonical resource, home), and
 a client registered with an authorization server. Read field by field; a record that does not
 read is skipped, never half-used. ``repr`` never shows a secret."""
 
@@ -45,10 +45,12 @@ class TokenRecord:
     #: where a refresh goes, and the RFC 8707 resource indicator it sends again
     token_endpoint: str | None = None
     resource_indicator: str | None = None
+    #: the resolved kxen home whose config the entry came from (see :mod:`._binding`)
+    home: str
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.config_scope, self.server, self.resource)
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.config_scope, self.server, self.resource, self.home)
 
     def due(self, now: float, ahead: float) -> bool:
         """Expired, or expiring within ``ahead`` seconds."""
@@ -69,6 +71,7 @@ class TokenRecord:
             "obtainedAt": self.obtained_at,
             "tokenEndpoint": self.token_endpoint,
             "resourceIndicator": self.resource_indicator,
+            "home": self.home,
         }
         return {k: v for k, v in d.items() if v is not None}
 
@@ -76,7 +79,11 @@ class TokenRecord:
     def from_json(cls, d: Any) -> TokenRecord:
         if not isinstance(d, dict):
             raise ValueError("not an object")
+        home = d.get("home")
+        if not isinstance(home, str) or len(home) > 4096:
+            raise ValueError("home")  # not bound to a home (an older shape): never used
         return cls(
+            home=home,
             config_scope=_s(d, "configScope", required=True) or "",
             server=_s(d, "server", required=True) or "",
             resource=_s(d, "resource", required=True) or "",

@@ -4,7 +4,7 @@ refresh (ahead of expiry and once on a 401, one at a time per entry across proce
 :class:`~kxen_core.errors.AuthRequired` with the next step.
 
 Fail-closed rules: a token is sent only to its own server's origin, and only the record bound to
-exactly (config scope, server name, canonical URL) is used; an older-shape record is never used.
+exactly (config scope, server name, canonical URL, home) is used; an older-shape record is never used.
 """
 
 from __future__ import annotations
@@ -17,16 +17,20 @@ import anyio
 import httpx
 
 from kxen_core import ServerConfig, hookcall
-from kxen_core.errors import AuthRequired, PluginHookError
+from kxen_core.errors import AuthRequired
 
+from ._binding import home_of, key_for
 from ._challenge import parse_bearer
 from ._fetch import make_client
+from ._held import HeldSecrets
+from ._issuers import check_issuer, explain_switch, forget_issuer
 from ._ports import Key
 from ._records import TokenRecord
 from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
-from ._urls import UrlRefused, canonical_resource, origin, same_issuer, same_origin, shown
+from ._urls import UrlRefused, origin, same_issuer, same_origin, shown
 from .discovery import Discovery, DiscoveryError, discover
 from .flow import OAuthFlow, record_of
+from .inband import run_in_band
 from .refresh import REFRESH_AHEAD, refresh_entry
 from .registration import configured_client
 from .store import StoreError, TokenStore, data_dir
@@ -37,13 +41,15 @@ DISCOVERY_SECONDS = 60.0
 MAX_AUTHORIZATIONS = 3
 #: ... within this many seconds (a person's sign-in starts the count again)
 ATTEMPT_WINDOW = 600.0
+#: the next step when the token store cannot be used (its text says which rule)
+STORE_NEXT_STEP = "fix the OAuth token store as the reason says (or set KXEN_DATA_DIR), then restart"
 
 
 def _has_static_auth(server: ServerConfig) -> bool:
     return any(name.lower() == "authorization" for name in server.headers)
 
 
-class OAuthEngine:
+class OAuthEngine(HeldSecrets):
     """Per-process state; ``http_transport`` replaces the network (tests)."""
 
     def __init__(self, *, http_transport: httpx.AsyncBaseTransport | None = None) -> None:
@@ -56,9 +62,8 @@ class OAuthEngine:
         self._attempts: dict[Key, tuple[int, float]] = {}
         self._locks: dict[Key, anyio.Lock] = {}
         self._discovered: dict[tuple[str, str], tuple[float, Discovery]] = {}
-        self._secrets: set[str] = set()
-        self._held: frozenset[str] = frozenset()  # _secrets as handed to the core (held_secrets)
-        self._keys: dict[tuple[str, str, str], Key] = {}
+        HeldSecrets.__init__(self)
+        self._keys: dict[tuple[str, str, str, str], Key | None] = {}
         self._origins: dict[tuple[str, str], bool] = {}
         #: how many refreshes this process made (tests and diagnostics read it)
         self.refreshes = 0
@@ -81,42 +86,17 @@ class OAuthEngine:
             store = self._stores[where] = TokenStore(data_dir())
         return store
 
-    def scrub(self, text: str, *extra: str) -> str:
-        """``text`` with every secret this process handled replaced by ``***``."""
-        for secret in (*self._secrets, *extra):
-            if secret and len(secret) >= 4 and secret in text:
-                text = text.replace(secret, "***")
-        return text
-
-    def remember(self, *values: str | None) -> None:
-        for v in values:
-            if v:
-                self._secrets.add(v)
-        if len(self._secrets) > 1000:  # bounded: the oldest are gone from every store by now
-            self._secrets = set(list(self._secrets)[-500:])
-
-    def held_secrets(self) -> frozenset[str]:
-        """Every token and client secret this process handled (``kxen_register_secrets``): the same
-        object while none was added (``_secrets`` only grows, or is cut by half: its size tells)."""
-        if len(self._held) != len(self._secrets):
-            self._held = frozenset(self._secrets)
-        return self._held
-
-    def key_of(self, server: ServerConfig) -> Key | None:
-        """(config scope, server name, canonical URL): what a stored token is bound to."""
+    def key_of(self, server: ServerConfig, home: Any = None) -> Key | None:
+        """(config scope, server name, canonical URL, home): what a stored token is bound to;
+        ``home`` is the runtime's kxen home (see :mod:`._binding`)."""
         if not server.url:
             return None
-        cache = (server.scope, server.name, server.url)
-        key = self._keys.get(cache)
-        if key is None:
-            try:
-                key = (server.scope, server.name, canonical_resource(server.url))
-            except UrlRefused:
-                return None
+        cache = (server.scope, server.name, server.url, server.source if server.scope == "user" else str(home))
+        if cache not in self._keys:
             if len(self._keys) > 1024:
                 self._keys.clear()
-            self._keys[cache] = key
-        return key
+            self._keys[cache] = key_for(server, home_of(server, home))
+        return self._keys[cache]
 
     def _same_origin(self, url: str, resource: str) -> bool:
         """:func:`same_origin`, remembered per URL pair (asked before every request)."""
@@ -134,9 +114,16 @@ class OAuthEngine:
         return {"Authorization": f"Bearer {record.access_token}"}
 
     def need_login(
-        self, server: ServerConfig, reason: str, *, status: int | None = None, scopes: tuple[str, ...] = ()
+        self,
+        server: ServerConfig,
+        reason: str,
+        *,
+        status: int | None = None,
+        scopes: tuple[str, ...] = (),
+        next_step: str | None = None,
     ) -> AuthRequired:
-        return AuthRequired(self.scrub(reason), next_step=f"kxen mcp login {server.name}", status=status, scopes=scopes)
+        step = next_step or f"kxen mcp login {server.name}"
+        return AuthRequired(self.scrub(reason), next_step=step, status=status, scopes=scopes)
 
     async def discover(
         self, server: ServerConfig, resource_metadata: str, *, allow_loopback_http: bool, fresh: bool = False
@@ -167,26 +154,39 @@ class OAuthEngine:
     # -- the credential hook ---------------------------------------------------------------------
 
     async def lookup(self, server: ServerConfig, request: Any) -> dict[str, str] | None:
-        """The headers for one request of ``server`` (see ``kxen_credential_lookup``)."""
+        """The headers for one request of ``server`` (see ``kxen_credential_lookup``); a repair
+        of the store the lookup made is told through the context's ``notice``."""
         if not server.is_remote or _has_static_auth(server):
             return None
-        key = self.key_of(server)
+        context = getattr(request, "context", None)
+        key = self.key_of(server, getattr(context, "home", None))
         if key is None or not self._same_origin(request.url, key[2]):
             return None  # never a token to another origin than the server's own
         challenge = getattr(request, "challenge", None)
         ours = server.oauth is not None or challenge is not None or key in self._challenged
         try:
-            record = self.store().token(key)  # one stat; the file is read only when it changed
+            try:
+                record = self.store().token(key)  # one stat; the file is read only when it changed
+            except StoreError:
+                if not ours:
+                    return None
+                raise
+            if challenge is None:
+                if record is None and not ours:
+                    return None
+                return await self._plain(server, key, record, request)
+            self._challenged.add(key)
+            return await self._challenge(server, key, record, request, challenge)
         except StoreError as exc:
-            if not ours:
-                return None
-            raise self.need_login(server, f"the OAuth token store cannot be used: {exc}") from None
-        if challenge is None:
-            if record is None and not ours:
-                return None
-            return await self._plain(server, key, record, request)
-        self._challenged.add(key)
-        return await self._challenge(server, key, record, request, challenge)
+            raise self.need_login(
+                server, f"the OAuth token store cannot be used: {exc}", next_step=STORE_NEXT_STEP
+            ) from None
+        finally:
+            self.tell(getattr(context, "notice", None) or getattr(context, "diagnostic", None))
+
+    def tell(self, notice: Any, *, every: bool = False) -> None:
+        """See :meth:`.store.TokenStore.tell` (the store of the data directory in force)."""
+        self.store().tell(notice, every=every)
 
     def _settings_loopback(self, request: Any) -> bool:
         ctx = getattr(request, "context", None)
@@ -200,7 +200,7 @@ class OAuthEngine:
             # nothing usable is stored (an older-shape entry never is: the 401 that follows says so)
             if server.oauth is not None and server.oauth.grant == "client_credentials":
                 d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
-                return self._header(key, await self.client_credentials(server, d, scope=None))
+                return self._header(key, await self.client_credentials(server, d, scope=None, home=key[3]))
             return None  # unauthenticated: the server's 401 starts discovery
         if record.due(time.time(), REFRESH_AHEAD):
             fresh = await self.refresh(server, key, record.access_token)
@@ -238,7 +238,8 @@ class OAuthEngine:
                 return self._header(key, fresh)
         if server.oauth is not None and server.oauth.grant == "client_credentials":
             d = await self.discover(server, bearer.resource_metadata, allow_loopback_http=loopback)
-            return self._header(key, await self.client_credentials(server, d, scope=" ".join(bearer.scope) or None))
+            scope = " ".join(bearer.scope) or None
+            return self._header(key, await self.client_credentials(server, d, scope=scope, home=key[3]))
         return await self._authorize(
             server, key, request, bearer.resource_metadata, bearer.scope, status=401, loopback=loopback
         )
@@ -273,6 +274,7 @@ class OAuthEngine:
         if older:
             what = f"{what}; {older}"
         if pm is None or not hookcall.impls(pm, "kxen_authorize_url"):
+            await explain_switch(self, server, key[3], resource_metadata, loopback)
             raise self.need_login(server, what, status=status, scopes=scopes if status == 403 else ())
         attempts, since = self._attempts.get(key, (0, time.monotonic()))
         if time.monotonic() - since > ATTEMPT_WINDOW:
@@ -293,39 +295,13 @@ class OAuthEngine:
             resource_metadata=resource_metadata,
             lifetime=120.0,
             in_band=True,
+            home=key[3],
         )
-        await self.run_in_band(server, flow, pm)
+        await run_in_band(self, server, flow, pm)
         record = self.store().token(key)
         if record is None:
             raise self.need_login(server, f"{what}; the sign-in stored no token", status=status)
         return self._header(key, record)
-
-    async def run_in_band(self, server: ServerConfig, flow: OAuthFlow, pm: Any) -> None:
-        """Start ``flow``, hand its URL to the ``kxen_authorize_url`` taker while waiting for the
-        redirect, and end with the token stored (or :class:`AuthRequired`)."""
-        try:
-            url = await flow.start()
-            if not url:
-                return
-            taken: Any = None
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(flow.finish)
-                    try:
-                        taken = await hookcall.acall_first(pm, "kxen_authorize_url", server=server, url=url)
-                    except PluginHookError as exc:  # its text may quote the redirect (and so the code)
-                        raise self.need_login(server, f"the sign-in through plugin {exc.plugin!r} failed") from None
-                    if not taken:
-                        tg.cancel_scope.cancel()
-            except BaseException as exc:  # an exception group of finish's failure: shown as itself
-                auth = [e for e in getattr(exc, "exceptions", ()) if isinstance(e, AuthRequired)]
-                if auth:
-                    raise auth[0] from None
-                raise
-            if not taken:
-                raise self.need_login(server, "no one took the authorization URL: sign in with kxen mcp login")
-        finally:
-            await flow.aclose()
 
     # -- tokens ------------------------------------------------------------------------------------
 
@@ -337,11 +313,13 @@ class OAuthEngine:
         answer: TokenAnswer,
         *,
         requested: str | None,
+        home: str,
         by_person: bool = True,
     ) -> TokenRecord:
-        """Store a token a sign-in got; one a person started (``kxen mcp login``) also forgets the
-        in-band attempts, so the limit on those starts again."""
-        record = record_of(server, d, creds, answer, requested=requested)
+        """Store a token a sign-in got (bound to ``home``, see :mod:`._binding`); one a person
+        started (``kxen mcp login``) also forgets the in-band attempts, so the limit on those
+        starts again."""
+        record = record_of(server, d, creds, answer, requested=requested, home=home)
         self.remember(record.access_token, record.refresh_token, creds.client_secret)
         await self.store().put_token(record)
         key = record.key
@@ -350,8 +328,12 @@ class OAuthEngine:
         self._refreshed.pop(key, None)
         return record
 
-    async def client_credentials(self, server: ServerConfig, d: Discovery, *, scope: str | None) -> TokenRecord:
-        """A token by the client-credentials grant (headless), stored."""
+    async def client_credentials(
+        self, server: ServerConfig, d: Discovery, *, scope: str | None, home: str
+    ) -> TokenRecord:
+        """A token by the client-credentials grant (headless), stored; never from another issuer
+        than the one the configured credential is bound to (:mod:`._issuers`)."""
+        await check_issuer(self, server, home, d)
         try:
             creds = configured_client(server, d.server)
             if creds is None:
@@ -368,7 +350,7 @@ class OAuthEngine:
                 )
         except TokenError as exc:
             raise self.need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
-        return await self.keep(server, d, creds, answer, requested=scope)
+        return await self.keep(server, d, creds, answer, requested=scope, home=home)
 
     def lock(self, key: Key) -> anyio.Lock:
         lock = self._locks.get(key)
@@ -380,16 +362,19 @@ class OAuthEngine:
         """See :func:`.refresh.refresh_entry`."""
         return await refresh_entry(self, server, key, failed, quiet=quiet)
 
-    async def logout(self, server: ServerConfig, *, forget_client: bool) -> bool:
+    async def logout(self, server: ServerConfig, *, forget_client: bool, home: Any = None) -> bool:
+        """Forget ``server``'s tokens in this home (another home's stay)."""
         store = self.store()
-        issuers = {t.issuer for t in store.tokens() if t.server == server.name and t.config_scope == server.scope}
-        removed = await store.drop_tokens(server.scope, server.name)
+        mine = home_of(server, home)
+        issuers = {t.issuer for t in store.tokens() if t.key[:2] == (server.scope, server.name) and t.home == mine}
+        removed = await store.drop_tokens(server.scope, server.name, mine)
         if forget_client:
+            removed = await forget_issuer(store, server, mine) or removed
             for issuer in issuers:
                 if store.client(issuer) is not None:
                     await store.drop_client(issuer)
                     removed = True
-        key = self.key_of(server)
+        key = self.key_of(server, home)
         if key is not None:
             for table in (self._sent, self._refreshed, self._attempts):
                 table.pop(key, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -15,6 +16,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from kxen_core import ServerConfig
 from kxen_core.errors import AuthRequired
 
+from ._issuers import check_issuer
 from ._listener import Listener
 from ._records import TokenRecord
 from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
@@ -28,6 +30,7 @@ from .registration import (
     register,
     stored_client,
 )
+from .store import StoreError
 
 if TYPE_CHECKING:
     from ._ports import Engine
@@ -70,6 +73,8 @@ class OAuthFlow:
         resource_metadata: str = "",
         lifetime: float = DEFAULT_LIFETIME,
         in_band: bool = False,
+        home: str = "",
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         self.server = server
@@ -80,6 +85,10 @@ class OAuthFlow:
         self.lifetime = lifetime
         #: started by the credential lookup (a 401/403), not by a person's ``kxen mcp login``
         self.in_band = in_band
+        #: the home the token is bound to (:func:`._binding.home_of`)
+        self.home = home
+        #: where repairs of the store the sign-in made are told (``LoginRequest.notice``)
+        self.notice = notice
         self._listener: Listener | None = None
         self._deadline = 0.0
         self._state = ""
@@ -100,9 +109,22 @@ class OAuthFlow:
     async def start(self) -> str:
         try:
             return await self._start()
+        except StoreError as exc:
+            await self.aclose()
+            raise self._fail(f"the OAuth token store cannot be used: {exc}") from None
         except BaseException:
             await self.aclose()
             raise
+        finally:
+            self.engine.tell(self.notice, every=True)
+
+    async def finish(self) -> None:
+        try:
+            await self._finish()
+        except StoreError as exc:
+            raise self._fail(f"the OAuth token store cannot be used: {exc}") from None
+        finally:
+            self.engine.tell(self.notice, every=True)
 
     async def _start(self) -> str:
         d = await self.engine.discover(
@@ -114,7 +136,7 @@ class OAuthFlow:
         self._scope = choose_scopes(self.challenge_scopes, configured, d, self.extra_scopes)
         oauth = self.server.oauth
         if oauth is not None and oauth.grant == "client_credentials":
-            await self.engine.client_credentials(self.server, d, scope=self._scope)
+            await self.engine.client_credentials(self.server, d, scope=self._scope, home=self.home)
             self.done = True
             return ""
         if meta.code_challenge_methods is None or "S256" not in meta.code_challenge_methods:
@@ -125,7 +147,10 @@ class OAuthFlow:
         if not meta.authorization_endpoint:
             raise self._fail(f"the authorization server {shown(meta.issuer)} has no authorization_endpoint")
         try:
-            creds = configured_client(self.server, meta) or metadata_document_client(self.server, meta)
+            creds = configured_client(self.server, meta)
+            if creds is not None:  # a configured secret or key: never to another issuer than its own
+                await check_issuer(self.engine, self.server, self.home, d)
+            creds = creds or metadata_document_client(self.server, meta)
         except TokenError as exc:
             raise self._fail(str(exc)) from None
         record = None
@@ -171,7 +196,7 @@ class OAuthFlow:
                 pass  # taken: a new port, and so a new registration
         return await Listener.bind(0)
 
-    async def finish(self) -> None:
+    async def _finish(self) -> None:
         if self.done:
             return
         if self._listener is None or self._discovery is None or self._creds is None:
@@ -217,7 +242,9 @@ class OAuthFlow:
             raise AuthRequired(
                 self.engine.scrub(str(exc), code, self._verifier), next_step=f"kxen mcp login {self.server.name}"
             ) from None
-        await self.engine.keep(self.server, d, creds, answer, requested=self._scope, by_person=not self.in_band)
+        await self.engine.keep(
+            self.server, d, creds, answer, requested=self._scope, home=self.home, by_person=not self.in_band
+        )
         self.done = True
 
     def _check_issuer(self, params: dict[str, str], meta: AuthServer) -> None:
@@ -240,6 +267,7 @@ def record_of(
     answer: TokenAnswer,
     *,
     requested: str | None,
+    home: str,
     previous: TokenRecord | None = None,
 ) -> TokenRecord:
     """The store record of a fresh token (a refresh keeps the refresh token when none was rotated)."""
@@ -255,4 +283,5 @@ def record_of(
         scope=answer.scope or requested or (previous.scope if previous else None),
         token_endpoint=d.server.token_endpoint,
         resource_indicator=d.resource,
+        home=home,
     )

@@ -46,16 +46,24 @@ async def kxen_credential_lookup(server: ServerConfig, request: CredentialReques
 def kxen_auth_login(server: ServerConfig, request: LoginRequest) -> AuthFlow | None:
     if not server.url or not server.is_remote:
         return None
+    from ._binding import home_of
     from .flow import OAuthFlow
 
-    return OAuthFlow(engine(), server, allow_loopback_http=_loopback(request.settings), scopes=tuple(request.scopes))
+    return OAuthFlow(
+        engine(),
+        server,
+        allow_loopback_http=_loopback(request.settings),
+        scopes=tuple(request.scopes),
+        home=home_of(server, request.home),
+        notice=getattr(request, "notice", None),
+    )
 
 
 @hookimpl
 async def kxen_auth_logout(server: ServerConfig, request: LoginRequest) -> bool | None:
     if not server.url:
         return None
-    return await engine().logout(server, forget_client=request.forget_client)
+    return await engine().logout(server, forget_client=request.forget_client, home=request.home)
 
 
 def _held() -> frozenset[str]:

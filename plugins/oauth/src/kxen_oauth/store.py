@@ -5,9 +5,11 @@ vault: anyone who can read it as you can use its tokens. Every update is written
 file in the same directory, fsynced, renamed over the old one, and the directory fsynced, under a
 cross-process file lock, so a killed process leaves the old file or the new one, never half of one.
 
-Tokens are bound to (config scope, server name, canonical resource URL). Entries of an older shape
-(keyed by server name or by origin only) are never used: :meth:`TokenStore.older_shape` says why.
-Reads are cached and the file is read again only when its mtime, size or inode changed.
+Tokens are bound to (config scope, server name, canonical resource URL, home: see
+:mod:`._binding`). Entries of an older shape (keyed by server name or by origin only, or bound to
+no home) are never used: :meth:`TokenStore.older_shape` says why.
+Reads are cached and the file is read again only when its mtime, ctime (a chmod), size or inode
+changed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import anyio
 import filelock
 
+from ._binding import Key
 from ._records import ClientRecord, TokenRecord
 
 VERSION = 1
@@ -76,9 +79,13 @@ class TokenStore:
         self.dir = Path(directory) if directory is not None else data_dir()
         self.path = self.dir / FILE_NAME
         self.diagnostic = diagnostic
-        self._stamp: tuple[int, int, int] | None = None
+        #: repairs (a mode set back to 0600) not told yet, and the last ones told: the engine
+        #: hands them to the server's ``notice`` or the sign-in's
+        self.repairs: list[str] = []
+        self.told: list[str] = []
+        self._stamp: tuple[int, int, int, int] | None = None
         self._doc: dict[str, Any] = {}
-        self._index: dict[tuple[str, str, str], TokenRecord] | None = None
+        self._index: dict[Key, TokenRecord] | None = None
         self._looked = -LOOK_SECONDS
         self._mutex = anyio.Lock()
 
@@ -89,7 +96,37 @@ class TokenStore:
             raise StoreError(f"{self.path}: owned by another user: refused")
         if stat.S_IMODE(st.st_mode) & 0o077:
             os.chmod(self.path, 0o600)
-            self.diagnostic(f"{self.path} was readable by others (mode {stat.S_IMODE(st.st_mode):04o}): set to 0600")
+            said = (
+                f"the OAuth token store {self.path} was open to others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                "kxen set it to 0600"
+            )
+            if len(self.repairs) < 16:
+                self.repairs.append(said)
+            self.diagnostic(said)
+
+    def _check_dir(self) -> None:
+        """Refuse a store directory another user owns or others can write: whoever can write it
+        can swap the store file (tokens kxen would send) or plant one. Checked before every read
+        of the file and every write. A missing directory is fine (the first write makes it 0700)."""
+        try:
+            st = os.stat(self.dir)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreError(f"{self.dir}: cannot be read ({exc.strerror})") from None
+        if not hasattr(os, "getuid"):
+            return  # no POSIX modes to check (Windows: the profile directory's ACL applies)
+        if st.st_uid != os.getuid():
+            raise StoreError(
+                f"the OAuth token store directory {self.dir} is owned by another user: refused "
+                "(set KXEN_DATA_DIR to a directory of your own)"
+            )
+        if stat.S_IMODE(st.st_mode) & 0o022:
+            raise StoreError(
+                f"the OAuth token store directory {self.dir} can be written by others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}): refused; make it private (chmod 700 {self.dir}) "
+                "or set KXEN_DATA_DIR to a private directory"
+            )
 
     def document(self) -> dict[str, Any]:
         """The parsed file (cached; re-read when it changed). ``{}`` when there is none.
@@ -101,17 +138,19 @@ class TokenStore:
         now = time.monotonic()
         if self._stamp is None and now - self._looked < LOOK_SECONDS:
             return self._doc
-        self._looked = now
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             self._stamp, self._doc, self._index = None, {}, None
+            self._check_dir()  # before anything is registered or stored there
+            self._looked = now  # only a missing file is looked for less often: an error is raised again
             return self._doc
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot be read ({exc.strerror})") from None
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)  # ctime: a chmod too
         if stamp == self._stamp:
             return self._doc
+        self._check_dir()
         self._check_mode(st)
         if st.st_size > MAX_FILE_BYTES:
             raise StoreError(f"{self.path}: larger than {MAX_FILE_BYTES} bytes: refused")
@@ -138,7 +177,7 @@ class TokenStore:
                 out.append(TokenRecord.from_json(item))
         return out
 
-    def token(self, key: tuple[str, str, str]) -> TokenRecord | None:
+    def token(self, key: Key) -> TokenRecord | None:
         """The record bound to exactly ``key`` (cached until the file changes: one stat per call)."""
         self.document()
         if self._index is None:
@@ -190,7 +229,23 @@ class TokenStore:
                         f"the stored sign-in for {server!r} is not bound to a config scope and exact URL "
                         "(an older shape) and is not used; sign in again"
                     )
+                if isinstance(item, dict) and item.get("server") == server and "home" not in item:
+                    return (
+                        f"the stored sign-in for {server!r} is not bound to a kxen home (an older shape: "
+                        "another home may have made it) and is not used; sign in again"
+                    )
         return None
+
+    def tell(self, notice: Callable[[str], None] | None, *, every: bool = False) -> None:
+        """Hand the repairs not told yet to ``notice`` (None: keep them); with ``every`` (a
+        sign-in a person watches) the last repairs told before too."""
+        if notice is None or not (self.repairs or every):
+            return  # the common case, on every request: nothing to tell
+        fresh, self.repairs = self.repairs, []
+        self.told.extend(m for m in fresh if m not in self.told)
+        del self.told[:-16]
+        for message in list(self.told) if every else fresh:
+            notice(message)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -232,6 +287,7 @@ class TokenStore:
         when the block ends without an exception."""
         async with self._mutex:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._check_dir()
             lock = filelock.FileLock(str(self.path) + ".lock", mode=0o600, thread_local=False)
             await acquire(lock, LOCK_SECONDS, str(self.path))
             try:
@@ -256,7 +312,9 @@ class TokenStore:
         async with self.locked() as doc:
             doc["tokens"] = [t for t in doc["tokens"] if not _same_key(t, record.key)] + [record.to_json()]
 
-    async def drop_tokens(self, config_scope: str, server: str) -> bool:
+    async def drop_tokens(self, config_scope: str, server: str, home: str) -> bool:
+        """Forget ``server``'s tokens of that scope in home ``home`` (and its older-shape ones,
+        which no home can use); another home's stay."""
         async with self.locked() as doc:
             before = len(doc["tokens"])
             doc["tokens"] = [
@@ -266,6 +324,7 @@ class TokenStore:
                     isinstance(t, dict)
                     and t.get("server") == server
                     and t.get("configScope", config_scope) == config_scope
+                    and t.get("home", home) == home
                 )
             ]
             legacy = doc.get("legacy")
@@ -275,7 +334,7 @@ class TokenStore:
                 dropped_legacy = True
             return len(doc["tokens"]) < before or dropped_legacy
 
-    async def drop_tokens_for(self, key: tuple[str, str, str]) -> None:
+    async def drop_tokens_for(self, key: Key) -> None:
         async with self.locked() as doc:
             doc["tokens"] = [t for t in doc["tokens"] if not _same_key(t, key)]
 
@@ -294,14 +353,18 @@ class TokenStore:
                 if not (isinstance(c, dict) and c.get("issuer") == issuer and client_id in (None, c.get("clientId")))
             ]
 
-    def refresh_lock(self, key: tuple[str, str, str]) -> filelock.BaseFileLock:
+    def refresh_lock(self, key: Key) -> filelock.BaseFileLock:
         """The cross-process lock that one refresh of entry ``key`` holds (a file beside the store)."""
         import hashlib
 
         digest = hashlib.sha256("\x1f".join(key).encode()).hexdigest()[:16]
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._check_dir()
         return filelock.FileLock(str(self.dir / f"mcp-oauth-{digest}.lock"), mode=0o600, thread_local=False)
 
 
-def _same_key(item: Any, key: tuple[str, str, str]) -> bool:
-    return isinstance(item, dict) and (item.get("configScope"), item.get("server"), item.get("resource")) == key
+def _same_key(item: Any, key: Key) -> bool:
+    return (
+        isinstance(item, dict)
+        and (item.get("configScope"), item.get("server"), item.get("resource"), item.get("home")) == key
+    )
