@@ -263,3 +263,40 @@ async def test_held_approvals_are_one_runtimes_and_come_before_the_channels(kxen
         _, allowed, _ = await _answer_ask_calls(holding, "f__echo", {"text": "held"})
     assert allowed["content"][0]["text"] == "held"
     assert [r.details["arguments"] for r in no.requests] == [{"text": "other"}]
+
+
+async def test_a_sign_in_through_the_settings_api(kxen_home, ws, start_peer):
+    """The real SDK server behind a Bearer gate: the snapshot shows it needs a sign-in and the next
+    step; the login API starts and completes it; the event stream shows the server going ready;
+    no token is in any snapshot or event."""
+    import json
+
+    from auth_support import Credentials, SignIn, assert_no_token, gated
+    from remote_support import REMOTE_ON
+
+    url = gated(start_peer, "stateful")
+    creds = Credentials(first=None)
+    sign_in = SignIn(creds)
+    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_servers({"r": remote(url, "http")})
+    rt = Runtime(
+        home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=REMOTE_PLUGINS, extra=[creds, sign_in])
+    )
+    seen: list[dict] = []
+    async with rt:
+        snap = await rt.settings_snapshot(wait=WAIT)
+        (entry,) = snap["servers"]
+        assert (entry["state"], entry["next"]) == ("needs_login", "kxen mcp login r")
+        async with rt.settings_events() as events:
+            started = await rt.login_start("r")
+            (flow,) = sign_in.flows
+            flow.release.set()
+            with anyio.fail_after(WAIT):
+                async for event in events:
+                    seen.append(event)
+                    if event["type"] == "server" and event["server"]["state"] == "ready":
+                        break
+            assert rt.login_poll(started.flow_id).state == "complete"
+        snap = await rt.settings_snapshot(wait=WAIT)
+        assert snap["servers"][0]["state"] == "ready" and snap["servers"][0]["tools"] > 0
+    assert_no_token("the Settings API", json.dumps([snap, *seen], default=str))
