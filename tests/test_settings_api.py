@@ -300,3 +300,18 @@ async def test_a_sign_in_through_the_settings_api(kxen_home, ws, start_peer):
         snap = await rt.settings_snapshot(wait=WAIT)
         assert snap["servers"][0]["state"] == "ready" and snap["servers"][0]["tools"] > 0
     assert_no_token("the Settings API", json.dumps([snap, *seen], default=str))
+
+
+async def test_a_pending_launch_denied_from_the_api_never_runs(kxen_home, ws, tmp_path):
+    marker = tmp_path / "ran"
+    write_project(ws, {"p": {"command": "sh", "args": ["-c", f'touch "{marker}"']}})
+    trust(kxen_home.path, ws)
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    async with rt.hold_approvals(bound=WAIT), rt:
+        (pending,) = (await rt.settings_snapshot(wait=WAIT))["approvals"]["pending"]
+        rt.answer_approval(pending["id"], False, reason="not this one")
+        with anyio.fail_after(WAIT):
+            assert await rt.wait_ready()
+        s = status_of(rt, "p")
+        assert s["state"] == "awaiting_approval" and "not approved (not this one)" in s["error"]
+    assert not marker.exists()
