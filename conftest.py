@@ -32,6 +32,18 @@ PEER_START_SECONDS = 30.0
 PEER_STOP_SECONDS = 5.0
 
 
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """``addopts`` runs the suite on every core with pytest-xdist (``-n auto --dist loadgroup``).
+    Without pytest-xdist (``-p no:xdist``) those two options are accepted and ignored, so that
+    run is serial; ``-n 0`` is the other way to run serially."""
+    if pluginmanager.has_plugin("xdist"):
+        return
+    group = parser.getgroup("xdist-absent", "pytest-xdist is not loaded: the run is serial")
+    # -n is a lowercase short option, which only pytest's private _addoption accepts (xdist uses it too)
+    group._addoption("-n", "--numprocesses", dest="numprocesses", metavar="N", help="ignored without pytest-xdist")
+    group.addoption("--dist", dest="dist", metavar="MODE", help="ignored without pytest-xdist")
+
+
 @pytest.fixture(autouse=True)
 def _kxen_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own ``KXEN_DATA_DIR`` (the OAuth token store lives there): no test ever
@@ -179,6 +191,19 @@ def everything_peer(start_peer: Callable[..., int], everything_js: str) -> Calla
         return start_peer([node, "--require", str(LOOPBACK_ONLY), everything_js, mode])
 
     return start
+
+
+#: the fixtures that start or locate a real peer: a test that asks for one (directly or through
+#: another fixture) is marked ``peer``, so ``-m "not peer"`` leaves every real peer out
+PEER_FIXTURES = frozenset(
+    {"npm_peers", "node22", "everything_js", "everything_old_js", "start_peer", "sdk_peer", "everything_peer"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if PEER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.peer)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

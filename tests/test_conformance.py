@@ -33,7 +33,10 @@ from typing import Any
 import attrs
 import pytest
 
-pytestmark = pytest.mark.peer
+#: one worker runs this module (its harness runs are planned from every selected row at once) and
+#: the plugin's conformance rows, so sse-retry, judged in milliseconds, never shares the machine with
+#: a suite run's crowd of clients
+pytestmark = [pytest.mark.peer, pytest.mark.xdist_group("conformance")]
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "tests" / "conformance" / "client.py"

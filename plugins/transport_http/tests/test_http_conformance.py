@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.peer
+#: with tests/test_conformance.py on one worker: sse-retry is judged in milliseconds, so it never
+#: runs while a suite run there has every core busy
+pytestmark = [pytest.mark.peer, pytest.mark.xdist_group("conformance")]
 
 CLIENT = Path(__file__).parent / "conformance_client.py"
 
