@@ -132,24 +132,17 @@ def _wait_listening(proc: subprocess.Popen, port: int, log: Path) -> None:
     pytest.fail(f"peer did not listen on 127.0.0.1:{port} within {PEER_START_SECONDS} s: {log.read_text()[-2000:]}")
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(PEER_STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(PEER_STOP_SECONDS)
+class PeerProcesses:
+    """Peer subprocesses, each on a free 127.0.0.1 port, their output logged in ``logs``."""
 
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.procs: list[subprocess.Popen] = []
 
-@pytest.fixture
-def start_peer(tmp_path: Path) -> Iterator[Callable[..., int]]:
-    """``start_peer(argv_with_{port}, extra_env=None) -> port``; every peer is stopped after the test."""
-    procs: list[subprocess.Popen] = []
-
-    def start(argv: list[str], env: dict[str, str] | None = None) -> int:
+    def start(self, argv: list[str], env: dict[str, str] | None = None) -> int:
+        """Start ``argv`` (``{port}`` in it becomes the port; ``PORT`` is set too); its port once it listens."""
         port = free_port()
-        log = tmp_path / f"peer-{port}.log"
+        log = self.logs / f"peer-{port}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 [a.replace("{port}", str(port)) for a in argv],
@@ -157,38 +150,82 @@ def start_peer(tmp_path: Path) -> Iterator[Callable[..., int]]:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **(env or {}), "PORT": str(port)},
-                cwd=tmp_path,
+                cwd=self.logs,
             )
-        procs.append(proc)
+        self.procs.append(proc)
         _wait_listening(proc, port, log)
         return port
 
-    yield start
-    for proc in procs:
-        _stop(proc)
+    def stop(self) -> None:
+        """SIGTERM to every peer at once, then up to ``PEER_STOP_SECONDS`` for them all; SIGKILL the rest."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + PEER_STOP_SECONDS
+        for proc in self.procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(PEER_STOP_SECONDS)
 
 
 @pytest.fixture
-def sdk_peer(start_peer: Callable[..., int]) -> Callable[..., str]:
-    """``sdk_peer(mode, *flags) -> url`` of tests/peers/sdk_server.py over HTTP (``/sse`` for mode sse)."""
+def start_peer(tmp_path: Path) -> Iterator[Callable[..., int]]:
+    """``start_peer(argv_with_{port}, extra_env=None) -> port``: a peer of the test's own (for a test
+    that counts what a peer saw, changes it or stops it); every one is stopped after the test."""
+    procs = PeerProcesses(tmp_path)
+    yield procs.start
+    procs.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[list[str]], int]]:
+    """``shared_peer(argv_with_{port}) -> port``: one process per argv for the whole session (for
+    each xdist worker), started when a test first asks for it, for the tests that only read from
+    it: each opens its own connection and session, and none counts, changes or stops the peer. A
+    peer that died is reported, not started again."""
+    procs = PeerProcesses(tmp_path_factory.mktemp("shared-peers"))
+    started: dict[tuple[str, ...], tuple[subprocess.Popen, int]] = {}
+
+    def start(argv: list[str]) -> int:
+        key = tuple(argv)
+        if key not in started:
+            port = procs.start(argv)
+            started[key] = (procs.procs[-1], port)
+        proc, port = started[key]
+        if proc.poll() is not None:
+            log = procs.logs / f"peer-{port}.log"
+            pytest.fail(f"the shared peer {argv} exited with {proc.returncode} earlier: {log.read_text()[-2000:]}")
+        return port
+
+    yield start
+    procs.stop()
+
+
+@pytest.fixture(scope="session")
+def sdk_peer(shared_peer: Callable[[list[str]], int]) -> Callable[..., str]:
+    """``sdk_peer(mode, *flags) -> url`` of tests/peers/sdk_server.py over HTTP (``/sse`` for mode
+    sse), shared by the session's tests (:func:`shared_peer`)."""
     pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")
 
     def start(mode: str, *flags: str) -> str:
-        port = start_peer([sys.executable, str(SDK_SERVER), mode, "{port}", *flags])
+        port = shared_peer([sys.executable, str(SDK_SERVER), mode, "{port}", *flags])
         return f"http://127.0.0.1:{port}/{'sse' if mode == 'sse' else 'mcp'}"
 
     return start
 
 
-@pytest.fixture
-def everything_peer(start_peer: Callable[..., int], everything_js: str) -> Callable[[str], int]:
-    """``everything_peer("streamableHttp" | "sse") -> port``, bound to 127.0.0.1 only."""
+@pytest.fixture(scope="session")
+def everything_peer(shared_peer: Callable[[list[str]], int], everything_js: str) -> Callable[[str], int]:
+    """``everything_peer("streamableHttp" | "sse") -> port``, bound to 127.0.0.1 only, shared by
+    the session's tests (:func:`shared_peer`)."""
     node = shutil.which("node")
     if node is None:
         _unavailable("node is not installed")
 
     def start(mode: str) -> int:
-        return start_peer([node, "--require", str(LOOPBACK_ONLY), everything_js, mode])
+        return shared_peer([node, "--require", str(LOOPBACK_ONLY), everything_js, mode])
 
     return start
 
@@ -196,7 +233,16 @@ def everything_peer(start_peer: Callable[..., int], everything_js: str) -> Calla
 #: the fixtures that start or locate a real peer: a test that asks for one (directly or through
 #: another fixture) is marked ``peer``, so ``-m "not peer"`` leaves every real peer out
 PEER_FIXTURES = frozenset(
-    {"npm_peers", "node22", "everything_js", "everything_old_js", "start_peer", "sdk_peer", "everything_peer"}
+    {
+        "npm_peers",
+        "node22",
+        "everything_js",
+        "everything_old_js",
+        "start_peer",
+        "shared_peer",
+        "sdk_peer",
+        "everything_peer",
+    }
 )
 
 
