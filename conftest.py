@@ -58,8 +58,20 @@ def _peers_installed() -> bool:
 
 
 @pytest.fixture(scope="session")
-def npm_peers() -> Path:
-    """tests/peers/node_modules, installed with ``npm ci`` on first use; skips (fails in CI) without npm."""
+def npm_peers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/peers/node_modules, installed with ``npm ci`` on first use; skips (fails in CI) without npm.
+
+    pytest-xdist's workers each have this session fixture: a file lock in the temporary directory
+    they share makes the first one install and the others wait for it and find it installed (two
+    ``npm ci`` in one directory at once delete each other's files)."""
+    from filelock import FileLock
+
+    with FileLock(tmp_path_factory.getbasetemp().parent / "kxen-npm-ci.lock"):
+        _install_npm_peers()
+    return PEERS / "node_modules"
+
+
+def _install_npm_peers() -> None:
     if not _peers_installed():
         npm = shutil.which("npm")
         if npm is None:
@@ -73,7 +85,6 @@ def npm_peers() -> Path:
         )
         if proc.returncode != 0:
             _unavailable(f"npm ci in tests/peers failed: {proc.stderr[-2000:]}")
-    return PEERS / "node_modules"
 
 
 def _unavailable(reason: str) -> None:
