@@ -33,10 +33,9 @@ from typing import Any
 import attrs
 import pytest
 
-#: one worker runs this module (its harness runs are planned from every selected row at once) and
-#: the plugin's conformance rows, so sse-retry, judged in milliseconds, never shares the machine with
-#: a suite run's crowd of clients
-pytestmark = [pytest.mark.peer, pytest.mark.xdist_group("conformance")]
+#: one pytest-xdist worker runs this module and the plugin's conformance rows (XDIST_GROUPS in the
+#: root conftest.py): its harness runs are planned from every selected row at once
+pytestmark = pytest.mark.peer
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "tests" / "conformance" / "client.py"
@@ -491,6 +490,16 @@ def test_the_harness_allows_a_client_error_where_this_module_says(npm_peers: Pat
         assert len(unnamed) == RUNTIME_NAMED_ALLOWING[name], (name, unnamed)
     documented = {scenario for t in TABLES for scenario in t.rows}
     assert not [s for s in documented if s.startswith("sep-2640")]
+
+
+def test_one_xdist_worker_runs_this_module(request: pytest.FixtureRequest) -> None:
+    """The root conftest.py groups this module's node ids (``XDIST_GROUPS``) for its scheduler,
+    which names a test's unit of work through pytest-xdist's ``_split_scope``: a pytest-xdist that
+    stopped asking it would spread the module over every worker, each running every harness run."""
+    scheduler = pytest.importorskip("xdist.scheduler")
+    assert "_split_scope" in scheduler.LoadScopeScheduling.schedule.__code__.co_names
+    root = request.config.pluginmanager.get_plugin(str(ROOT / "conftest.py"))
+    assert request.node.nodeid.startswith(root.XDIST_GROUPS["conformance"])
 
 
 def test_the_leak_check_finds_a_secret_the_client_printed(tmp_path: Path) -> None:

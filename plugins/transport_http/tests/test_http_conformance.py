@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-#: with tests/test_conformance.py on one worker: sse-retry is judged in milliseconds, so it never
-#: runs while a suite run there has every core busy
-pytestmark = [pytest.mark.peer, pytest.mark.xdist_group("conformance")]
+#: on one pytest-xdist worker with tests/test_conformance.py (XDIST_GROUPS in the root conftest.py):
+#: sse-retry is judged in milliseconds, so it never runs while a suite run there has every core busy
+pytestmark = pytest.mark.peer
 
 CLIENT = Path(__file__).parent / "conformance_client.py"
 
