@@ -159,6 +159,7 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(10)
 
 
+@pytest.mark.peer
 @pytest.mark.parametrize("mode, kind, path", [("sse", "sse", "sse"), ("stateful", "http", "mcp")])
 async def test_a_remote_server_that_comes_back_is_ready_again_by_itself(kxen_home, ws, tmp_path, mode, kind, path):
     pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+#: on one pytest-xdist worker with tests/test_conformance.py (XDIST_GROUPS in the root conftest.py):
+#: sse-retry is judged in milliseconds, so it never runs while a suite run there has every core busy
 pytestmark = pytest.mark.peer
 
 CLIENT = Path(__file__).parent / "conformance_client.py"
