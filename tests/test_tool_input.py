@@ -234,3 +234,23 @@ async def test_sdk_peer_arguments_checked_against_its_schema(kxen_home, ws):
     assert "at $.a (type, schema path properties/a/type)" in refused["content"][0]["text"]
     assert "'b' is a required property" in missing["content"][0]["text"]
     assert not added.get("isError") and "42" in json.dumps(added), added
+
+
+def test_a_null_for_an_argument_the_schema_does_not_require_counts_as_left_out():
+    """MCP's header mirroring (SEP-2243) treats a null argument as not given, and the conformance
+    harness sends one for a boolean it does not require: kxen sends it; a required one stays refused."""
+    schema = {
+        "type": "object",
+        "properties": {"region": {"type": "string"}, "verbose": {"type": "boolean"}, "tags": {"type": "array"}},
+        "required": ["region"],
+    }
+    tool = {"name": "t", "inputSchema": schema}
+    assert check_arguments(tool, {"region": "us", "verbose": None}) is None
+    assert check_arguments(tool, {"region": "us", "verbose": None, "tags": None}) is None
+    refused = check_arguments(tool, {"region": None, "verbose": None})
+    assert refused is not None and refused["isError"] and "$.region" in refused["content"][0]["text"]
+    assert check_arguments(tool, {"region": "us", "verbose": "yes"}) is not None  # a wrong value still is
+    # the library's path too: a schema outside the fast shape
+    rich = {**schema, "properties": {**schema["properties"], "region": {"type": "string", "minLength": 2}}}
+    assert check_arguments({"name": "r", "inputSchema": rich}, {"region": "us", "verbose": None}) is None
+    assert check_arguments({"name": "r", "inputSchema": rich}, {"region": "u", "verbose": None}) is not None

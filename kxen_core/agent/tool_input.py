@@ -20,7 +20,8 @@ object, larger than :data:`MAX_SCHEMA_CHARS` or nested deeper than :data:`MAX_SC
 a reference that leaves it (``$ref``/``$dynamicRef`` not starting with ``#``: nothing is ever
 fetched), naming a ``$schema`` dialect the library does not know, or that the library refuses as
 a schema; so is a call whose arguments hold more than :data:`MAX_CHECKED_VALUES` values or
-nest too deeply to check.
+nest too deeply to check. A top-level ``null`` for a property the schema does not require counts as
+the argument left out (MCP's header mirroring treats it so, SEP-2243), and the call is sent as it is.
 """
 
 from __future__ import annotations
@@ -142,11 +143,16 @@ class InputCheck:
     """What one distinct schema is checked with: the fast function (when it has the common shape)
     and the ``jsonschema`` validator (made on first need)."""
 
-    __slots__ = ("_schema", "_validator", "fast")
+    __slots__ = ("_schema", "_validator", "fast", "required")
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self._schema = schema
         self.fast = _fast(schema)
+        required = schema.get("required")
+        #: the top-level properties the schema requires (a null for any other counts as left out)
+        self.required = (
+            frozenset(r for r in required if isinstance(r, str)) if isinstance(required, list) else frozenset()
+        )
         self._validator: Any = None
 
     def validator(self) -> Any:
@@ -225,6 +231,15 @@ def input_check(schema: Any) -> InputCheck | None:
     return check
 
 
+def _without_optional_nulls(required: frozenset[str], args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` without the top-level ``null`` values of properties the schema does not require: a
+    null there means "not given" (MCP's header mirroring omits it, SEP-2243; models send it for an
+    optional argument), so it is checked as left out and sent as it is."""
+    if None not in args.values():
+        return args
+    return {k: v for k, v in args.items() if v is not None or k in required}
+
+
 def check_arguments(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
     """None when ``args`` may be sent to ``tool`` (they conform, or the schema is not checked), else
     the ``isError`` result the model gets: which argument broke which rule, and where in the schema."""
@@ -232,6 +247,9 @@ def check_arguments(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any
     if check is None:
         return None
     fast = check.fast
+    if fast is not None and fast(args):
+        return None
+    args = _without_optional_nulls(check.required, args)
     if fast is not None and fast(args):
         return None
     validator = check.validator()
