@@ -191,7 +191,10 @@ def test_the_terminal_offers_what_the_request_allows():
 
 
 def _project_tools_toml(ws, fp, tools='echo = "allow"', workspace=None):
-    return f'trusted_workspaces = ["{ws}"]\n\n[[project_tools]]\nworkspace = "{workspace or ws}"\nserver = "p"\nlaunch = "{fp}"\ntools = {{ {tools} }}\n'
+    return (
+        f'trusted_workspaces = ["{ws}"]\n\n[[project_tools]]\nworkspace = "{workspace or ws}"\nserver = "p"\n'
+        f'launch = "{fp}"\ntools = {{ {tools} }}\n'
+    )
 
 
 async def test_the_user_allows_a_project_servers_tool_bound_to_its_launch(kxen_home, ws):

@@ -49,7 +49,8 @@ def test_the_params_of_a_challenge():
     challenge = AuthChallenge(
         status=403,
         www_authenticate='Bearer error="insufficient_scope", scope="files:read files:write", '
-        'resource_metadata="https://mcp.example/.well-known/oauth-protected-resource", error_description="say \\"hi\\""',
+        'resource_metadata="https://mcp.example/.well-known/oauth-protected-resource", '
+        'error_description="say \\"hi\\""',
     )
     params = challenge_params(challenge)
     assert params["error"] == "insufficient_scope" and params["scope"] == "files:read files:write"
@@ -78,7 +79,8 @@ def test_the_reason_escapes_and_redacts_the_servers_words():
     redact.remember(["Bearer tok-SECRET-1234"])
     challenge = AuthChallenge(
         status=403,
-        www_authenticate='Bearer error="insufficient_scope", scope="admin", error_description="bad tok-SECRET-1234\x1b[2J\n[bold]x[/bold]"',
+        www_authenticate='Bearer error="insufficient_scope", scope="admin", '
+        'error_description="bad tok-SECRET-1234\x1b[2J\n[bold]x[/bold]"',
     )
     error = auth_required(SERVER, TransportContext(workspace=Path(".")), challenge, "https://mcp.example/mcp", redact)
     assert "tok-SECRET-1234" not in str(error) and "***" in str(error)

@@ -536,7 +536,7 @@ def reference_walk(kind: str, pages: Sequence[Page], decide, max_pages: int, max
     call at a time, the verdicts, then the first of each key kept (no shortcut, no fetch ahead)."""
     from kxen_core.protocol.catalog import KINDS, _base_problem, _label
 
-    field, key_field = KINDS[kind][1], KINDS[kind][2]
+    key_field = KINDS[kind][2]
     catalog = Catalog(kind=kind)
     index: dict[str, Any] = {}
     seen: set[str] = set()

@@ -22,7 +22,8 @@ from kxen_core.config.edit import add_server
 
 LIST_KEYS = {"name", "scope", "source", "transport", "enabled", "command", "args", "url", "replacedByProject", "note"}
 GET_KEYS = LIST_KEYS | {
-    "cwd", "env", "headers", "oauth", "options", "toolPolicies", "defaultToolPolicy", "timeouts", "protocolEra", "fromEnvironment",
+    "cwd", "env", "headers", "oauth", "options", "toolPolicies", "defaultToolPolicy", "timeouts", "protocolEra",
+    "fromEnvironment",
     "read", "alsoIn",
 }  # fmt: skip
 WAIT = 60
@@ -361,7 +362,8 @@ ADDER = textwrap.dedent(
     from pathlib import Path
     from kxen_core.config.edit import add_server
 
-    home, ws, ready, go, prefix, count = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+    home, ws, ready, go = (Path(a) for a in sys.argv[1:5])
+    prefix, count = sys.argv[5], int(sys.argv[6])
     ready.touch()
     deadline = time.monotonic() + {wait}
     while not go.exists():
@@ -428,7 +430,8 @@ def test_a_server_added_with_add_json_runs_with_its_expanded_env(kx, kxen_home, 
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
     monkeypatch.setenv("KXEN_TEST_HOST_SECRET", "hostsecret-0123456789")
     entry = {"command": node, "args": [everything_js, "stdio"], "defaultToolPolicy": "allow",
-             "env": {"PASSED_ON": "${KXEN_TEST_HOST_SECRET}", "PLAIN": "${KXEN_TEST_UNSET_VAR:-fallback-value}"}}  # fmt: skip
+             "env": {"PASSED_ON": "${KXEN_TEST_HOST_SECRET}",
+                     "PLAIN": "${KXEN_TEST_UNSET_VAR:-fallback-value}"}}  # fmt: skip
     code, _, err = kx("mcp", "add-json", "ev", json.dumps(entry))
     assert code == 0, err
     code, out, err = kx("mcp", "call", "ev", "get-env", "--json", "--wait", str(WAIT))

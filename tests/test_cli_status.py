@@ -20,7 +20,8 @@ REFUSE = {
     "args": [
         "-c",
         "import sys, json; line = sys.stdin.readline(); rid = json.loads(line)['id']; "
-        "print(json.dumps({'jsonrpc': '2.0', 'id': rid, 'error': {'code': -32603, 'message': 'not today'}}), flush=True)",
+        "print(json.dumps({'jsonrpc': '2.0', 'id': rid, 'error': {'code': -32603, 'message': 'not today'}}), "
+        "flush=True)",
     ],
 }
 
@@ -47,11 +48,11 @@ def test_status_says_what_each_server_does_and_what_to_do(kx, kxen_home, ws, mon
         elif line.startswith("  ") and blocks:
             current.append(line.strip())
     assert "ok" not in blocks  # ready: nothing to say
-    assert any("exited with code 3" in l and "boom: missing API key" in l for l in blocks["crash"])
-    assert any("not today" in l for l in blocks["refuse"])
+    assert any("exited with code 3" in line and "boom: missing API key" in line for line in blocks["crash"])
+    assert any("not today" in line for line in blocks["refuse"])
     assert "next: kxen remote on" in blocks["web"]
-    assert any(l.startswith("next: install the command") for l in blocks["gone"])
-    assert any(l.startswith("next: kxen --approve ") for l in blocks["proj"])
+    assert any(line.startswith("next: install the command") for line in blocks["gone"])
+    assert any(line.startswith("next: kxen --approve ") for line in blocks["proj"])
     code, out, err = kx("mcp", "status", "--json", "--wait", "30")
     rows = {r["name"]: r for r in json.loads(out)["servers"]}
     assert rows["ok"]["state"] == "ready" and rows["ok"]["next"] is None

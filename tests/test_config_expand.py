@@ -155,7 +155,8 @@ def test_project_config_may_not_reference_host_variables(kxen_home, ws, host_env
     assert "p" not in config.servers
     assert config.project_problems == (
         f"{pfile}: mcpServers.p.{where}: project config must not reference host variables (${{...}}): a repository "
-        "must not pull the user's secrets into a server it ships (set the value in user config, where ${VAR} is expanded)",
+        "must not pull the user's secrets into a server it ships (set the value in user config, where ${VAR} is "
+        "expanded)",
     )
     assert SECRET not in json.dumps(config.project_problems)
 

@@ -132,7 +132,7 @@ def test_kxen_mcp_status_with_a_fifo_project_file_returns(kxen_home, ws):
     env = {k: v for k, v in os.environ.items() if not k.startswith("KXEN_")}
     env.update(KXEN_HOME=str(kxen_home.path), KXEN_LOAD_PLUGINS="memory")
     proc = subprocess.run(
-        [sys.executable, "-m", "kxen_core.cli.command", "--workspace", str(ws), "mcp", "status", "--json", "--wait", "5"],
+        [sys.executable, "-m", "kxen_core.cli", "--workspace", str(ws), "mcp", "status", "--json", "--wait", "5"],
         capture_output=True, text=True, timeout=NO_HANG * 2, env=env, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

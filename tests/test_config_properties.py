@@ -177,11 +177,16 @@ _ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32", "latin-1", 
 
 _doc_servers = st.dictionaries(
     st.text(max_size=8),
-    st.fixed_dictionaries({"command": st.text(max_size=10)}, optional={"args": st.lists(st.text(max_size=6), max_size=3),
-                                                                       "env": st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
-                                                                       "cwd": st.text(max_size=6)}),
+    st.fixed_dictionaries(
+        {"command": st.text(max_size=10)},
+        optional={
+            "args": st.lists(st.text(max_size=6), max_size=3),
+            "env": st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
+            "cwd": st.text(max_size=6),
+        },
+    ),
     max_size=3,
-)  # fmt: skip
+)
 
 
 @st.composite

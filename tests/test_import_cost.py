@@ -13,7 +13,10 @@ import sys
 
 import pytest
 
-IMPORT = "import kxen_core.runtime.workspace, kxen_core.plugins.manager; pm = kxen_core.plugins.manager.make_plugin_manager()"
+IMPORT = (
+    "import kxen_core.runtime.workspace, kxen_core.plugins.manager; "
+    "pm = kxen_core.plugins.manager.make_plugin_manager()"
+)
 
 #: loaded only when a Runtime is made, entered or used (or never, for a host that does not use it);
 #: plugin discovery is importlib.metadata's, which loads pathlib, shutil, email, zipfile... itself
@@ -126,7 +129,8 @@ def test_an_installed_plugin_named_in_the_allowlist_still_loads_with_its_distrib
     code = (
         "import json, sys\nfrom kxen_core.plugins.manager import make_plugin_manager\n"
         "pm = make_plugin_manager()\n"
-        "print(json.dumps({'plugins': sorted(n for n, _ in pm.list_name_plugin()), 'dists': sorted(p.dist or '' for p in pm.infos()),"
+        "print(json.dumps({'plugins': sorted(n for n, _ in pm.list_name_plugin()), 'dists': sorted(p.dist or '' "
+        "for p in pm.infos()),"
         " 'metadata': 'importlib.metadata' in sys.modules}))"
     )
     got = run(code, "KXEN_LOAD_PLUGINS=kxen-transport-stdio,memory")

@@ -352,16 +352,17 @@ def test_the_loader_stays_strict_and_names_the_kxen_key(kxen_home, tmp_path):
     path = kxen_home.write_servers({"a": {"type": "stdio", "command": "x"}, "b": {"httpUrl": "https://x.example/mcp"}})
     problems = problems_of(kxen_home.path, ws)
     assert (
-        f"{path}: mcpServers.a: unknown key(s): type (did you mean 'transport'? kxen mcp import converts other hosts' files)"
-        in problems
+        f"{path}: mcpServers.a: unknown key(s): type (did you mean 'transport'? kxen mcp import converts other "
+        "hosts' files)" in problems
     )
     assert (
-        f"{path}: mcpServers.b: unknown key(s): httpUrl (did you mean 'url'? kxen mcp import converts other hosts' files)"
-        in problems
+        f"{path}: mcpServers.b: unknown key(s): httpUrl (did you mean 'url'? kxen mcp import converts other hosts' "
+        "files)" in problems
     )
     path.write_text(json.dumps({"servers": {}}))
     [problem] = problems_of(kxen_home.path, ws)
     assert (
         problem
-        == f"{path}: (top level): unknown key(s): servers (did you mean 'mcpServers'? kxen mcp import converts other hosts' files)"
+        == f"{path}: (top level): unknown key(s): servers (did you mean 'mcpServers'? kxen mcp import converts other "
+        "hosts' files)"
     )

@@ -30,8 +30,9 @@ def test_an_argument_lands_where_the_standard_library_puts_it(cwd, arg):
     assert _joined(cwd, arg) == os.path.join(cwd, os.path.expanduser(arg))
 
 
-names = st.sampled_from(["python", "python3.11", "python3", "pypy3", "node", "npx", "uv", "uvx", "npm", "bun", "bunx",
-                         "deno", "cargo", "sh", "bash", "java", "go", "server", "", "python.exe", "nodejs", "x"])  # fmt: skip
+names = st.sampled_from(["python", "python3.11", "python3", "pypy3", "node", "npx", "uv", "uvx", "npm", "bun",
+                         "bunx", "deno", "cargo", "sh", "bash", "java", "go", "server", "", "python.exe",
+                         "nodejs", "x"])  # fmt: skip
 
 
 @settings(max_examples=200, deadline=None)

@@ -314,7 +314,7 @@ async def test_project_entry_never_inherits_user_env_headers_or_secrets(kxen_hom
 
 def _any_case(key: str):
     return st.lists(st.booleans(), min_size=len(key), max_size=len(key)).map(
-        lambda flips: "".join(c.upper() if f else c.lower() for c, f in zip(key, flips))
+        lambda flips: "".join(c.upper() if f else c.lower() for c, f in zip(key, flips, strict=True))
     )
 
 

@@ -43,7 +43,8 @@ GAPS = [
     "DOCKER_HOST", "GOFLAGS", "GOPROXY", "RUSTC_WRAPPER", "CC", "MAKEFLAGS", "PUPPETEER_EXECUTABLE_PATH",
     "TERMINFO", "LOCPATH", "TZDIR", "HOSTALIASES", "MY_TOOL_PATH", "APP_CONFIG", "SERVER_PLUGIN_DIR",
     "KXEN_HOME", "TERMCAP", "VIMINIT", "EXINIT", "GDBINIT", "FLASK_APP", "DJANGO_SETTINGS_MODULE", "MPLBACKEND",
-    "CELERY_APP", "SQLALCHEMY_ENGINE", "LOG_HANDLER_CLASS", "IPYTHONDIR", "IRBRC", "ZDOTDIR", "_JAVA_OPTIONS", "1X", "A-B", "A.B", "A B", "K\u00e9Y", "X\x1bY",
+    "CELERY_APP", "SQLALCHEMY_ENGINE", "LOG_HANDLER_CLASS", "IPYTHONDIR", "IRBRC", "ZDOTDIR", "_JAVA_OPTIONS", "1X",
+    "A-B", "A.B", "A B", "K\u00e9Y", "X\x1bY",
 ]  # fmt: skip
 #: values a shell, a template or a parser could run or expand
 CODE_VALUES = ["$(id)", "`id`", "a;b", "a|b", "a&b", "a>b", "x\ny", "{{7*7}}", "${HOME}", "'q'", '"q"',

@@ -150,7 +150,7 @@ async def test_each_refresh_names_what_the_server_lists_then(kxen_home, fakes, t
     before stand), reordered, shrunk, grown, and around a clash (the dropped tool listed again, then
     no longer listed), another tool of the same count; each time what ``assign`` gives for that listing."""
     long_a, long_b = "x" * 70, "x" * 72  # cut to one stem; the 1-bit hash below makes them clash
-    fake = fakes.add("one", tools={n: (lambda n: lambda args: text_result(n))(n) for n in ["a", "b.c", "d"]})
+    fake = fakes.add("one", tools={n: (lambda m: lambda args: text_result(m))(n) for n in ["a", "b.c", "d"]})
 
     with weak_hash():
         async with running(kxen_home, tmp_path, servers={"s": mem("one", defaultToolPolicy="allow")}) as rt:

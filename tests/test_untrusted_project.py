@@ -38,7 +38,7 @@ def test_only_the_names_are_read(kxen_home, ws):
     config = load_config(None, ws)
     assert not config.trusted and config.project_problems == ()
     assert sorted(config.servers) == sorted(HOSTILE)
-    for name, server in config.servers.items():
+    for server in config.servers.values():
         assert (server.scope, server.kind, server.command, server.url, server.env) == (
             "project",
             UNREAD,

@@ -35,6 +35,6 @@ for line in sys.stdin:
     sys.stdout.flush()
 
 for i in range(COUNT):
-    sys.stdout.write('{"jsonrpc":"2.0","id":%d,"method":"%s"}\n' % (i, METHOD))
+    sys.stdout.write(f'{{"jsonrpc":"2.0","id":{i},"method":"{METHOD}"}}\n')
 sys.stdout.flush()
 time.sleep(600)  # never read stdin again; the client must close us

@@ -432,7 +432,7 @@ async def test_a_deeply_nested_error_body_fails_its_request_only(depth: int) -> 
     nested = "[" * depth + "]" * depth
 
     def refuse(rid: Any) -> httpx.Response:
-        body = '{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"no","data":%s}}' % (json.dumps(rid), nested)
+        body = f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{{"code":-32000,"message":"no","data":{nested}}}}}'
         return httpx.Response(400, headers={"content-type": "application/json"}, content=body.encode())
 
     error = await run_bombed(refuse, [])
