@@ -87,13 +87,13 @@ def refused(args: argparse.Namespace, exc: ConfigError) -> int:
     return EXIT_USAGE
 
 
-def _where(args: argparse.Namespace) -> tuple[Path, Path]:
+def where(args: argparse.Namespace) -> tuple[Path, Path]:
     from kxen_core.config.loader import default_home
 
     return Path(args.home or default_home()), Path(args.workspace or Path.cwd()).resolve()
 
 
-def _pm() -> Any:
+def plugin_manager() -> Any:
     from kxen_core.plugins.manager import make_plugin_manager
 
     return make_plugin_manager()
@@ -137,11 +137,11 @@ def _policy(args: argparse.Namespace) -> int:
         tool, policy = words
     if policy not in POLICIES:
         return _usage(f"the policy is one of allow, ask, deny (got {policy!r})")
-    home, workspace = _where(args)
+    home, workspace = where(args)
     scope = find_scope(home, workspace, args.server, args.scope)
     if scope is None:
         return _usage(f"{args.server!r} is in both user and project config: give --scope user or --scope project")
-    path, changed = set_tool_policy(home, workspace, scope, args.server, tool, policy, pm=_pm())
+    path, changed = set_tool_policy(home, workspace, scope, args.server, tool, policy, pm=plugin_manager())
     what = "defaultToolPolicy" if tool is None else f"toolPolicies.{tool}"
     return _done(args, path, scope, changed, f"{args.server}: {what} = {policy}", {"tool": tool, "policy": policy})
 
@@ -149,12 +149,12 @@ def _policy(args: argparse.Namespace) -> int:
 def _enabled(args: argparse.Namespace) -> int:
     from kxen_core.config.edit import set_enabled
 
-    home, workspace = _where(args)
+    home, workspace = where(args)
     scope = find_scope(home, workspace, args.server, args.scope)
     if scope is None:
         return _usage(f"{args.server!r} is in both user and project config: give --scope user or --scope project")
     enabled = args.mcp_command == "enable"
-    path, changed = set_enabled(home, workspace, scope, args.server, enabled, pm=_pm())
+    path, changed = set_enabled(home, workspace, scope, args.server, enabled, pm=plugin_manager())
     text = f"{args.server}: {'enabled' if enabled else 'disabled'}"
     return _done(args, path, scope, changed, text, {"enabled": enabled})
 
@@ -185,4 +185,14 @@ def config_set(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["COMMANDS", "add_commands", "add_config_set", "config_set", "find_scope", "refused", "run"]
+__all__ = [
+    "COMMANDS",
+    "add_commands",
+    "add_config_set",
+    "config_set",
+    "find_scope",
+    "plugin_manager",
+    "refused",
+    "run",
+    "where",
+]

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from kxen_core.cli.add import ADD_EPILOG, ADD_USAGE, add_options, entry_from
+from kxen_core.cli.change import plugin_manager, refused, where
 from kxen_core.cli.entry_view import describe
 from kxen_core.cli.output import print_json, say, table, use_config
-from kxen_core.cli.problems import config_files, problem_objects
+from kxen_core.cli.problems import problem_objects
 from kxen_core.config.edit import add_server, check_document, read_document, remove_server, servers_file
 from kxen_core.config.expand import unset_warnings
 from kxen_core.config.models import UNREAD, ServerConfig
@@ -86,32 +87,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         if args.mcp_command not in WRITES:
             raise
-        if getattr(args, "json", False):
-            print_json({"ok": False, "problems": problem_objects(exc.problems, config_files(args))})
-        else:
-            say("kxen: not saved (no file was changed):", err=True)
-            for problem in exc.problems:
-                say(f"  - {safe_text(problem)}", err=True)
-        return EXIT_USAGE
-
-
-def _where(args: argparse.Namespace) -> tuple[Path, Path]:
-    from kxen_core.config.loader import default_home
-
-    return Path(args.home or default_home()), Path(args.workspace or Path.cwd()).resolve()
-
-
-def _pm() -> Any:
-    from kxen_core.plugins.manager import make_plugin_manager
-
-    return make_plugin_manager()
+        return refused(args, exc)
 
 
 def _load(args: argparse.Namespace) -> Any:
     from kxen_core.config import load_config
 
-    home, workspace = _where(args)
-    config = load_config(home, workspace, pm=_pm())  # raises ConfigError
+    home, workspace = where(args)
+    config = load_config(home, workspace, pm=plugin_manager())  # raises ConfigError
     use_config(config)
     return config
 
@@ -242,8 +225,8 @@ def _add_json(args: argparse.Namespace) -> int:
 
 
 def _write_entry(args: argparse.Namespace, scope: str, entry: dict[str, Any], as_json: bool) -> int:
-    home, workspace = _where(args)
-    pm = _pm()
+    home, workspace = where(args)
+    pm = plugin_manager()
     path = add_server(home, workspace, scope, args.name, entry, pm=pm)  # raises ConfigError
     warnings = unset_warnings(check_document({"mcpServers": {args.name: entry}}, path, scope, home=home, pm=pm)[0])
     if as_json:
@@ -261,7 +244,7 @@ def _write_entry(args: argparse.Namespace, scope: str, entry: dict[str, Any], as
 
 
 def _remove(args: argparse.Namespace) -> int:
-    home, workspace = _where(args)
+    home, workspace = where(args)
     scope = args.scope
     if scope is None:
         found = []
@@ -274,7 +257,7 @@ def _remove(args: argparse.Namespace) -> int:
         if len(found) > 1:
             return _usage(f"{args.name!r} is in both user and project config: give --scope user or --scope project")
         scope = found[0] if found else "user"
-    path = remove_server(home, workspace, scope, args.name, pm=_pm())  # raises ConfigError
+    path = remove_server(home, workspace, scope, args.name, pm=plugin_manager())  # raises ConfigError
     if args.json:
         print_json({"ok": True, "name": args.name, "scope": scope, "file": str(path)})
     else:
@@ -290,8 +273,8 @@ def _usage(message: str) -> int:
 def _import(args: argparse.Namespace) -> int:
     from kxen_core.cli.imports import run_import
 
-    home, workspace = _where(args)
-    return run_import(args, home, workspace, _pm())
+    home, workspace = where(args)
+    return run_import(args, home, workspace, plugin_manager())
 
 
 __all__ = ["COMMANDS", "add_commands", "run"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 
-from kxen_core.config.files import UnreadableFile, read_limited
+from kxen_core.config.files import read_text
 
 #: the most variables one env file may set
 MAX_VARIABLES = 1000
@@ -33,16 +33,7 @@ def read_env_file(path: str) -> dict[str, str]:
     """The variables of the env file at ``path``; ValueError naming the rule (never a value)."""
     if not os.path.isabs(path):
         raise ValueError("must be an absolute path (${HOME}/... expands first)")
-    try:
-        raw = read_limited(path, private=True)
-    except FileNotFoundError:
-        raise ValueError("cannot be read: no such file") from None
-    except UnreadableFile as exc:
-        raise ValueError(str(exc)) from None
-    try:
-        text = raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+    text = read_text(path, private=True, missing="cannot be read: no such file")
     found: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()

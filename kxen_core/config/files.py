@@ -68,6 +68,21 @@ def read_limited(path: Path | str, limit: int = MAX_CONFIG_BYTES, *, private: bo
         os.close(fd)
 
 
+def read_text(path: Path | str, *, private: bool = False, missing: str = "no such file") -> str:
+    """The UTF-8 text of ``path`` read with :func:`read_limited` (a leading BOM dropped); a
+    ValueError naming the rule (``missing`` when there is no such file), never the file's content."""
+    try:
+        raw = read_limited(path, private=private)
+    except FileNotFoundError:
+        raise ValueError(missing) from None
+    except UnreadableFile as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+
+
 def unsafe_owner(st: os.stat_result) -> str | None:
     """Why a file with this ``stat`` may not hold the user's own settings or servers, or None.
 
@@ -159,4 +174,12 @@ def write_atomic(target: Path, text: str, *, mode: int | None = None, new_mode: 
         os.close(dir_fd)
 
 
-__all__ = ["MAX_CONFIG_BYTES", "UnreadableFile", "locked", "read_limited", "unsafe_owner", "write_atomic"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "UnreadableFile",
+    "locked",
+    "read_limited",
+    "read_text",
+    "unsafe_owner",
+    "write_atomic",
+]

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from kxen_core.config.files import UnreadableFile, read_limited
+from kxen_core.config.files import read_text
 from kxen_core.config.models import check_server_key
 
 FORMATS = ("claude-desktop", "claude-code", "cursor", "vscode", "gemini")
@@ -71,16 +71,7 @@ class Imported:
 def read_foreign(path: Path) -> Any:
     """The parsed file: JSON, else JSON with comments and trailing commas (VS Code); ValueError
     naming the rule when it cannot be read."""
-    try:
-        raw = read_limited(path)
-    except FileNotFoundError:
-        raise ValueError("no such file") from None
-    except UnreadableFile as exc:
-        raise ValueError(str(exc)) from None
-    try:
-        text = raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+    text = read_text(path)
     try:
         return json.loads(text)
     except RecursionError:
