@@ -119,17 +119,23 @@ def untrust(home: Path, workspace: Path, *, lock_timeout: float = LOCK_TIMEOUT) 
     return _trust_edit(home, workspace, add=False, lock_timeout=lock_timeout)
 
 
-def set_remote_enabled(home: Path, enabled: bool, *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
-    """Write ``[mcp] remote_enabled``. Returns False if it already had that value."""
+def _mcp_table(doc: Any, home: Path) -> Any:
+    """The ``[mcp]`` table of a config.toml document, made when it is missing."""
     import tomlkit
 
+    mcp = doc.get("mcp")
+    if mcp is None:
+        mcp = doc["mcp"] = tomlkit.table()
+    if not isinstance(mcp, dict):
+        raise ConfigError([f"{home / 'config.toml'}: mcp: must be a table"])
+    return mcp
+
+
+def set_remote_enabled(home: Path, enabled: bool, *, lock_timeout: float = LOCK_TIMEOUT) -> bool:
+    """Write ``[mcp] remote_enabled``. Returns False if it already had that value."""
+
     def mutate(doc: Any) -> bool:
-        mcp = doc.get("mcp")
-        if mcp is None:
-            mcp = tomlkit.table()
-            doc["mcp"] = mcp
-        if not isinstance(mcp, dict):
-            raise ConfigError([f"{home / 'config.toml'}: mcp: must be a table"])
+        mcp = _mcp_table(doc, home)
         if mcp.get("remote_enabled") is enabled:
             return False
         mcp["remote_enabled"] = enabled
@@ -148,12 +154,7 @@ def acknowledge_remote(
     import tomlkit
 
     def mutate(doc: Any) -> bool:
-        mcp = doc.get("mcp")
-        if mcp is None:
-            mcp = tomlkit.table()
-            doc["mcp"] = mcp
-        if not isinstance(mcp, dict):
-            raise ConfigError([f"{home / 'config.toml'}: mcp: must be a table"])
+        mcp = _mcp_table(doc, home)
         current = mcp.get("remote_acknowledged")
         changed = False
         if current is None:
