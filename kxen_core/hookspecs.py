@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from kxen_core.asks import ElicitationRequest, SamplingRequest
     from kxen_core.auth import AuthFlow, LoginRequest
+    from kxen_core.commands import RegisterCommand
     from kxen_core.config.models import ServerConfig
     from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote
     from kxen_core.protocol.catalog import CatalogPage, Verdict
@@ -132,6 +133,27 @@ def kxen_register_secrets(register: Callable[[Callable[[], Iterable[str]]], None
     :param register: ``register(values)``, ``values() -> Iterable[str]``.
 
     .. versionadded:: 0.5
+    """
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+@_spec
+def kxen_register_commands(register: RegisterCommand) -> None:
+    """Add commands to the ``kxen`` command line (``kxen settings`` is the settings page's).
+
+    Collecting, registration (not async-capable, must not block, no I/O). Call
+    ``register(Command(name, help, configure, run))`` (:class:`kxen_core.commands.Command`) for each
+    command. The ``kxen`` command asks this hook only when the word after ``kxen`` is not one of its
+    own commands, so a plugin costs nothing to the others. A name the core uses or that two plugins
+    register is refused and reported as a warning naming the plugin; so is a registration that
+    raises. ``run(runtime, args)`` gets a :class:`kxen_core.Runtime` made with the global options, not
+    entered, and runs under the core's host guards and signal handling, as ``kxen mcp ...`` does.
+
+    :param register: ``register(command)``.
+
+    .. versionadded:: 0.6
     """
 
 

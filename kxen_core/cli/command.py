@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from kxen_core.cli import change, commands, manage, output, setup
 from kxen_core.cli.mcp import STOP_SIGNALS, _mcp_until_signal
 from kxen_core.cli.output import print_json, say
-from kxen_core.cli.parser import DEFAULT_WAIT, _parser
+from kxen_core.cli.parser import CORE_COMMANDS, DEFAULT_WAIT, _parser
 from kxen_core.cli.problems import config_files, problem_objects
 from kxen_core.errors import ConfigError
 from kxen_core.safe_text import safe_text
+
+if TYPE_CHECKING:
+    from kxen_core.commands import Command
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -28,7 +32,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def main(argv: Sequence[str] | None = None) -> int:
     output.reset()
     setup.reset_logging()
-    args = _parser().parse_args(setup.hoist_globals(sys.argv[1:] if argv is None else argv))
+    words = setup.hoist_globals(sys.argv[1:] if argv is None else argv)
+    pm, extra = _plugin_commands(words)
+    args = _parser(extra).parse_args(words)
+    if args.command in extra:
+        args.pm, args.plugin_command = pm, extra[args.command]
     problem = setup.configure_logging(args.verbose, args.log_file)
     if problem:
         say(f"kxen: warning: {safe_text(problem)}", err=True)
@@ -65,6 +73,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         setup.reset_logging()
+
+
+#: the commands a plugin dist adds, and the dist (a hint when it is not installed)
+PLUGIN_DISTS = {"settings": "kxen-settings-web (pip install 'kxen[settings]')"}
+
+
+def _plugin_commands(words: list[str]) -> tuple[Any, dict[str, Command]]:
+    """The plugins' commands, loaded only when the command word is not one of the core's."""
+    word = setup.command_word(words)
+    if word is None or word in CORE_COMMANDS:
+        return None, {}
+    from kxen_core.plugins.commands import plugin_commands
+    from kxen_core.plugins.manager import make_plugin_manager
+
+    pm = make_plugin_manager()
+    extra, warnings = plugin_commands(pm, CORE_COMMANDS)
+    for warning in warnings:
+        say(f"kxen: warning: {safe_text(warning)}", err=True)
+    if word not in extra and word in PLUGIN_DISTS:
+        say(f"kxen: error: kxen {word} is a plugin's command: install {PLUGIN_DISTS[word]}", err=True)
+        raise SystemExit(EXIT_USAGE)
+    return pm, extra
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -67,7 +67,8 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
     received: list[int] = []
     code, error = EXIT_FAILED, None  # type: int, Exception | None
     home = args.home or default_home()
-    args.pm = make_plugin_manager()
+    if getattr(args, "pm", None) is None:  # a plugin's command comes with the manager that added it
+        args.pm = make_plugin_manager()
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with host_guard(args.pm, home, subreaper=True) as problems:
             for problem in problems:
@@ -116,6 +117,10 @@ async def _mcp(args: argparse.Namespace) -> int:
     from kxen_core.errors import printable
     from kxen_core.runtime.workspace import Runtime
 
+    command = getattr(args, "plugin_command", None)
+    if command is not None:  # kxen_register_commands: the runtime made here, entered by the command
+        rt = Runtime(home=args.home, workspace=args.workspace, pm=args.pm, approve=args.approve, role=args.role)
+        return await command.run(rt, args)
     only = None
     if getattr(args, "server", None):  # a command about one server starts only that one
         only = {args.server}

@@ -7,9 +7,14 @@ seconds): a bad one is a usage error (exit 2) naming the option, never a traceba
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kxen_core.cli import change, contents, login, manage, setup
+
+if TYPE_CHECKING:
+    from kxen_core.commands import Command
 
 DEFAULT_WAIT = 90.0
 
@@ -45,7 +50,12 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+#: the commands of the core (a word after ``kxen`` that is not one of them may be a plugin's)
+CORE_COMMANDS = frozenset({"mcp", "trust", "untrust", "remote", "plugins", "config", "completion"})
+
+
+def _parser(extra: Mapping[str, Command] | None = None) -> argparse.ArgumentParser:
+    """The command line; ``extra``: the commands plugins added (``kxen_register_commands``)."""
     p = argparse.ArgumentParser(
         prog="kxen",
         description="kxen: a strict, fast MCP host runtime.",
@@ -126,7 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     change.add_config_set(config)
     completion = sub.add_parser("completion", help='print a shell completion script (eval "$(kxen completion bash)")')
     completion.add_argument("shell", choices=["bash", "zsh"])
+    for name, command in (extra or {}).items():
+        command.configure(sub.add_parser(name, help=command.help))
     return p
 
 
-__all__ = ["DEFAULT_WAIT"]
+__all__ = ["CORE_COMMANDS", "DEFAULT_WAIT"]

@@ -46,6 +46,23 @@ def hoist_globals(argv: Sequence[str]) -> list[str]:
     return front + rest
 
 
+def command_word(words: Sequence[str]) -> str | None:
+    """The command of a line :func:`hoist_globals` put in order (its globals first), or None (only
+    options: ``--help``, ``--version``)."""
+    i = 0
+    while i < len(words):
+        token = words[i]
+        if token.split("=", 1)[0] in VALUED:
+            i += 1 if "=" in token else 2
+        elif token.startswith("-"):
+            if token == "--":
+                return None
+            i += 1
+        else:
+            return token
+    return None
+
+
 def _server_command_starts(before: list[str], token: str) -> bool:
     """``kxen mcp add NAME COMMAND ARGS...``: from COMMAND on, the words are the server's own."""
     words = [w for w in before if not w.startswith("-")]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -45,6 +45,14 @@ class LoginHost:
         from kxen_core.runtime import logins
 
         return logins.poll(self, flow_id)
+
+    def logins(self) -> list[dict[str, Any]]:
+        """The sign-ins of this runtime, running and recently ended, oldest first: ``flowId``,
+        ``server``, ``state`` (pending, complete, failed, cancelled), ``reason`` and ``notes`` (as
+        :meth:`login_poll` gives them). Each change is a ``login`` event of :meth:`settings_events`."""
+        from kxen_core.runtime import logins
+
+        return logins.listed(self)
 
     async def login_cancel(self, flow_id: str) -> None:
         """Cancel sign-in ``flow_id`` (its listener stops; it ends ``cancelled``). Nothing happens

@@ -175,7 +175,29 @@ async def _start(
     entry = _Flow(id=f"login-{next(_flow_ids)}-{secrets.token_hex(6)}", server=name, flow=flow, notes=notes)
     _keep(host, entry)
     tg.start_soon(_finish, host, entry, name=f"kxen-login-{name}")
+    _changed(host, entry)
     return LoginStarted(flow_id=entry.id, url=url, server=name)
+
+
+def listed(host: Host) -> list[dict[str, Any]]:
+    """``Runtime.logins``: each sign-in kept, oldest first (never its URL: it may carry a state)."""
+    return [_row(entry) for entry in flows(host).values()]
+
+
+def _row(entry: _Flow) -> dict[str, Any]:
+    return {
+        "flowId": entry.id,
+        "server": entry.server,
+        "state": entry.state,
+        "reason": entry.reason,
+        "notes": list(entry.notes),
+    }
+
+
+def _changed(host: Host, entry: _Flow) -> None:
+    events = getattr(host, "_events", None)  # the Settings API's stream (settings_events)
+    if events is not None:
+        events.publish("login", login=_row(entry))
 
 
 def poll(host: Host, flow_id: str) -> LoginStatus:
@@ -255,6 +277,7 @@ async def _finish(host: Host, entry: _Flow) -> None:
     finally:
         entry.end("cancelled", "the runtime closed")  # only if still pending
         entry.done.set()
+        _changed(host, entry)
 
 
 async def _cancel(entry: _Flow, reason: str) -> None:

@@ -33,6 +33,7 @@ class SettingsHost(SettingsView):
         workspace: Path
         config: Config | None
         approvals: Approvals
+        _rejected: list[str]
 
         def load(self) -> Config: ...
 
@@ -47,10 +48,14 @@ class SettingsHost(SettingsView):
 
     @property
     def problems(self) -> list[str]:
-        """Config problems that did not stop the load (a rejected project file)."""
-        return list(self.config.project_problems) if self.config else []
+        """Config problems of the config in force (a rejected project file) and, after a reload that
+        was refused, every problem of the rejected files (the servers that ran keep running)."""
+        kept = list(self.config.project_problems) if self.config else []
+        return kept + [p for p in self._rejected if p not in kept]
 
-    async def set_remote_enabled(self, enabled: bool, *, acknowledge: Iterable[str] | None = None) -> bool:
+    async def set_remote_enabled(
+        self, enabled: bool, *, acknowledge: Iterable[str] | None = None, confirmed: bool = False
+    ) -> bool:
         """The settings API for the remote switch: write it to user settings and reload at once.
 
         Turning remote MCP on is an approval request (kind ``remote_enable``) that lists each remote
@@ -58,9 +63,10 @@ class SettingsHost(SettingsView):
         operator, data retention and access scope (:data:`.remote_ack.QUESTION`): without a channel
         that says yes it stays off. A yes records the confirmation of the servers named in
         ``acknowledge`` (every listed one when None) per canonical URL in the user's ``config.toml``;
-        the others stay off until :meth:`acknowledge_remote`. Turning it off needs no approval; the
-        reload stops every remote server and wakes their pending calls. Returns whether remote MCP
-        is now on.
+        the others stay off until :meth:`acknowledge_remote`. ``confirmed=True`` says the caller
+        asked the person itself, per server, with that question (a Settings page's confirmation):
+        no approval request is made. Turning it off needs no approval; the reload stops every
+        remote server and wakes their pending calls. Returns whether remote MCP is now on.
         """
         from kxen_core.config.trust import acknowledge_remote, set_remote_enabled
 
@@ -69,7 +75,7 @@ class SettingsHost(SettingsView):
             return True  # already on: nothing to approve (a server not confirmed: acknowledge_remote)
         home = self._settings_home()
         if enabled:
-            keys = await self._confirm_remote(acknowledge, "turn remote MCP on")
+            keys = await self._confirm_remote(acknowledge, "turn remote MCP on", confirmed)
             await anyio.to_thread.run_sync(lambda: acknowledge_remote(home, keys, enable=True))
         else:
             # the write holds a cross-process lock (bounded): wait for it in a worker thread, not on the loop
@@ -95,14 +101,15 @@ class SettingsHost(SettingsView):
 
         return remote_servers(self.config or self.load())
 
-    async def acknowledge_remote(self, names: Iterable[str]) -> list[str]:
+    async def acknowledge_remote(self, names: Iterable[str], *, confirmed: bool = False) -> list[str]:
         """Confirm the remote servers ``names`` (an approval request, kind ``remote_enable``, as for
-        the switch), record them in the user's ``config.toml`` and reload. Returns the keys written.
-        A name that is not a configured remote server is a ``ConfigError``."""
+        the switch; none with ``confirmed=True``, when the caller asked the person itself), record
+        them in the user's ``config.toml`` and reload. Returns the keys written. A name that is not
+        a configured remote server is a ``ConfigError``."""
         from kxen_core.config.trust import acknowledge_remote
 
         names = list(names)
-        keys = await self._confirm_remote(names, "confirm remote MCP servers")
+        keys = await self._confirm_remote(names, "confirm remote MCP servers", confirmed)
         home = self._settings_home()
         await anyio.to_thread.run_sync(lambda: acknowledge_remote(home, keys))
         try:
@@ -111,7 +118,7 @@ class SettingsHost(SettingsView):
             self._events.publish("remote", enabled=bool(self.config and self.config.settings.mcp.remote_enabled))
         return keys
 
-    async def _confirm_remote(self, names: Iterable[str] | None, what: str) -> list[str]:
+    async def _confirm_remote(self, names: Iterable[str] | None, what: str, confirmed: bool) -> list[str]:
         from kxen_core.policy import ApprovalRequest
         from kxen_core.runtime.remote_ack import QUESTION
 
@@ -122,6 +129,8 @@ class SettingsHost(SettingsView):
             if unknown:
                 raise ConfigError([f"remote servers: not configured remote servers: {', '.join(unknown)}"])
             rows = [r for r in rows if r["name"] in wanted]
+        if confirmed:
+            return [r["key"] for r in rows]
         shown = [{k: r[k] for k in ("name", "scope", "transport", "url", "host")} for r in rows]
         decision = await self.ask(
             ApprovalRequest(

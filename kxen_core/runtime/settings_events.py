@@ -6,6 +6,8 @@ Every event is a dict with ``seq`` (1, 2, 3... for the runtime's life) and ``typ
 - ``servers``: the set of servers changed (a load, a reload, a restart): ``names``;
 - ``approvals``: the held approvals changed (``pending``: :meth:`Runtime.pending_approvals`);
 - ``remote``: the remote switch or a confirmation was written (``enabled``);
+- ``problems``: a reload was refused, or succeeded after one was (``problems``: :attr:`Runtime.problems`);
+- ``login``: a sign-in started or ended (``login``: its :meth:`Runtime.logins` entry);
 - ``overflow``: this subscriber did not read in time and missed events: ``missed`` (how many were
   dropped) and ``seq`` (the last one). The reader takes a fresh :meth:`Runtime.settings_snapshot`
   (whose ``seq`` says which events it already holds) and reads on.

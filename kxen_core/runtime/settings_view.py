@@ -50,6 +50,8 @@ class SettingsView:
 
         def remote_servers(self) -> list[dict[str, Any]]: ...
 
+        def logins(self) -> list[dict[str, Any]]: ...
+
     def _server_changed(self, server: Server) -> None:
         if self._events.active and self.servers.get(server.name) is server:
             self._events.publish("server", name=server.name, server=server.snapshot())
@@ -77,8 +79,8 @@ class SettingsView:
         transport, era, state, phase, error, next, tools/resources/prompts, auth, scopes,
         diagnostics -- plus ``stderr``, a local server's stderr tail, escaped, secrets scrubbed),
         ``problems`` (a rejected config file's), ``remote`` (``enabled`` and ``servers``: what
-        :meth:`remote_servers` lists) and ``approvals`` (:meth:`pending_approvals`; ``held``: whether
-        approvals wait here for an answer)."""
+        :meth:`remote_servers` lists), ``approvals`` (:meth:`pending_approvals`; ``held``: whether
+        approvals wait here for an answer) and ``logins`` (the sign-ins: :meth:`logins`)."""
         if not 0 <= wait <= 600:
             raise InvalidArguments(f"wait must be between 0 and 600 seconds (got {wait})")
         if self._loading():
@@ -105,6 +107,7 @@ class SettingsView:
                 "servers": self.remote_servers() if config is not None else [],
             },
             "approvals": {"held": self._held is not None, "pending": self.pending_approvals()},
+            "logins": self.logins(),
         }
 
     @staticmethod

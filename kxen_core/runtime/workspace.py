@@ -92,6 +92,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         self._events = EventHub()  # the Settings API's event stream (settings_api)
         self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
         self._loaded = anyio.Event()  # set once the servers of the first load were made
+        self._rejected: list[str] = []  # the problems of the last reload, when it was refused
 
     @property
     def secrets(self) -> Secrets:
@@ -148,8 +149,20 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         A rejected project file is rejected whole, and the running runtime is kept: the project
         entries in force before stay (admitted again under the new settings: untrusting the
         workspace or turning remote off still stops them), and ``problems`` says why the file was
-        not applied. The user's changes apply."""
-        await self._replace(self._keep_project(self.load()))
+        not applied. The user's changes apply. A config rejected here is kept in ``problems``
+        (and a ``problems`` event of :meth:`settings_events`) until a reload succeeds."""
+        from kxen_core.errors import ConfigError
+
+        try:
+            config = self.load()
+        except ConfigError as exc:
+            self._rejected = [str(p) for p in exc.problems]
+            self._events.publish("problems", problems=self.problems)
+            raise
+        had, self._rejected = self._rejected, []
+        await self._replace(self._keep_project(config))
+        if had:
+            self._events.publish("problems", problems=self.problems)
 
     def _keep_project(self, config: Config) -> Config:
         """``config`` with the project entries of the running config when its project file was rejected."""
