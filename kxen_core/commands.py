@@ -44,6 +44,10 @@ class Command:
     configure: Callable[[argparse.ArgumentParser], None]
     #: ``await run(runtime, args)``: the work; the exit code (0 ok, 1 failed, 2 usage)
     run: Callable[[Runtime, argparse.Namespace], Awaitable[int]]
+    #: whether kxen adopts and, on exit, ends the orphans of the processes started while it runs (a
+    #: child subreaper, see :func:`kxen_core.host_guard`); False for a command that starts a program
+    #: that must outlive it (a browser), as ``kxen settings`` does. Servers are ended either way.
+    adopt_orphans: bool = True
 
 
 #: what ``kxen_register_commands`` is handed: ``register(command)``

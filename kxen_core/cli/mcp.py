@@ -70,7 +70,9 @@ async def _mcp_until_signal(args: argparse.Namespace) -> int:
     if getattr(args, "pm", None) is None:  # a plugin's command comes with the manager that added it
         args.pm = make_plugin_manager()
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        async with host_guard(args.pm, home, subreaper=True) as problems:
+        command = getattr(args, "plugin_command", None)
+        adopt = command is None or command.adopt_orphans
+        async with host_guard(args.pm, home, subreaper=adopt) as problems:
             for problem in problems:
                 print(f"kxen: warning: {printable(problem)}", file=sys.stderr)
             async with anyio.create_task_group() as tg:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from kxen_core.errors import InvalidArguments
+from kxen_core.runtime.remote_ack import QUESTION
 from kxen_core.runtime.states import State
 from kxen_core.safe_text import safe_text
 
@@ -78,9 +79,10 @@ class SettingsView:
         :meth:`settings_events` from here), ``servers`` (each :meth:`status` entry -- scope,
         transport, era, state, phase, error, next, tools/resources/prompts, auth, scopes,
         diagnostics -- plus ``stderr``, a local server's stderr tail, escaped, secrets scrubbed),
-        ``problems`` (a rejected config file's), ``remote`` (``enabled`` and ``servers``: what
-        :meth:`remote_servers` lists), ``approvals`` (:meth:`pending_approvals`; ``held``: whether
-        approvals wait here for an answer) and ``logins`` (the sign-ins: :meth:`logins`)."""
+        ``problems`` (a rejected config file's, and a refused reload's), ``remote`` (``enabled``,
+        ``servers``: what :meth:`remote_servers` lists, ``question``: what the person confirms for
+        each), ``approvals`` (:meth:`pending_approvals`; ``held``: whether approvals wait here for
+        an answer) and ``logins`` (the sign-ins: :meth:`logins`)."""
         if not 0 <= wait <= 600:
             raise InvalidArguments(f"wait must be between 0 and 600 seconds (got {wait})")
         if self._loading():
@@ -104,6 +106,7 @@ class SettingsView:
             "problems": self.problems,
             "remote": {
                 "enabled": bool(config and config.settings.mcp.remote_enabled),
+                "question": QUESTION,
                 "servers": self.remote_servers() if config is not None else [],
             },
             "approvals": {"held": self._held is not None, "pending": self.pending_approvals()},
