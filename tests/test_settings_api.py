@@ -63,8 +63,9 @@ async def test_the_first_snapshot_waits_for_the_initial_load(kxen_home, ws):
             assert servers["slow"]["tools"] == status["slow"]["tools"] > 0
             # the status entries, with stderr added: one source for status() and the Settings API
             assert set(servers["demo"]) == set(status["demo"]) | {"stderr"}
-            assert snap["remote"] == {"enabled": False, "servers": []}
+            assert snap["remote"] == {"enabled": False, "question": snap["remote"]["question"], "servers": []}
             assert snap["approvals"] == {"held": False, "pending": []}
+            assert snap["logins"] == [] and snap["problems"] == []
             assert snap["seq"] >= 1
 
 
@@ -297,8 +298,16 @@ async def test_a_sign_in_through_the_settings_api(kxen_home, ws, start_peer):
                     if event["type"] == "server" and event["server"]["state"] == "ready":
                         break
             assert rt.login_poll(started.flow_id).state == "complete"
+            with anyio.fail_after(WAIT):  # the flow's end is published once its task finished
+                while rt.logins()[-1]["state"] != "complete":
+                    seen.append(await events.next())
         snap = await rt.settings_snapshot(wait=WAIT)
         assert snap["servers"][0]["state"] == "ready" and snap["servers"][0]["tools"] > 0
+        assert snap["logins"] == [
+            {"flowId": started.flow_id, "server": "r", "state": "complete", "reason": None, "notes": []}
+        ]
+    logins = [e["login"]["state"] for e in seen if e["type"] == "login"]
+    assert logins[0] == "pending" and logins[-1] == "complete"
     assert_no_token("the Settings API", json.dumps([snap, *seen], default=str))
 
 
@@ -315,3 +324,61 @@ async def test_a_pending_launch_denied_from_the_api_never_runs(kxen_home, ws, tm
         s = status_of(rt, "p")
         assert s["state"] == "awaiting_approval" and "not approved (not this one)" in s["error"]
     assert not marker.exists()
+
+
+async def test_a_host_that_asked_itself_confirms_remote_without_a_channel(kxen_home, ws, peers):
+    """Real SDK server on loopback, no approval channel at all: turning remote on asks a channel and
+    is denied (fail closed); with ``confirmed=True`` (a Settings page asked the person, per server)
+    the named server is recorded and runs, and the one not named stays off with its next step."""
+    url, kind = peers.sdk("stateful")
+    other, other_kind = peers.sdk("stateless")
+    kxen_home.write_settings(REMOTE_OFF)
+    kxen_home.write_servers({"r": remote(url, kind), "s": remote(other, other_kind)})
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=list(REMOTE_PLUGINS)))
+    async with rt:
+        with pytest.raises(ApprovalDenied, match="remote MCP stays off"):
+            await rt.set_remote_enabled(True)
+        assert "remote_acknowledged" not in (kxen_home.path / "config.toml").read_text()
+        with anyio.fail_after(WAIT):
+            assert await rt.set_remote_enabled(True, acknowledge=["r"], confirmed=True) is True
+            await rt.wait_ready()
+        snap = await rt.settings_snapshot(wait=WAIT)
+        states = {s["name"]: (s["state"], s["next"]) for s in snap["servers"]}
+        assert states["r"] == ("ready", None)
+        assert states["s"][0] == "disabled" and "kxen remote on" in states["s"][1]
+        keys = {r["name"]: r["key"] for r in snap["remote"]["servers"]}
+        assert rt.config.settings.mcp.remote_acknowledged == [keys["r"]]
+        assert snap["remote"]["question"].startswith("do you know who operates it")
+        with anyio.fail_after(WAIT):
+            await rt.acknowledge_remote(["s"], confirmed=True)
+            await rt.wait_ready()
+        assert status_of(rt, "s")["state"] == "ready"
+
+
+async def test_a_refused_reload_keeps_its_problems_until_a_good_one(kxen_home, ws):
+    """Real demo server: a reload of a broken user mcp.json is refused, the server keeps running,
+    and ``problems`` (snapshot and a ``problems`` event) names the file, key path and rule until a
+    reload succeeds."""
+    from kxen_core.errors import ConfigError
+
+    kxen_home.write_servers({"demo": demo_entry()})
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    async with rt:
+        with anyio.fail_after(WAIT):
+            assert await rt.wait_ready()
+        pid = status_of(rt, "demo")["transportInfo"]["pid"]
+        kxen_home.write_servers({"demo": {**demo_entry(), "enabled": "yes"}})
+        async with rt.settings_events() as events:
+            with pytest.raises(ConfigError):
+                await rt.reload()
+            event = await _next(events, "problems")
+        (problem,) = event["problems"]
+        assert "mcp.json" in problem and "demo.enabled" in problem
+        snap = await rt.settings_snapshot(wait=WAIT)
+        assert snap["problems"] == [problem]
+        assert status_of(rt, "demo")["state"] == "ready" and status_of(rt, "demo")["transportInfo"]["pid"] == pid
+        kxen_home.write_servers({"demo": demo_entry()})
+        async with rt.settings_events() as events:
+            await rt.reload()
+            assert (await _next(events, "problems"))["problems"] == []
+        assert (await rt.settings_snapshot(wait=WAIT))["problems"] == []
