@@ -34,6 +34,7 @@ DISTS = {
     "kxen_approval_tty",
     "kxen_testing",
     "kxen_oauth",
+    "kxen_settings_web",
 }
 #: what each plugin dist registers in the ``kxen`` entry-point group
 ENTRY_POINTS = {
@@ -43,8 +44,9 @@ ENTRY_POINTS = {
     "kxen_approval_tty": "tty = kxen_approval_tty.hooks",
     "kxen_testing": "memory = kxen_testing.hooks",
     "kxen_oauth": "oauth = kxen_oauth.hooks",
+    "kxen_settings_web": "settings = kxen_settings_web.hooks",
 }
-PLUGINS = {"stdio", "http", "sse", "tty", "oauth"}  # what kxen[all] brings (kxen-testing is not in it)
+PLUGINS = {"stdio", "http", "sse", "tty", "oauth", "settings"}  # what kxen[all] brings (kxen-testing is not in it)
 #: what the root dist may require: exactly what kxen_core imports
 CORE_DEPENDENCIES = {"pluggy", "attrs", "cattrs", "anyio", "tomli", "rich", "tomlkit", "filelock", "jsonschema"}
 COMPATIBLE = SpecifierSet(">=0.1,<0.2")
@@ -163,6 +165,7 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
         "tty",
         "testing",
         "oauth",
+        "settings",
         "all",
     }
     pulls = {
@@ -172,7 +175,15 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
         "tty": {"kxen-approval-tty"},
         "testing": {"kxen-testing"},
         "oauth": {"kxen-oauth"},
-        "all": {"kxen-transport-stdio", "kxen-transport-http", "kxen-transport-sse", "kxen-approval-tty", "kxen-oauth"},
+        "settings": {"kxen-settings-web"},
+        "all": {
+            "kxen-transport-stdio",
+            "kxen-transport-http",
+            "kxen-transport-sse",
+            "kxen-approval-tty",
+            "kxen-oauth",
+            "kxen-settings-web",
+        },
     }
     for extra, dists in pulls.items():
         reqs = _requires(wheels["kxen"], extra)
@@ -184,6 +195,10 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
         assert text.splitlines()[0] == "[kxen]" and entry_point in text.splitlines(), (dist, text)
         assert _requires(wheels[dist])["kxen"].specifier == COMPATIBLE, dist
     assert _requires(wheels["kxen_transport_sse"])["kxen-transport-http"].specifier == COMPATIBLE
+    with zipfile.ZipFile(wheels["kxen_settings_web"]) as zf:  # the page's templates and assets travel with it
+        names = set(zf.namelist())
+    for part in ("templates/page.html", "templates/servers.html", "static/settings.js", "static/settings.css"):
+        assert f"kxen_settings_web/{part}" in names, part
 
 
 def test_pip_installs_kxen_and_its_extras_pull_the_plugins(wheels, env_dir, tmp_path):
