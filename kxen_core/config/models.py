@@ -187,6 +187,8 @@ class ServerConfig:
     enabled: bool = True
     timeouts: Timeouts = attrs.field(factory=Timeouts)
     protocolEra: ProtocolEra = "auto"
+    #: the guard on what a call's arguments carry out (kxen_core.policy.argument_guard); "off" in user config only
+    egressGuard: Literal["on", "off"] = "on"
 
     @property
     def kind(self) -> str:

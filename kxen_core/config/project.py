@@ -226,6 +226,8 @@ def project_problems(server: ServerConfig) -> list[tuple[str, str]]:
         problems.append(
             ("oauth.privateKeyFile", "project config must not name an OAuth private key; put it in user config")
         )
+    if server.egressGuard == "off":
+        problems.append(("egressGuard", "project config must not turn the argument guard off; only user config may"))
     # a repository may tighten policy, never loosen it: allowing tools is the user's decision
     if server.defaultToolPolicy == "allow":
         problems.append(("defaultToolPolicy", "project config may only ask or deny; 'allow' belongs in user config"))

@@ -50,6 +50,9 @@ class ToolCall:
     launch: Launch | None = None  # what runs behind a local server's name (its approval is bound to it)
     #: True for one of kxen's own read-only requests (``tool`` is then a READ_ONLY_METHODS name), not a server tool
     read_only_method: bool = False
+    #: what kxen holds as secret now (a :class:`kxen_core.safe_text.Secrets`: ``values``, ``text()``), for
+    #: votes on the arguments; never shown (:mod:`kxen_core.policy.argument_guard` is the core's)
+    secrets: Any = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def qualified_name(self) -> str:

@@ -25,6 +25,7 @@ import attrs
 from kxen_core.errors import ApprovalDenied, KxenError, PolicyDenied
 from kxen_core.hookcall import acall_first
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, combine, fingerprint
+from kxen_core.policy.argument_guard import masked
 from kxen_core.policy.votes import PreparedVotes, full_votes
 from kxen_core.safe_text import safe_text, shown_url
 
@@ -233,7 +234,13 @@ async def authorize(
             server=call.server.name,
             summary=f"call tool {label} on the {call.server.scope} server {call.server.name!r}"
             + (f" at {where['url']}" if "url" in where else ""),
-            details={"tool": call.tool, "arguments": call.arguments, "why": [v.reason for v in why], **where},
+            details={
+                "tool": call.tool,
+                # as a person may see them: no secret kxen holds, no credential shape in full
+                "arguments": masked(call.arguments, call.secrets),
+                "why": [v.reason for v in why],
+                **where,
+            },
             fingerprint=fp,
             tool_key=tool_key(call),
             # "always" writes the user's toolPolicies: never for a project server (nor a project file)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kxen_core.hookspecs import hookimpl
 from kxen_core.policy import READ_ONLY_METHODS, ToolCall, Vote
+from kxen_core.policy.argument_guard import ArgumentGuard
 
 if TYPE_CHECKING:  # the config models (and cattrs behind them) load with the first config, not here
     from kxen_core.config.models import RemoteCatalogLimits, ServerConfig
@@ -344,5 +345,6 @@ DEFAULT_PLUGINS = {
     "kxen.config-policy": ConfigPolicy(),
     "kxen.roles": RolePolicy(),
     "kxen.safety": SafetyCheck(),
+    "kxen.argument-guard": ArgumentGuard(),
     "kxen.tool-catalog": ToolCatalog(),
 }

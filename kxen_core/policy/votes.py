@@ -27,7 +27,8 @@ import attrs
 
 from kxen_core import hookcall
 from kxen_core.errors import PluginHookError
-from kxen_core.policy import Decision, ToolCall, Vote, combine
+from kxen_core.policy import Decision, ToolCall, Vote, argument_guard, combine
+from kxen_core.policy.argument_guard import ArgumentGuard
 from kxen_core.policy.defaults import ConfigPolicy, RolePolicy, SafetyCheck, _flat_and_small
 
 if TYPE_CHECKING:
@@ -65,8 +66,12 @@ async def _ask(impl: Any, call: ToolCall) -> Vote | None:
     return None if answer is None else _vote(impl.plugin_name, answer)
 
 
+#: the core's votes on the arguments: abstaining whenever their shortcut (``allowed_outright``) passes
+_ARGUMENT_CHECKS = frozenset({SafetyCheck.kxen_policy_decision, ArgumentGuard.kxen_policy_decision})
+
+
 def _is_safety(impl: Any) -> bool:
-    return getattr(impl.function, "__func__", None) is SafetyCheck.kxen_policy_decision
+    return getattr(impl.function, "__func__", None) in _ARGUMENT_CHECKS
 
 
 def fixed(impl: Any) -> bool:
@@ -133,12 +138,20 @@ class PreparedVotes:
         return impls
 
     def allowed_outright(
-        self, server: Any, tool: str, role: str | None, settings: Any, arguments: dict[str, Any], launch: Any = None
+        self,
+        server: Any,
+        tool: str,
+        role: str | None,
+        settings: Any,
+        arguments: dict[str, Any],
+        launch: Any = None,
+        secrets: Any = None,
     ) -> bool:
         """True when a call of ``tool`` with ``arguments`` (a plain dict) is surely allowed, without
         a :class:`ToolCall` or a vote: its tool is prepared for exactly these inputs, every
-        implementation asked per call is the core's safety check, its shortcut passes the arguments
-        (so that check abstains) and the fixed votes allow. False means "count the votes"."""
+        implementation asked per call is one of the core's checks of the arguments (the safety
+        check, the argument guard), their shortcuts pass the arguments (so they abstain) and the
+        fixed votes allow. False means "count the votes"."""
         plan = self._plans.get((server.name, tool))
         return (
             plan is not None
@@ -150,6 +163,7 @@ class PreparedVotes:
             and plan.launch is launch
             and plan.impls == self._impls()
             and _flat_and_small(arguments)
+            and argument_guard.clear(server, arguments, secrets)
         )
 
     async def votes(self, call: ToolCall) -> list[Vote]:

@@ -84,7 +84,8 @@ async def call_tool(
         return refused
     config = rt.config
     settings = config.settings if config else None
-    if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args, target.launch):
+    secrets = rt.secrets
+    if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args, target.launch, secrets):
         call = ToolCall(
             server=target.config,
             tool=tool,
@@ -93,6 +94,7 @@ async def call_tool(
             tool_info=info,
             settings=settings,
             launch=target.launch,  # the approval is bound to what runs behind the name
+            secrets=secrets,
         )
         await authorize(rt.pm, call, rt.approvals, prepared=rt._votes)
     session = target.session

@@ -160,6 +160,7 @@ async def authorize_method(rt: Host, server: Server, method: str, arguments: dic
         settings=rt.config.settings if rt.config else None,
         launch=server.launch,
         read_only_method=True,
+        secrets=getattr(rt, "secrets", None),  # a URI or a prompt argument carries no secret out either
     )
     await authorize(rt.pm, call, rt.approvals)
 
