@@ -26,6 +26,7 @@ from kxen_core.errors import ApprovalDenied, KxenError, PolicyDenied
 from kxen_core.hookcall import acall_first
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, combine, fingerprint
 from kxen_core.policy.argument_guard import masked
+from kxen_core.policy.claims import claims
 from kxen_core.policy.votes import PreparedVotes, full_votes
 from kxen_core.safe_text import safe_text, shown_url
 
@@ -239,6 +240,7 @@ async def authorize(
                 # as a person may see them: no secret kxen holds, no credential shape in full
                 "arguments": masked(call.arguments, call.secrets),
                 "why": [v.reason for v in why],
+                **claims(call.server, call.tool_info),  # title, annotations and whose claims they are
                 **where,
             },
             fingerprint=fp,
