@@ -199,7 +199,7 @@ async def test_remote_on_and_off_from_the_api(kxen_home, ws, peers):
         snap = await rt.settings_snapshot(wait=WAIT)
         assert snap["remote"]["enabled"] is False
         assert [(r["name"], r["host"], r["acknowledged"]) for r in snap["remote"]["servers"]] == [
-            ("r", "127.0.0.1", True)  # no confirmation was ever written: a hand-written switch runs it
+            ("r", "127.0.0.1", False)  # nothing confirmed yet
         ]
         async with rt.settings_events() as events, anyio.create_task_group() as tg:
             tg.start_soon(rt.set_remote_enabled, True)
