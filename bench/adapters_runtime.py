@@ -2,7 +2,8 @@
 ``Runtime.call_tool``, ``Runtime.refresh`` and ``Runtime.tools``.
 
 What a host app does, and nothing else: the config is a user ``mcp.json`` (and, for HTTP, a
-``config.toml`` turning remote MCP and loopback ``http://`` on) in a temporary home, written outside
+``config.toml`` turning remote MCP and loopback ``http://`` on, with each remote server confirmed
+as ``kxen remote on --yes`` records it) in a temporary home, written outside
 the clock; the workspace is an empty temporary directory; every runtime of the process shares one
 plugin manager (every installed plugin, the default policy and safety plugins included), as a host
 app would. The call goes through the policy votes: the entry allows ``echo`` with ``toolPolicies``.
@@ -49,7 +50,13 @@ class RuntimeHome:
     def write(self, servers: dict[str, dict[str, Any]], *, remote: bool = False) -> None:
         (self.home / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
         if remote:
-            (self.home / "config.toml").write_text("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
+            from kxen_core.config import ServerConfig
+            from kxen_core.config.trust import acknowledge_remote
+            from kxen_core.runtime.remote_ack import acknowledgement_key
+
+            (self.home / "config.toml").write_text("[mcp]\nallow_loopback_http = true\n")
+            keys = [acknowledgement_key(ServerConfig(url=e["url"])) for e in servers.values() if "url" in e]
+            acknowledge_remote(self.home, keys, enable=True)
 
     def remove(self) -> None:
         shutil.rmtree(self.home, ignore_errors=True)

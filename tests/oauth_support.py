@@ -27,7 +27,6 @@ AUTH_PEER = PEERS / "auth_peer.py"
 RUNNER = PEERS / "oauth_runner.py"
 #: the plugins an OAuth test loads: the transports and kxen-oauth
 OAUTH_PLUGINS = ("http", "sse", "oauth")
-SETTINGS = "[mcp]\nremote_enabled = true\nallow_loopback_http = true\n"
 
 
 def auth_peer(start_peer: Callable[..., int], *flags: str, split: bool = False) -> tuple[str, int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,12 @@ import pytest
 from kxen_testing import text_result
 
 from kxen_core import Runtime
+from kxen_core.config import ServerConfig
+from kxen_core.runtime.remote_ack import acknowledgement_key
 
 WAIT = 20  # seconds for any one wait on servers
 
+#: the switch alone, as written by hand: it confirms no remote server (:func:`remote_on` adds them)
 REMOTE_ON = "# the user's settings\n[mcp]\nremote_enabled = true\nallow_loopback_http = true\n"
 REMOTE_OFF = "# the user's settings\n[mcp]\nallow_loopback_http = true\n"
 OFF_NOTE = "remote MCP is off"
@@ -43,6 +46,30 @@ SDK_TOOLS = {"add", "echo", "boom", "slow", "poll", "roots", "ask_client"}  # te
 
 #: the http, sse and memory transports (and the core defaults); no installed approval channel
 REMOTE_PLUGINS = ("http", "sse", "memory")
+
+
+def remote_on(*servers: str | Mapping[str, Any] | ServerConfig, settings: str = REMOTE_ON) -> str:
+    """The user's ``config.toml`` text ``settings`` with remote MCP on and each of ``servers`` (a
+    URL, a server entry, or a loaded :class:`ServerConfig`) confirmed, as ``kxen remote on`` records
+    it: ``remote_acknowledged`` lists the key :func:`acknowledgement_key` gives (the canonical URL,
+    or ``sha256:`` and a digest for a URL with a query). A URL that took ``${VAR}`` values is keyed
+    by its digest too: pass the server as the loader returns it then. Only the servers named are
+    confirmed; nothing confirms every one."""
+    import tomlkit
+
+    keys = []
+    for server in servers:
+        if isinstance(server, str):
+            server = ServerConfig(url=server)
+        elif isinstance(server, Mapping):
+            server = ServerConfig(url=server["url"])
+        keys.append(acknowledgement_key(server))
+    doc = tomlkit.parse(settings)
+    if "mcp" not in doc:
+        doc["mcp"] = tomlkit.table()
+    doc["mcp"]["remote_enabled"] = True
+    doc["mcp"]["remote_acknowledged"] = keys
+    return tomlkit.dumps(doc)
 
 
 def remote(url: str, kind: str = "http", **extra: Any) -> dict[str, Any]:

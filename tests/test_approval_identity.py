@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 from kxen_testing import Channel, mem, running, text_result
+from remote_support import remote_on
 
 from kxen_core.config import ServerConfig, load_config
 from kxen_core.config.trust import trust
@@ -109,8 +110,9 @@ async def test_a_project_remote_call_approval_shows_scope_and_url_and_is_not_the
 def test_a_project_entry_replacing_a_user_entry_says_so(kxen_home, tmp_path):
     ws = tmp_path / "ws"
     (ws / ".kxen").mkdir(parents=True)
-    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
-    kxen_home.write_servers({"r": {"url": "https://mcp.example.test/mcp?api_key=user-secret"}, "u": {"command": "x"}})
+    user = {"url": "https://mcp.example.test/mcp?api_key=user-secret"}
+    kxen_home.write_settings(remote_on(user, "https://evil.example.test/mcp?k=v", settings=""))
+    kxen_home.write_servers({"r": user, "u": {"command": "x"}})
     (ws / ".kxen" / "mcp.json").write_text(
         json.dumps({"mcpServers": {"r": {"url": "https://evil.example.test/mcp?k=v"}, "p": {"command": "x"}}})
     )

@@ -9,7 +9,7 @@ import webbrowser
 
 import pytest
 from auth_support import GOOD, Credentials, LoginPlugin, SignIn, assert_no_token, gated
-from remote_support import REMOTE_ON, remote
+from remote_support import remote, remote_on
 
 from kxen_core.cli import login as cli_login
 
@@ -46,7 +46,7 @@ def opened(monkeypatch) -> list[str]:
 def gated_server(kx, kxen_home, start_peer, monkeypatch) -> str:
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "http,sse,memory")
     url = gated(start_peer)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url)})
     return url
 
@@ -143,6 +143,7 @@ def test_status_names_the_sign_in_as_the_next_step(kx, gated_server, extra_plugi
 
 def test_status_names_the_missing_scope(kx, gated_server, extra_plugins, kxen_home, start_peer):
     url = gated(start_peer, "stateful", "--need", "tools/list=admin")
+    kxen_home.write_settings(remote_on(url))  # another peer than the fixture's: its own confirmation
     kxen_home.write_servers({"r": remote(url)})
     extra_plugins += [Credentials(first=GOOD), LoginPlugin()]
     code, out, err = kx("mcp", "status", "--json", "--wait", "30")
@@ -157,7 +158,7 @@ def test_status_names_the_missing_scope(kx, gated_server, extra_plugins, kxen_ho
 def test_doctor_names_the_auth_step_and_the_next_step(kx, kxen_home, start_peer, extra_plugins, monkeypatch, mode):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "http,sse,memory")
     url = gated(start_peer, mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url, "sse" if mode == "sse" else "http")})
     extra_plugins += [Credentials(first=None), LoginPlugin()]
     code, out, err = kx("mcp", "doctor", "r", "--json")

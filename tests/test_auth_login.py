@@ -11,7 +11,7 @@ import anyio
 import pytest
 from auth_support import GOOD, Credentials, SignIn, assert_no_token, gated
 from kxen_testing import mem, running, text_result
-from remote_support import REMOTE_OFF, REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of
+from remote_support import REMOTE_OFF, REMOTE_PLUGINS, WAIT, remote, remote_on, status_of
 
 from kxen_core import LoginStarted, LoginStatus
 from kxen_core.errors import AuthRequired, InvalidArguments, PluginHookError, UnknownTool, Unsupported
@@ -31,7 +31,7 @@ async def test_a_completed_sign_in_restarts_the_server_and_it_goes_ready(kxen_ho
     url = gated(start_peer, mode)
     creds = Credentials(first=None)
     sign_in = SignIn(creds)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     servers = {"r": remote(url, "sse" if mode == "sse" else "http")}
     async with running(kxen_home, ws, creds, sign_in, servers=servers, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
@@ -58,7 +58,7 @@ async def test_cancel_stops_the_flow_and_the_server_keeps_waiting(kxen_home, ws,
     url = gated(start_peer)
     creds = Credentials(first=None)
     sign_in = SignIn(creds)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS) as rt:
         started = await rt.login_start("r")
         await rt.login_cancel(started.flow_id)
@@ -74,7 +74,7 @@ async def test_a_new_start_cancels_the_old_one(kxen_home, ws, start_peer):
     url = gated(start_peer)
     creds = Credentials(first=None)
     sign_in = SignIn(creds)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS) as rt:
         first = await rt.login_start("r")
         second = await rt.login_start("r")
@@ -91,7 +91,7 @@ async def test_a_declined_sign_in_fails_with_its_reason(kxen_home, ws, start_pee
     url = gated(start_peer)
     creds = Credentials(first=None)
     sign_in = SignIn(creds, deny=True, auto=True)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS) as rt:
         started = await rt.login_start("r")
         status = await settled(rt, started.flow_id)
@@ -104,7 +104,7 @@ async def test_logout_forgets_and_restarts_the_server(kxen_home, ws, start_peer)
     url = gated(start_peer)
     creds = Credentials(first=GOOD)
     sign_in = SignIn(creds)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready"
         assert await rt.logout("r", forget_client=True) is True
@@ -119,7 +119,7 @@ async def test_closing_the_runtime_closes_a_pending_sign_in(kxen_home, ws, start
     url = gated(start_peer)
     creds = Credentials(first=None)
     sign_in = SignIn(creds)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS) as rt:
         started = await rt.login_start("r")
     assert sign_in.flows[0].closed == 1
@@ -178,7 +178,7 @@ async def test_what_a_sign_in_plugin_notices_reaches_the_login_status_and_a_serv
             return None  # the credential plugin below answers
 
     sign_in = SignIn(creds, auto=True)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(
         kxen_home, ws, creds, Noticing(), sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS
     ) as rt:

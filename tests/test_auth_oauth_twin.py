@@ -12,8 +12,8 @@ import anyio
 import httpx
 import pytest
 from kxen_testing import running
-from oauth_support import _FORM, OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_stats, stored
-from remote_support import remote, status_of
+from oauth_support import _FORM, OAUTH_PLUGINS, Follower, auth_peer, peer_stats, stored
+from remote_support import remote, remote_on, status_of
 
 from kxen_core import LoginStatus
 
@@ -37,7 +37,7 @@ def assert_no_secret(where: str, text: str, secrets: list[str]) -> None:
 @pytest.mark.parametrize("split", [False, True], ids=["one-port", "split"])
 async def test_login_api_signs_in_and_the_server_goes_ready(kxen_home, ws, start_peer, split):
     url, _ = auth_peer(start_peer, split=split)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["phase"], s["next"]) == ("needs_login", "auth", "kxen mcp login r"), s
@@ -60,7 +60,7 @@ async def test_login_api_signs_in_and_the_server_goes_ready(kxen_home, ws, start
 
 async def test_login_api_cancel_stops_the_listener(kxen_home, ws, start_peer):
     url, _ = auth_peer(start_peer)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         started = await rt.login_start("r")
         await rt.login_cancel(started.flow_id)
@@ -90,7 +90,7 @@ def test_cli_login_status_and_logout(kx, kxen_home, start_peer, monkeypatch):
 
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", ",".join(OAUTH_PLUGINS))
     url, _ = auth_peer(start_peer, split=True)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url)})
     outputs: list[str] = []
 

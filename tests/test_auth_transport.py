@@ -12,7 +12,7 @@ import anyio
 import pytest
 from auth_support import GOOD, STALE, Credentials, LoginPlugin, Refuses, assert_no_token, gate_stats, gated
 from kxen_testing import running
-from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of
+from remote_support import REMOTE_PLUGINS, WAIT, remote, remote_on, status_of
 
 from kxen_core import hookimpl
 from kxen_core.errors import AuthRequired, ServerNotReady
@@ -37,7 +37,7 @@ def initializes(stats: dict[str, int], outcome: str) -> int:
 async def test_401_at_initialize_without_a_credential_plugin_needs_login(kxen_home, ws, start_peer, caplog, mode):
     caplog.set_level(logging.DEBUG)
     url = gated(start_peer, mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["phase"]) == ("needs_login", "auth"), s
@@ -56,7 +56,7 @@ async def test_401_at_initialize_without_a_credential_plugin_needs_login(kxen_ho
 @pytest.mark.parametrize("mode", KINDS)
 async def test_the_next_step_is_a_login_when_a_sign_in_plugin_is_installed(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
@@ -67,7 +67,7 @@ async def test_a_better_token_on_the_challenge_is_sent_once_and_works(kxen_home,
     caplog.set_level(logging.DEBUG)
     url = gated(start_peer, mode)
     creds = Credentials(first=STALE, on_challenge=GOOD)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r")
         # the first request met the challenge; the plugin saw it, with the server's own words
@@ -91,7 +91,7 @@ async def test_no_better_credential_on_the_challenge_needs_login_without_a_resen
     caplog.set_level(logging.DEBUG)
     url = gated(start_peer, mode)
     creds = Credentials(first=STALE, on_challenge=again)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["phase"]) == ("needs_login", "auth"), s
@@ -106,7 +106,7 @@ async def test_no_better_credential_on_the_challenge_needs_login_without_a_resen
 @pytest.mark.parametrize("mode", KINDS)
 async def test_a_401_on_tools_list_after_initialize_needs_login_not_an_exception_group(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode, "--deny", "tools/list")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(
         kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS
     ) as rt:
@@ -123,7 +123,7 @@ async def test_a_call_refused_for_good_fails_with_auth_required_and_the_server_n
 ):
     caplog.set_level(logging.DEBUG)
     url = gated(start_peer, mode, "--deny", "tools/call")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(
         kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS
     ) as rt:
@@ -146,7 +146,7 @@ async def test_a_call_refused_for_good_fails_with_auth_required_and_the_server_n
 async def test_the_agent_is_told_what_a_person_does_about_a_refused_call(kxen_home, ws, start_peer, caplog, mode):
     caplog.set_level(logging.DEBUG)
     url = gated(start_peer, mode, "--deny", "tools/call")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     servers = {"r": {**entry(url, mode), "defaultToolPolicy": "allow"}}
     async with running(kxen_home, ws, Credentials(), LoginPlugin(), servers=servers, allow=REMOTE_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready"
@@ -161,7 +161,7 @@ async def test_the_agent_is_told_what_a_person_does_about_a_refused_call(kxen_ho
 @pytest.mark.parametrize("mode", KINDS)
 async def test_a_403_insufficient_scope_shows_the_missing_scope(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode, "--need", "tools/call=admin")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(
         kxen_home, ws, Credentials(), LoginPlugin(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS
     ) as rt:
@@ -181,7 +181,7 @@ async def test_a_403_insufficient_scope_shows_the_missing_scope(kxen_home, ws, s
 async def test_a_step_up_token_on_a_403_is_sent_once_and_the_call_succeeds(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode, "--need", "tools/call=admin")
     creds = Credentials(scoped={'scope="admin"': f"{GOOD}:admin"})
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT):
             result = await rt.call_tool("r__echo", {"text": "scoped"})
@@ -192,7 +192,7 @@ async def test_a_step_up_token_on_a_403_is_sent_once_and_the_call_succeeds(kxen_
 
 async def test_a_401_on_the_get_stream_needs_login(kxen_home, ws, start_peer):
     url = gated(start_peer, "stateful", "--deny-get")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, Credentials(), servers={"r": entry(url, "stateful")}, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT):
             while status_of(rt, "r")["state"] != "needs_login":
@@ -204,7 +204,7 @@ async def test_a_401_on_the_get_stream_needs_login(kxen_home, ws, start_peer):
 @pytest.mark.parametrize("mode", KINDS)
 async def test_a_credential_plugin_that_raises_auth_required_settles_needs_login(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, Refuses(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["phase"]) == ("needs_login", "auth"), s
@@ -223,7 +223,7 @@ async def test_a_plugin_with_ever_new_bad_tokens_gets_one_resend_only(kxen_home,
             return {"Authorization": f"Bearer {STALE}-{self.n}"}
 
     url = gated(start_peer)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, Rotating(), servers={"r": entry(url, "stateful")}, allow=REMOTE_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "needs_login"
         stats = await gate_stats(url)
@@ -238,7 +238,7 @@ async def test_a_broken_credential_plugin_fails_in_phase_auth_with_what_to_do(kx
             raise RuntimeError("the vault is unreachable")
 
     url = gated(start_peer, mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, Broken(), servers={"r": entry(url, mode)}, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["phase"]) == ("failed", "auth"), s
@@ -251,7 +251,7 @@ async def test_calls_in_flight_when_the_server_refuses_all_fail_with_auth_requir
     """Whether a call met the 401 itself or found the transport already ended by it, it fails
     with AuthRequired and the next step."""
     url = gated(start_peer, "stateful", "--deny", "tools/call")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     errors: list[BaseException] = []
 
     async def call(rt, text: str) -> None:
@@ -277,7 +277,7 @@ async def test_the_stateless_era_meets_the_challenge_the_same_way(kxen_home, ws,
     login after that one request, no initialize ever sent."""
     url = gated(start_peer, "stateful")
     creds = Credentials(first=STALE, on_challenge=GOOD)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, creds, servers={"r": entry(url, "stateful", "auto")}, allow=REMOTE_PLUGINS) as rt:
         row = status_of(rt, "r")
         assert (row["state"], row["era"]) == ("ready", "modern"), row
@@ -290,6 +290,7 @@ async def test_the_stateless_era_meets_the_challenge_the_same_way(kxen_home, ws,
         ), stats
         assert not any(" POST initialize " in key for key in stats), stats
     url = gated(start_peer, "stateful")
+    kxen_home.write_settings(remote_on(url))  # another peer: its own confirmation
     async with running(
         kxen_home, ws, Credentials(first=STALE), servers={"r": entry(url, "stateful", "auto")}, allow=REMOTE_PLUGINS
     ) as rt:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from kxen_testing import FakeError, FakeServer, mem, text_result
+from remote_support import remote_on
 
 import kxen_core.plugins.manager as plugins_mod
 from kxen_core.agent.qualified import qualified_name
@@ -324,8 +325,8 @@ def test_a_server_echoing_configured_secrets_is_printed_redacted(kx, kxen_home, 
         ),
     )
     fakes.add("g", FakeServer(methods={"initialize": refuse}))
-    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
     url = f"https://127.0.0.1/mcp?api_key={KEY}&v=1"
+    kxen_home.write_settings(remote_on(url, settings=""))
     headers = {"Authorization": f"Bearer {TOKEN}"}
     kxen_home.write_servers(
         {

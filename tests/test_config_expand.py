@@ -13,6 +13,7 @@ from config_support import problems_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kxen_testing import mem, text_result
+from remote_support import remote_on
 from support import write_project
 
 from kxen_core.config import load_config
@@ -229,8 +230,10 @@ async def test_an_approval_request_shows_the_url_as_written_never_what_a_variabl
     from kxen_testing import Channel, running
 
     fakes.add("f", tools={"echo": lambda a: text_result("ok")})
-    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
     entry = mem("f", url="https://mcp.example.com/${KXEN_T_SECRET}/mcp")
+    kxen_home.write_servers({"r": entry})
+    # the URL took a variable's value: it is confirmed by the digest of the URL the loader expanded
+    kxen_home.write_settings(remote_on(load_config(kxen_home.path, ws).servers["r"], settings=""))
     channel = Channel(approved=True)
     async with running(kxen_home, ws, channel, servers={"r": entry}) as rt:
         assert rt.servers["r"].state == "ready", rt.servers["r"].snapshot()

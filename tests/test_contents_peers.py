@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from kxen_testing import running
+from remote_support import remote_on
 
 from kxen_core.runtime.kxen_tools import GET_PROMPT, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE
 
@@ -143,7 +144,7 @@ async def everything_runtime(kxen_home: Any, tmp_path: Path, transport: str, eve
             wait=WAIT,
         )
     url, kind = peers.everything("streamableHttp")
-    kxen_home.write_settings("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
+    kxen_home.write_settings(remote_on(url))
     entry = {"url": url, "transport": kind, "defaultToolPolicy": "allow"}
     return running(kxen_home, tmp_path, servers={"ev": entry}, allow=("http",), wait=WAIT)
 

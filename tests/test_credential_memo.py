@@ -12,7 +12,7 @@ import anyio
 import pytest
 from auth_support import GOOD, gate_stats, gated
 from kxen_testing import running
-from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of, until
+from remote_support import REMOTE_PLUGINS, WAIT, remote, remote_on, status_of, until
 
 from kxen_core import hookimpl
 
@@ -64,7 +64,7 @@ async def echo_many(rt: Any, n: int) -> None:
 async def test_a_lookup_with_nothing_is_asked_once_per_connection(kxen_home, ws, peers, mode, era):
     url, kind = peers.sdk(mode)
     creds = Nothing()
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     entry = {**remote(url, kind, defaultToolPolicy="allow"), **({"protocolEra": era} if era != "auto" else {})}
     async with running(kxen_home, ws, creds, servers={"r": entry}, allow=REMOTE_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r")
@@ -84,7 +84,7 @@ async def test_a_lookup_with_nothing_is_asked_once_per_connection(kxen_home, ws,
 async def test_a_server_that_asks_for_credentials_later_gets_them_per_request(kxen_home, ws, start_peer, mode):
     url = gated(start_peer, mode)
     creds = Learns()
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     entry = remote(url, "sse" if mode == "sse" else "http", defaultToolPolicy="allow", protocolEra="legacy")
     async with running(kxen_home, ws, creds, servers={"r": entry}, allow=REMOTE_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r")

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from kxen_testing import running
 from kxen_transport_http.plumbing import EgressRefused, GuardedBackend, GuardedTransport, _guard
-from remote_support import Response, local_http, remote
+from remote_support import Response, local_http, remote, remote_on
 
 from kxen_core import EgressPolicy, using_egress
 from kxen_core.config import load_config
@@ -275,8 +275,8 @@ async def test_oauth_requests_are_checked_and_say_the_rule(names):
 # --- through the runtime: a remote server ----------------------------------------------------------
 
 
-def _settings(kxen_home, loopback: bool = True) -> None:
-    kxen_home.write_settings(f"[mcp]\nremote_enabled = true\nallow_loopback_http = {str(loopback).lower()}\n")
+def _settings(kxen_home, url: str, loopback: bool = True) -> None:
+    kxen_home.write_settings(remote_on(url, settings=f"[mcp]\nallow_loopback_http = {str(loopback).lower()}\n"))
 
 
 @pytest.mark.anyio
@@ -291,8 +291,8 @@ async def test_a_remote_server_whose_name_resolves_to_a_refused_address_fails_wi
     kxen_home, ws, names, answer, rule
 ):
     names({"localhost": [answer]})
-    _settings(kxen_home)
     async with local_http(ok) as server:
+        _settings(kxen_home, f"http://localhost:{server.port}/mcp")
         async with running(
             kxen_home, ws, servers={"r": remote(f"http://localhost:{server.port}/mcp")}, allow=["http"]
         ) as rt:
@@ -307,9 +307,9 @@ async def test_a_remote_server_whose_name_resolves_to_a_refused_address_fails_wi
 @pytest.mark.anyio
 async def test_https_to_a_loopback_address_needs_allow_loopback_http(kxen_home, ws, names):
     names({"mcp.test": [["127.0.0.1"]]})
-    _settings(kxen_home, loopback=False)
     async with local_http(ok) as server:
         entry = remote(f"https://mcp.test:{server.port}/mcp")
+        _settings(kxen_home, entry["url"], loopback=False)
         async with running(kxen_home, ws, servers={"r": entry}, allow=["http"]) as rt:
             row = next(r for r in rt.status() if r["name"] == "r")
         assert server.accepted == 0
@@ -323,8 +323,8 @@ async def test_a_private_server_allowed_by_name_in_config_toml_gets_past_the_gua
     (the inner network records it; nothing is sent to a private address)."""
     inner = Recording()
     monkeypatch.setattr(httpcore, "AnyIOBackend", lambda: inner)  # the guard's inner network
-    kxen_home.write_settings('[mcp]\nremote_enabled = true\n[mcp.private_network]\nservers = ["corp"]\n')
     servers = {"corp": remote("https://corp.test/mcp"), "other": remote("https://other.test/mcp")}
+    kxen_home.write_settings(remote_on(*servers.values(), settings='[mcp.private_network]\nservers = ["corp"]\n'))
     names({"corp.test": [["10.0.0.5"]], "other.test": [["10.0.0.6"]]})
     async with running(kxen_home, ws, servers=servers, allow=["http"]) as rt:
         rows = {r["name"]: r for r in rt.status()}
@@ -341,8 +341,8 @@ async def test_sdk_peer_reached_by_a_loopback_name_and_refused_when_it_rebinds(k
     url, kind = peers.sdk("stateful")
     port = httpx.URL(url).port
     resolver = names({"localhost": [["127.0.0.1"]]})
-    _settings(kxen_home)
     entry = {**remote(f"http://localhost:{port}/mcp", kind), "defaultToolPolicy": "allow"}
+    _settings(kxen_home, entry["url"])
     async with running(kxen_home, ws, servers={"sdk": entry}, allow=["http"], wait=60) as rt:
         assert rt.servers["sdk"].state == "ready", rt.servers["sdk"].snapshot()
         with anyio.fail_after(WAIT):

@@ -14,7 +14,6 @@ import anyio
 import pytest
 from kxen_testing import running
 from remote_support import (
-    REMOTE_ON,
     REMOTE_PLUGINS,
     SDK_TOOLS,
     WAIT,
@@ -22,6 +21,7 @@ from remote_support import (
     Response,
     local_http,
     remote,
+    remote_on,
     status_of,
     text_of,
 )
@@ -86,7 +86,7 @@ async def test_sdk_stdio_in_both_eras(kxen_home, ws, era, expect):
 )
 async def test_sdk_streamable_http_in_both_eras(kxen_home, ws, peers, mode, era, expect):
     url, kind = peers.sdk(mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": era_entry(remote(url, kind), era)})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
         row = status_of(rt, "r")
@@ -105,7 +105,7 @@ async def test_everything_is_probed_and_falls_back_to_initialize(kxen_home, ws, 
         allow: tuple[str, ...] = STDIO_PLUGINS
     else:
         url, kind = peers.everything("streamableHttp")
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(url))
         kxen_home.write_servers({"e": remote(url, kind)})
         allow = REMOTE_PLUGINS
     async with running(kxen_home, ws, allow=allow, wait=WAIT) as rt:
@@ -120,7 +120,7 @@ async def test_everything_is_probed_and_falls_back_to_initialize(kxen_home, ws, 
 @pytest.mark.peer
 async def test_everything_pinned_modern_fails_with_its_answer(kxen_home, ws, peers):
     url, kind = peers.everything("streamableHttp")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"e": remote(url, kind, protocolEra="modern")})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
         row = status_of(rt, "e")
@@ -134,7 +134,7 @@ async def test_the_stateless_era_declares_no_roots_to_a_remote_server(kxen_home,
     """The SDK tool reports the capabilities kxen declared in ``_meta`` (no ``roots`` for a remote
     server); a stateless-era server has no way to ask the client mid-call but input-required."""
     url, kind = peers.sdk(mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url, kind)})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
         assert status_of(rt, "r")["era"] == "modern"
@@ -169,7 +169,7 @@ async def test_a_remote_endpoint_is_probed_once_per_runtime(kxen_home, ws):
         return Response(200, json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode(), "application/json")
 
     async with local_http(respond) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
             assert status_of(rt, "r")["era"] == "legacy"
@@ -191,7 +191,7 @@ async def test_sdk_mirrored_headers_are_checked_by_the_server_and_bounded_by_kxe
     fails before it is sent (the server would have answered 431) with the header, the size and the
     option named, and the server stays ready."""
     url, kind = peers.sdk(mode, "--header-tool")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url, kind)})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
         assert status_of(rt, "r")["era"] == "modern"

@@ -9,8 +9,8 @@ import time
 
 import pytest
 from kxen_testing import running
-from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_stats, store_file, stored, token_hash
-from remote_support import remote, status_of
+from oauth_support import OAUTH_PLUGINS, Follower, auth_peer, peer_stats, store_file, stored, token_hash
+from remote_support import remote, remote_on, status_of
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +21,7 @@ def text_of(result: dict) -> str:
 
 async def test_first_call_discovers_registers_signs_in_and_succeeds(kxen_home, ws, start_peer):
     url, _ = auth_peer(start_peer)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     follower = Follower()
     async with running(kxen_home, ws, follower, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")
@@ -44,7 +44,7 @@ async def test_first_call_discovers_registers_signs_in_and_succeeds(kxen_home, w
 
 async def test_without_an_authorize_url_taker_the_server_needs_login(kxen_home, ws, start_peer):
     url, _ = auth_peer(start_peer)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
@@ -54,7 +54,7 @@ async def test_without_an_authorize_url_taker_the_server_needs_login(kxen_home, 
 
 async def signed_in(kxen_home, ws, url: str) -> dict:
     """Sign in once through a Runtime with the follower; the stored token record."""
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, Follower(), servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
     (token,) = stored()["tokens"]
@@ -119,7 +119,7 @@ async def test_an_older_shape_entry_is_never_used_and_says_why(kxen_home, ws, st
     store_file().parent.mkdir(parents=True, exist_ok=True)
     store_file().write_text(json.dumps({"r": {"access_token": old}, origin: {"access_token": old}}))
     store_file().chmod(0o600)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, servers={"r": remote(url, oauth={})}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s
@@ -134,7 +134,7 @@ async def test_an_older_shape_entry_is_never_used_and_says_why(kxen_home, ws, st
 
 async def test_the_split_peer_with_a_path_prefixed_issuer_and_a_login_form(kxen_home, ws, start_peer):
     url, as_port = auth_peer(start_peer, split=True)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     follower = Follower()
     async with running(kxen_home, ws, follower, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
@@ -146,7 +146,7 @@ async def test_the_split_peer_with_a_path_prefixed_issuer_and_a_login_form(kxen_
 
 async def test_a_wrong_password_at_the_login_form_leaves_the_server_waiting_for_a_login(kxen_home, ws, start_peer):
     url, _ = auth_peer(start_peer, split=True)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     follower = Follower(password="wrong")
     async with running(kxen_home, ws, follower, servers={"r": remote(url)}, allow=OAUTH_PLUGINS, wait=60) as rt:
         s = status_of(rt, "r")
@@ -186,7 +186,7 @@ class Flooder(Follower):
 
 async def test_a_flood_at_the_listener_does_not_end_the_sign_in(kxen_home, ws, start_peer):
     url, _ = auth_peer(start_peer)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     flooder = Flooder()
     async with running(kxen_home, ws, flooder, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")

@@ -11,14 +11,14 @@ import urllib.request
 import pytest
 from kxen_testing import running
 from kxen_testing.pytest_plugin import Home
-from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_stats, store_file, stored
-from remote_support import remote, status_of
+from oauth_support import OAUTH_PLUGINS, Follower, auth_peer, peer_stats, store_file, stored
+from remote_support import remote, remote_on, status_of
 
 pytestmark = pytest.mark.anyio
 
 
 async def sign_in(home: Home, ws, url: str) -> None:
-    home.write_settings(SETTINGS)
+    home.write_settings(remote_on(url))
     async with running(home, ws, Follower(), servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
 
@@ -28,7 +28,7 @@ async def test_a_demo_home_never_reads_the_real_homes_sign_in(kxen_home, ws, sta
     await sign_in(kxen_home, ws, url)
     demo = Home(tmp_path / "demo-home")  # kxen --home /tmp/demo, with the same data directory
     demo.path.mkdir()
-    demo.write_settings(SETTINGS)
+    demo.write_settings(remote_on(url))
     async with running(demo, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")
         assert (s["state"], s["next"]) == ("needs_login", "kxen mcp login r"), s

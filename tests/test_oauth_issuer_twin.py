@@ -10,8 +10,8 @@ import subprocess
 import sys
 import urllib.request
 
-from oauth_support import SETTINGS, auth_peer, peer_stats, stored
-from remote_support import remote
+from oauth_support import auth_peer, peer_stats, stored
+from remote_support import remote, remote_on
 
 SECRET = "s3cret-of-the-configured-client"
 
@@ -38,7 +38,7 @@ def names(url: str, issuer: str) -> None:
 def test_a_client_secret_does_not_follow_the_server_to_another_authorization_server(kxen_home, ws, start_peer):
     url, _ = auth_peer(start_peer)
     other, _ = auth_peer(start_peer)  # another authorization server (and its own MCP server)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     entry = {**remote(url), "oauth": {"clientId": "kxen-ci", "clientSecret": SECRET}}
     kxen_home.write_servers({"r": entry})
     first = kxen(kxen_home.path, ws, "mcp", "login", "r", "--no-browser", "--timeout", "1")

@@ -12,7 +12,6 @@ import pytest
 from kxen_testing import running
 from oauth_support import (
     OAUTH_PLUGINS,
-    SETTINGS,
     Follower,
     auth_peer,
     peer_stats,
@@ -21,13 +20,13 @@ from oauth_support import (
     stored,
     token_hash,
 )
-from remote_support import remote, status_of
+from remote_support import REMOTE_ON, remote, remote_on, status_of
 
 pytestmark = pytest.mark.anyio
 
 
 async def sign_in(kxen_home, ws, servers: dict, name: str = "r") -> None:
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(*servers.values()))
     async with running(kxen_home, ws, Follower(), servers=servers, allow=OAUTH_PLUGINS) as rt:
         assert status_of(rt, name)["state"] == "ready", status_of(rt, name).get("error")
 
@@ -76,7 +75,7 @@ async def test_a_token_is_never_sent_to_another_resource(kxen_home, ws, start_pe
         url_b, _ = auth_peer(start_peer)  # the same name, another server
     else:
         url_b = url_a + "?tenant=2"  # the same server with a query: another resource
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url_b))
     async with running(kxen_home, ws, servers={"r": remote(url_b)}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")
         # nobody to sign in: the token bound to url_a is not used for url_b
@@ -96,7 +95,7 @@ async def test_a_project_server_of_the_same_name_never_gets_the_users_token(kxen
     url, _ = auth_peer(start_peer)
     await sign_in(kxen_home, ws, {"r": remote(url)})
     before = peer_stats(url)["bearers"]
-    kxen_home.write_settings(f"trusted_workspaces = [{json.dumps(str(ws))}]\n" + SETTINGS)
+    kxen_home.write_settings(remote_on(url, settings=f"trusted_workspaces = [{json.dumps(str(ws))}]\n" + REMOTE_ON))
     write_project(ws, {"mcpServers": {"r": {"url": url, "transport": "http"}}})
     async with running(kxen_home, ws, servers={}, allow=OAUTH_PLUGINS) as rt:
         s = status_of(rt, "r")

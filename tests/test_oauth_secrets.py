@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 import kxen_oauth.flow
 import pytest
 from kxen_testing import running
-from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_expire, store_file, stored
-from remote_support import remote, status_of, until
+from oauth_support import OAUTH_PLUGINS, Follower, auth_peer, peer_expire, store_file, stored
+from remote_support import remote, remote_on, status_of, until
 
 from kxen_core.errors import AuthRequired, KxenError
 
@@ -39,7 +39,7 @@ async def test_no_secret_in_any_output_of_a_whole_flow(kxen_home, ws, start_peer
 
     monkeypatch.setattr(kxen_oauth.flow.secrets, "token_urlsafe", recording)
     url, _ = auth_peer(start_peer)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     follower = Follower()
     seen: set[str] = set()
     texts: list[str] = []

@@ -12,15 +12,15 @@ import stat
 
 import pytest
 from kxen_testing import running
-from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, peer_stats, store_file
-from remote_support import remote, status_of
+from oauth_support import OAUTH_PLUGINS, Follower, auth_peer, peer_stats, store_file
+from remote_support import remote, remote_on, status_of
 from test_auth_oauth_twin import follow_sync
 
 pytestmark = pytest.mark.anyio
 
 
 async def sign_in(kxen_home, ws, url: str) -> None:
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, Follower(), servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         assert status_of(rt, "r")["state"] == "ready", status_of(rt, "r").get("error")
 
@@ -41,7 +41,7 @@ async def test_a_store_readable_by_others_is_repaired_and_the_status_says_so(kxe
 def cli_oauth(kx, kxen_home, monkeypatch, start_peer):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", ",".join(OAUTH_PLUGINS))
     url, _ = auth_peer(start_peer)
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url)})
     return kx, url
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from remote_support import remote_on
 from support import demo_entry, write_project
 
 from kxen_core.cli import command as cli
@@ -54,7 +55,7 @@ def test_plan_says_what_would_start_and_why_not_and_starts_nothing(kxen_home, ws
 
 def test_plan_of_a_remote_server_shows_the_url_without_query_values_and_only_header_names(kxen_home, ws, tmp_path):
     _setup(kxen_home, ws, tmp_path)
-    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
+    kxen_home.write_settings(remote_on(f"https://x.example/mcp?api_key={SECRET}", settings=""))
     web = {r["name"]: r for r in Runtime(workspace=ws).plan()}["web"]
     assert (
         web["start"] and web["headers"] == ["Authorization"] and "api_key=" in web["url"] and SECRET not in web["url"]

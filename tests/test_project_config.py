@@ -16,6 +16,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from remote_support import remote_on
 from support import WAIT, Spy, demo_entry, settle, state, write_project
 
 from kxen_core import hookimpl
@@ -278,7 +279,7 @@ async def test_a_project_cannot_loosen_tool_policy_to_allow(kxen_home, ws, tmp_p
 
 
 async def test_project_entry_never_inherits_user_env_headers_or_secrets(kxen_home, ws):
-    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
+    kxen_home.write_settings(remote_on("https://user.example.com/mcp", "https://project.example.com/mcp", settings=""))
     kxen_home.write_servers(
         {
             "s": demo_entry(env={"USER_ONLY": "user-secret-env", "SHARED": "user"}, toolPolicies={"echo": "allow"}),
@@ -385,9 +386,8 @@ async def test_no_rejected_key_or_secret_ever_reaches_a_transport(project, with_
         home, ws = Path(tmp) / "home", Path(tmp) / "ws"
         home.mkdir(), ws.mkdir()
         ws = ws.resolve()
-        (home / "config.toml").write_text(
-            f"trusted_workspaces = [{json.dumps(str(ws))}]\n[mcp]\nremote_enabled = true\n"
-        )
+        urls = ("https://project.example.com/mcp", "https://user.example.com/mcp")
+        (home / "config.toml").write_text(remote_on(*urls, settings=f"trusted_workspaces = [{json.dumps(str(ws))}]\n"))
         (home / "mcp.json").write_text(json.dumps({"mcpServers": USER_SERVERS if with_user else {}}))
         write_project(ws, project)
         config = load_config(home, ws)

@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 from kxen_testing import mem, running, text_result
-from remote_support import REMOTE_ON, REMOTE_PLUGINS, SDK_TOOLS, WAIT, mcp_result, remote, status_of, text_of
+from remote_support import REMOTE_ON, REMOTE_PLUGINS, SDK_TOOLS, WAIT, mcp_result, remote, remote_on, status_of, text_of
 
 from kxen_core.agent.qualified import qualified_name
 from kxen_core.errors import UnknownTool
@@ -32,7 +32,7 @@ CATALOG_LIMITS = "\n[mcp.remote_catalog]\nmax_description_chars = 100\n"
 @pytest.mark.parametrize("mode", ["stateful", "sse"])
 async def test_remote_catalog_rejects_bad_tools_keeps_good_ones(kxen_home, ws, peers, mode):
     url, kind = peers.sdk(mode, "--bad-tools")
-    kxen_home.write_settings(REMOTE_ON + CATALOG_LIMITS)
+    kxen_home.write_settings(remote_on(url, settings=REMOTE_ON + CATALOG_LIMITS))
     kxen_home.write_servers({"r": remote(url, kind)})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
@@ -166,7 +166,7 @@ async def test_catalog_rules_item_by_item_for_remote_and_local_servers(kxen_home
     tools = [item for item, _ in CATALOG_ITEMS]
     monkeypatch.setattr(streamable, "transport_factory", lambda server: mock_mcp(tools))
     fakes.add("local", tools={}, tool_defs=tools)
-    kxen_home.write_settings(REMOTE_ON + MOCK_LIMITS)
+    kxen_home.write_settings(remote_on("https://mcp.example.test/mcp", settings=REMOTE_ON + MOCK_LIMITS))
     kxen_home.write_servers(
         {"r": remote("https://mcp.example.test/mcp"), "local": mem("local", defaultToolPolicy="allow")}
     )

@@ -1,7 +1,8 @@
 """The remote-MCP confirmation: before a remote server runs, the user confirms its operator, data
 retention and access scope; the confirmation is recorded per canonical URL in the user's
 config.toml, and a server added later or whose URL changed stays off until it is confirmed.
-``kxen remote on`` asks on a terminal, takes ``--yes`` without one, and refuses otherwise."""
+``kxen remote on`` asks on a terminal, takes ``--yes`` without one, and refuses otherwise. A switch
+written by hand (``remote_enabled = true`` and no ``remote_acknowledged`` key) confirms nothing."""
 
 from __future__ import annotations
 
@@ -14,16 +15,32 @@ import time
 
 import anyio
 import pytest
-from kxen_testing import Channel, running
-from remote_support import REMOTE_OFF, REMOTE_PLUGINS, SDK_TOOLS, WAIT, remote, status_of
+from kxen_testing import Channel, mem, running
+from remote_support import (
+    REMOTE_OFF,
+    REMOTE_ON,
+    REMOTE_PLUGINS,
+    SDK_TOOLS,
+    WAIT,
+    local_http,
+    remote,
+    status_of,
+    streamable_responder,
+    text_of,
+)
 
 from kxen_core.cli.command import main as kxen_main
 from kxen_core.config import load_config
-from kxen_core.runtime.remote_ack import ACKNOWLEDGE_STEP, NOT_ACKNOWLEDGED
+from kxen_core.errors import ServerNotReady
+from kxen_core.runtime.admission import admit
+from kxen_core.runtime.remote_ack import ACKNOWLEDGE_STEP, NOT_ACKNOWLEDGED, acknowledged, remote_servers
+from kxen_core.runtime.states import State
 
 pytestmark = pytest.mark.anyio
 
 UNUSED = "http://127.0.0.1:9"  # nothing here is dialled: kxen remote on contacts no server
+#: the switch on and nothing confirmed: written by hand (no ``remote_acknowledged`` key), or an empty list
+UNCONFIRMED = {"hand-written": REMOTE_ON, "empty list": REMOTE_ON + "remote_acknowledged = []\n"}
 
 
 def _acknowledged(kxen_home, ws):
@@ -157,12 +174,17 @@ async def test_a_denied_confirmation_writes_nothing(kxen_home, ws):
     assert (kxen_home.path / "config.toml").read_bytes() == before
 
 
-def test_mcp_status_names_the_unconfirmed_server_and_its_next_step(kxen_home, ws, capsys):
-    kxen_home.write_settings(REMOTE_OFF.replace("[mcp]", "[mcp]\nremote_enabled = true\nremote_acknowledged = []"))
+@pytest.mark.parametrize("settings", UNCONFIRMED.values(), ids=UNCONFIRMED.keys())
+def test_mcp_status_names_the_unconfirmed_server_and_its_next_step(kx, kxen_home, monkeypatch, settings):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "http")
+    kxen_home.write_settings(settings)
     kxen_home.write_servers({"r": remote(f"{UNUSED}/mcp")})
-    kxen_main(["--home", str(kxen_home.path), "--workspace", str(ws), "mcp", "status", "--wait", "10"])
-    out = capsys.readouterr().out
-    assert "not confirmed" in out and "kxen remote on" in out
+    code, out, _ = kx("mcp", "status", "--wait", "10")
+    assert code == 0 and "not confirmed" in out and f"next: {ACKNOWLEDGE_STEP}" in out
+    code, out, _ = kx("mcp", "status", "--json", "--wait", "10")
+    (row,) = json.loads(out)["servers"]
+    assert code == 0 and (row["state"], row["error"], row["next"]) == ("disabled", NOT_ACKNOWLEDGED, ACKNOWLEDGE_STEP)
+    assert "kxen remote on" in row["next"]  # a step a person can run
 
 
 def test_a_bad_acknowledgement_names_the_file_and_key(kxen_home, ws):
@@ -181,11 +203,79 @@ def test_config_set_does_not_turn_remote_on_around_the_confirmation(kx, kxen_hom
     assert code == 0
 
 
-def test_mcp_plan_names_the_unconfirmed_server_and_its_next_step(kx, kxen_home, monkeypatch):
+@pytest.mark.parametrize("settings", UNCONFIRMED.values(), ids=UNCONFIRMED.keys())
+def test_mcp_plan_names_the_unconfirmed_server_and_its_next_step(kx, kxen_home, monkeypatch, settings):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "http")
-    kxen_home.write_settings(REMOTE_OFF.replace("[mcp]", "[mcp]\nremote_enabled = true\nremote_acknowledged = []"))
+    kxen_home.write_settings(settings)
     kxen_home.write_servers({"r": remote(f"{UNUSED}/mcp")})
     code, out, _ = kx("mcp", "plan", "--json")
     (row,) = json.loads(out)["servers"]
     assert code == 0 and (row["start"], row["state"]) == (False, "disabled")
     assert row["reason"] == f"{NOT_ACKNOWLEDGED}; next: {ACKNOWLEDGE_STEP}"
+
+
+# --- a switch written by hand confirms nothing (fail closed) -------------------------------------------
+
+
+def test_a_hand_written_switch_confirms_no_remote_server(kxen_home, ws, fakes):
+    """``remote_enabled = true`` and no ``remote_acknowledged`` key at all: no remote server is
+    confirmed, as with an empty list (a local server needs no confirmation)."""
+    fakes.add("f", tools={})
+    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_servers({"r": remote(f"{UNUSED}/mcp"), "q": remote(f"{UNUSED}/mcp?k=v"), "local": mem("f")})
+    config = load_config(kxen_home.path, ws)
+    assert config.settings.mcp.remote_acknowledged is None
+    assert [acknowledged(config, config.servers[n]) for n in ("r", "q", "local")] == [False, False, True]
+    assert [(r["name"], r["acknowledged"]) for r in remote_servers(config)] == [("q", False), ("r", False)]
+    refused = admit(config, config.servers["r"])
+    assert (refused.run, refused.state, refused.error) == (None, State.DISABLED, NOT_ACKNOWLEDGED)
+    assert admit(config, config.servers["local"]).run is config.servers["local"]
+
+
+async def test_a_hand_written_switch_runs_a_remote_server_only_once_it_is_confirmed(kxen_home, ws):
+    """A real MCP server on 127.0.0.1 behind a switch written by hand: it stays disabled with the
+    reason and the next step and is never contacted; ``set_remote_enabled(True)`` has nothing to do
+    (the switch is on); ``acknowledge_remote`` through an approving channel confirms it and it runs."""
+    yes = Channel(approved=True)
+    async with local_http(streamable_responder("never", 500, False)) as server:
+        url = f"{server.base}/mcp"
+        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_servers({"r": remote(url)})
+        async with running(kxen_home, ws, yes, allow=REMOTE_PLUGINS) as rt:
+            s = status_of(rt, "r")
+            assert (s["state"], s["error"], s["next"]) == ("disabled", NOT_ACKNOWLEDGED, ACKNOWLEDGE_STEP)
+            with pytest.raises(ServerNotReady) as refused:
+                await rt.call_tool("ping_tool", {}, server="r")
+            assert refused.value.state == "disabled" and "kxen remote on" in (refused.value.reason or "")
+            with anyio.fail_after(WAIT):
+                assert await rt.set_remote_enabled(True) is True  # already on: nothing asked, nothing confirmed
+            assert status_of(rt, "r")["state"] == "disabled" and yes.requests == []
+            assert server.accepted == 0  # nothing was sent to it
+
+            with anyio.fail_after(WAIT):
+                assert await rt.acknowledge_remote(["r"]) == [url]
+                assert await rt.wait_ready()
+                result = await rt.call_tool("ping_tool", {}, server="r")
+            assert status_of(rt, "r")["state"] == "ready" and text_of(result) == "pong"
+            assert [r.kind for r in yes.requests] == ["remote_enable"]
+        assert server.accepted > 0
+    assert load_config(kxen_home.path, ws).settings.mcp.remote_acknowledged == [url]
+
+
+def test_kxen_remote_on_yes_confirms_the_servers_of_a_hand_written_switch(kx, kxen_home, sdk_peer, monkeypatch):
+    """The real SDK server on loopback, through the commands a person runs: ``kxen mcp status``
+    shows it disabled with the reason and ``kxen remote on``; after ``kxen remote on --yes`` it is ready."""
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "http")
+    url = sdk_peer("stateful")
+    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_servers({"r": remote(url)})
+    code, out, _ = kx("mcp", "status", "--json", "--wait", "10")
+    (row,) = json.loads(out)["servers"]
+    assert code == 0 and (row["state"], row["error"], row["next"]) == ("disabled", NOT_ACKNOWLEDGED, ACKNOWLEDGE_STEP)
+
+    code, out, _ = kx("remote", "on", "--yes")
+    assert code == 0 and "remote MCP is on" in out and url in out  # the server it confirmed is listed
+    assert load_config(kxen_home.path, kxen_home.path).settings.mcp.remote_acknowledged == [url]
+    code, out, _ = kx("mcp", "status", "--json", "--wait", str(WAIT))
+    (row,) = json.loads(out)["servers"]
+    assert code == 0 and (row["state"], row["tools"]) == ("ready", len(SDK_TOOLS)), row

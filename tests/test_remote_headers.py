@@ -12,7 +12,6 @@ import anyio
 import pytest
 from kxen_testing import running
 from remote_support import (
-    REMOTE_ON,
     REMOTE_PLUGINS,
     WAIT,
     Request,
@@ -20,6 +19,7 @@ from remote_support import (
     legacy_sse_responder,
     local_http,
     remote,
+    remote_on,
     status_of,
     streamable_responder,
 )
@@ -65,8 +65,8 @@ async def test_header_values_never_leak(kxen_home, ws, caplog, kind, fail_on, st
     caplog.set_level(logging.DEBUG)
     responder = (streamable_responder if kind == "http" else legacy_sse_responder)(fail_on, status, as_jsonrpc)
     async with local_http(responder) as server:
-        kxen_home.write_settings(REMOTE_ON)
         path = "/mcp" if kind == "http" else "/sse"
+        kxen_home.write_settings(remote_on(f"{server.base}{path}"))
         kxen_home.write_servers({"r": remote(f"{server.base}{path}", kind, headers=SECRETS)})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             # the server did get the headers, and echoed them back
@@ -116,7 +116,7 @@ async def test_a_bearer_token_echoed_without_its_scheme_never_leaks(kxen_home, w
         return Response(401, f"invalid token {got}".encode())
 
     async with local_http(respond) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp", headers={"Authorization": f"Bearer {token}"})})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "needs_login"
@@ -131,7 +131,7 @@ async def test_a_header_value_with_a_newline_never_leaks(kxen_home, ws):
     A pasted token with a trailing newline: refused at load time, or at least never shown."""
     secret = "Bearer tok-DDDD4444-very-secret\n"
     async with local_http(streamable_responder("never", 500, False)) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp", headers={"Authorization": secret})})
         try:
             async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:

@@ -12,13 +12,13 @@ import attrs
 import pytest
 from kxen_testing import running
 from remote_support import (
-    REMOTE_ON,
     REMOTE_PLUGINS,
     SDK_TOOLS,
     WAIT,
     Peers,
     local_http,
     remote,
+    remote_on,
     status_of,
     streamable_responder,
     text_of,
@@ -89,7 +89,7 @@ def start_peer(peers: Peers, which: tuple[str, str]) -> tuple[tuple[str, str], P
 @pytest.mark.parametrize("which", REAL_PEERS)
 async def test_remote_on_real_peer(kxen_home, ws, peers, which):
     (url, kind), profile = start_peer(peers, which)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url, kind)})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         s = status_of(rt, "r")
@@ -135,7 +135,7 @@ async def test_remote_server_gets_no_roots(kxen_home, ws, peers, mode):
     """The SDK tool asks kxen for its roots (``roots/list``) and reports what the client declared.
     A server request needs the handshake era (the stateless era's twin: test_era_peers.py)."""
     url, kind = peers.sdk(mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url, kind, protocolEra="legacy")})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         with anyio.fail_after(WAIT):
@@ -153,7 +153,7 @@ async def test_remote_server_gets_no_roots(kxen_home, ws, peers, mode):
 async def test_everything_sees_no_roots_capability(kxen_home, ws, peers):
     """server-everything registers ``get-roots-list`` only for a client that declared roots."""
     url, kind = peers.everything("streamableHttp")
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url, kind)})
     async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
         names = {t["name"] for t in rt.tools("r")}
@@ -163,7 +163,7 @@ async def test_everything_sees_no_roots_capability(kxen_home, ws, peers):
 
 async def test_remote_requests_never_carry_the_workspace(kxen_home, ws):
     async with local_http(streamable_responder("never", 500, False)) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "ready"

@@ -13,7 +13,6 @@ import pytest
 from kxen_testing import Channel, mem, running, text_result
 from remote_support import (
     OFF_NOTE,
-    REMOTE_ON,
     REMOTE_PLUGINS,
     WAIT,
     Request,
@@ -22,6 +21,7 @@ from remote_support import (
     local_http,
     mcp_result,
     remote,
+    remote_on,
     status_of,
     text_of,
     until,
@@ -42,7 +42,7 @@ async def test_turning_remote_off_wakes_pending_calls(kxen_home, ws, peers, fake
     ClosedError, the remote server is ``disabled``, the local server keeps running untouched."""
     url, kind = peers.sdk(mode)
     fake = fakes.add("local", tools={"echo": lambda a: text_result(a.get("text", ""))})
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers(
         {"r": remote(url, kind, timeouts={"requestSeconds": 120}), "local": mem("local", defaultToolPolicy="allow")}
     )
@@ -160,7 +160,7 @@ async def test_stopping_wakes_pending_calls_with_closed_error(kxen_home, ws):
     server answers the cancellation kxen sends on the way out (as the Python SDK does, -32800)."""
     responder = cancel_answering_responder(cancel_delay=0.3, answer_cancel=True)
     async with local_http(responder) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             errors: list[BaseException] = []
@@ -186,7 +186,7 @@ async def test_stopping_wakes_every_pending_call_at_once(kxen_home, ws):
     three calls pending, all fail within a second of turning remote off, not one second each."""
     responder = cancel_answering_responder(cancel_delay=5, answer_cancel=False)
     async with local_http(responder) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             woken: list[float] = []

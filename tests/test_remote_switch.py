@@ -13,12 +13,12 @@ from kxen_testing import Channel, mem, running, text_result
 from remote_support import (
     OFF_NOTE,
     REMOTE_OFF,
-    REMOTE_ON,
     REMOTE_PLUGINS,
     SDK_TOOLS,
     WAIT,
     local_http,
     remote,
+    remote_on,
     status_of,
     streamable_responder,
     write_project,
@@ -235,7 +235,7 @@ async def test_turning_remote_off_stops_remote_servers_even_with_a_config_proble
     remote servers are never stopped; turning remote off must stop them even when the rest of the config
     cannot be loaded"""
     async with local_http(streamable_responder("never", 500, False)) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "ready"
@@ -257,7 +257,7 @@ async def test_turning_remote_on_when_it_is_on_is_a_no_op(kxen_home, ws):
     MCP is already on, and a missing channel raises ApprovalDenied('remote MCP stays off') while remote
     servers run"""
     async with local_http(streamable_responder("never", 500, False)) as server:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"{server.base}/mcp"))
         kxen_home.write_servers({"r": remote(f"{server.base}/mcp")})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:  # no approval channel
             with anyio.fail_after(WAIT):

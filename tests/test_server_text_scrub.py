@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from kxen_testing import FakeError, FakeServer, mem, running
+from remote_support import remote_on
 
 import kxen_core.plugins.manager as plugins_mod
 from kxen_core import hookimpl
@@ -131,7 +132,7 @@ def hostile(kxen_home, fakes, monkeypatch) -> Holder:
     monkeypatch.setenv("COLUMNS", "400")
     fakes.add("f", echoing_fake())
     fakes.add("g", refusing_fake())
-    kxen_home.write_settings("[mcp]\nremote_enabled = true\n")
+    kxen_home.write_settings(remote_on(*entries().values(), settings=""))
     kxen_home.write_servers(entries())
     LATER.clear()
     holder = Holder()

@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import pytest
 from kxen_testing import running
-from oauth_support import OAUTH_PLUGINS, SETTINGS, Follower, auth_peer, stored
-from remote_support import remote, status_of
+from oauth_support import OAUTH_PLUGINS, Follower, auth_peer, stored
+from remote_support import remote, remote_on, status_of
 
 pytestmark = pytest.mark.anyio
 
@@ -76,7 +76,7 @@ def stored_tokens() -> list[str]:
 
 async def test_oauth_tokens_a_server_echoes_never_reach_the_agent(kxen_home, ws, start_peer):
     url, _ = auth_peer(start_peer, "--leaky")
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     async with running(kxen_home, ws, servers={"r": remote(url)}, allow=OAUTH_PLUGINS) as rt:
         started = await rt.login_start("r")
         with anyio.fail_after(30):
@@ -147,7 +147,7 @@ def test_oauth_tokens_a_server_echoes_never_reach_the_terminal(kx, kxen_home, st
 
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", ",".join(OAUTH_PLUGINS))
     url, _ = auth_peer(start_peer, "--leaky")
-    kxen_home.write_settings(SETTINGS)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url)})
     monkeypatch.setattr(webbrowser, "open", follow_sync)
     code, out, err = kx("mcp", "login", "r", "--timeout", "60")

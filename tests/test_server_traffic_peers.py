@@ -265,10 +265,10 @@ async def test_a_hostile_local_server_gets_item_rules_safe_names_and_bounded_flo
 
 @pytest.mark.parametrize("mode", ["streamableHttp", "sse"])
 async def test_everything_progress_over_http_transports(kxen_home, tmp_path, peers, mode):
-    from remote_support import REMOTE_ON, REMOTE_PLUGINS, remote
+    from remote_support import REMOTE_PLUGINS, remote, remote_on
 
     url, kind = peers.everything(mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     seen: list[Progress] = []
     async with running(kxen_home, tmp_path, servers={"ev": remote(url, kind)}, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
         tools = {t["name"]: t for t in rt.tools("ev")}

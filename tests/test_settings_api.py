@@ -11,7 +11,7 @@ import sys
 import anyio
 import pytest
 from kxen_testing import mem, running, text_result
-from remote_support import REMOTE_OFF, REMOTE_PLUGINS, SDK_TOOLS, remote, status_of
+from remote_support import REMOTE_OFF, REMOTE_PLUGINS, SDK_TOOLS, remote, remote_on, status_of
 from support import DEMO, demo_entry, write_project
 
 from kxen_core import Runtime
@@ -200,7 +200,7 @@ async def test_remote_on_and_off_from_the_api(kxen_home, ws, peers):
         snap = await rt.settings_snapshot(wait=WAIT)
         assert snap["remote"]["enabled"] is False
         assert [(r["name"], r["host"], r["acknowledged"]) for r in snap["remote"]["servers"]] == [
-            ("r", "127.0.0.1", True)  # no confirmation was ever written: a hand-written switch runs it
+            ("r", "127.0.0.1", False)  # nothing confirmed yet
         ]
         async with rt.settings_events() as events, anyio.create_task_group() as tg:
             tg.start_soon(rt.set_remote_enabled, True)
@@ -273,12 +273,11 @@ async def test_a_sign_in_through_the_settings_api(kxen_home, ws, start_peer):
     import json
 
     from auth_support import Credentials, SignIn, assert_no_token, gated
-    from remote_support import REMOTE_ON
 
     url = gated(start_peer, "stateful")
     creds = Credentials(first=None)
     sign_in = SignIn(creds)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     kxen_home.write_servers({"r": remote(url, "http")})
     rt = Runtime(
         home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=REMOTE_PLUGINS, extra=[creds, sign_in])

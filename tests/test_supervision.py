@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 from kxen_testing import running
-from remote_support import REMOTE_ON, REMOTE_PLUGINS, WAIT, remote, status_of, text_of, until
+from remote_support import REMOTE_PLUGINS, WAIT, remote, remote_on, status_of, text_of, until
 from support import demo_entry
 
 from kxen_core.errors import ClosedError, ConnectError, HTTPStatusError, RemoteError, ServerNotReady, SessionExpired
@@ -108,7 +108,7 @@ async def test_reload_starts_a_failed_server_again_and_keeps_the_ready_ones(kxen
 
 async def test_an_expired_session_is_renewed_and_the_call_sent_again(kxen_home, ws, sdk_peer):
     url = sdk_peer("idle")  # the SDK server forgets a session after 1 s without requests
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     # no GET stream: an open GET stream would keep the session from idling out; sessions are of the
     # handshake era (the stateless era has none to expire)
     kxen_home.write_servers({"r": remote(url, options={"getStream": False}, protocolEra="legacy")})
@@ -167,7 +167,7 @@ async def test_a_remote_server_that_comes_back_is_ready_again_by_itself(kxen_hom
     log = tmp_path / "sdk.log"
     proc = _start_sdk(mode, port, log)
     try:
-        kxen_home.write_settings(REMOTE_ON)
+        kxen_home.write_settings(remote_on(f"http://127.0.0.1:{port}/{path}"))
         kxen_home.write_servers({"r": remote(f"http://127.0.0.1:{port}/{path}", kind)})
         async with running(kxen_home, ws, allow=REMOTE_PLUGINS) as rt:
             assert status_of(rt, "r")["state"] == "ready"

@@ -81,8 +81,7 @@ def remote(args: argparse.Namespace) -> int:
 
     config = load_config(args.home, args.workspace, pm=make_plugin_manager())  # raises ConfigError
     use_config(config)
-    keys = config.settings.mcp.remote_acknowledged
-    pending = [r for r in remote_servers(config) if keys is None or r["key"] not in keys]
+    pending = [r for r in remote_servers(config) if not r["acknowledged"]]
     if pending:
         table(
             "remote servers to confirm",

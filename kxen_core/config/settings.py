@@ -61,8 +61,8 @@ class McpSettings:
 
     remote_enabled: bool = False
     #: the remote servers whose operator, data retention and access scope the user confirmed, by
-    #: canonical URL (``kxen remote on``, ``Runtime.acknowledge_remote``); None (the key absent, a
-    #: hand-written switch) confirms every remote server, a list only the servers it names
+    #: canonical URL (``kxen remote on``, ``Runtime.acknowledge_remote``); only the servers it names
+    #: run: None (the key absent, a hand-written switch) confirms none, like an empty list
     remote_acknowledged: list[str] | None = attrs.field(default=None, validator=_acknowledged)
     allow_loopback_http: bool = False
     #: which remote connections may reach private addresses (RFC 1918, ULA, CGNAT)

@@ -7,6 +7,9 @@ A URL that took ``${VAR}`` values or carries a query (both may hold secrets) is 
 ``sha256:`` and the digest of its canonical form, so no secret is written beside the list. A
 remote server whose key is not in the list -- added after the confirmation, or whose URL changed --
 stays ``disabled`` with :data:`NOT_ACKNOWLEDGED` and the next step (:data:`ACKNOWLEDGE_STEP`).
+The check fails closed: with no ``remote_acknowledged`` key at all (``remote_enabled = true``
+written by hand) nothing is confirmed, as with an empty list. There is no way to confirm every
+server at once in the config: each is named by its own key.
 """
 
 from __future__ import annotations
@@ -44,12 +47,12 @@ def acknowledgement_key(server: ServerConfig) -> str:
 
 
 def acknowledged(config: Config, server: ServerConfig) -> bool:
-    """Whether the user confirmed ``server`` (a local server needs no confirmation). With no
-    ``remote_acknowledged`` key at all (a switch written by hand) every remote server is."""
-    keys = config.settings.mcp.remote_acknowledged
-    if not server.is_remote or keys is None:
+    """Whether the user confirmed ``server`` (a local server needs no confirmation): its key is in
+    ``remote_acknowledged``. With no such key at all (a switch written by hand) no remote server
+    is confirmed, as with an empty list."""
+    if not server.is_remote:
         return True
-    return acknowledgement_key(server) in keys
+    return acknowledgement_key(server) in (config.settings.mcp.remote_acknowledged or ())
 
 
 def remote_servers(config: Config) -> list[dict[str, Any]]:

@@ -6,8 +6,9 @@ hand the client credentials, ``MCP_CONFORMANCE_CONTEXT`` (JSON). This client goe
 real path, the way a person would set it up:
 
 * a throwaway ``KXEN_HOME`` whose user settings turn remote MCP and loopback HTTP on, and one user
-  server entry for the URL; credentials from the context go into that entry's ``oauth`` block (a
-  private key into a 0600 file in the home), as a user would write them;
+  server entry for the URL, confirmed as ``kxen remote on --yes`` records it; credentials from the
+  context go into that entry's ``oauth`` block (a private key into a 0600 file in the home), as a
+  user would write them;
 * a throwaway ``KXEN_DATA_DIR`` for the OAuth token store;
 * the Runtime with the installed plugins (http transport, kxen-oauth) plus :mod:`headless`: an
   authorize-URL taker that follows the sign-in redirects without a browser, and an elicitation
@@ -35,9 +36,12 @@ from headless import Headless  # noqa: E402
 from scenarios import oauth_block, run_scenario  # noqa: E402
 
 from kxen_core import Runtime  # noqa: E402
+from kxen_core.config import ServerConfig  # noqa: E402
+from kxen_core.config.trust import acknowledge_remote  # noqa: E402
 from kxen_core.plugins.manager import make_plugin_manager  # noqa: E402
 from kxen_core.protocol.era_requests import MODERN_VERSIONS  # noqa: E402
 from kxen_core.protocol.session import SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
+from kxen_core.runtime.remote_ack import acknowledgement_key  # noqa: E402
 from kxen_core.safe_text import safe_text  # noqa: E402
 
 SERVER = "peer"
@@ -54,8 +58,9 @@ def say(text: str) -> None:
 
 
 def write_home(home: Path, url: str, scenario: str, context: dict[str, Any]) -> None:
-    """The user config a person would write for this server and these credentials."""
-    (home / "config.toml").write_text("[mcp]\nremote_enabled = true\nallow_loopback_http = true\n")
+    """The user config a person would write for this server and these credentials, and the
+    confirmation of the server that turns remote MCP on (what ``kxen remote on --yes`` writes)."""
+    (home / "config.toml").write_text("[mcp]\nallow_loopback_http = true\n")
     entry: dict[str, Any] = {
         "url": url,
         "transport": "http",
@@ -69,6 +74,8 @@ def write_home(home: Path, url: str, scenario: str, context: dict[str, Any]) -> 
         entry["oauth"] = oauth
     (home / "mcp.json").write_text(json.dumps({"mcpServers": {SERVER: entry}}))
     os.chmod(home / "mcp.json", 0o600)  # it may hold a client secret, as a user's would
+    key = acknowledgement_key(ServerConfig(name=SERVER, url=url, transport="http"))
+    acknowledge_remote(home, [key], enable=True)
 
 
 async def run(url: str, scenario: str, context: dict[str, Any], version: str) -> int:
