@@ -86,6 +86,34 @@ def test_a_plugin_command_runs_with_the_global_options_and_a_runtime_it_enters(k
     }
 
 
+def test_what_a_plugin_command_prints_and_logs_has_the_runtimes_secrets_scrubbed(kxen_home, ws, with_plugins, capsys):
+    """As for ``kxen mcp``: a configured secret (a header value here) in a line the command prints
+    or logs after it entered its runtime is shown as ``***`` (``kxen settings -v`` once logged a
+    header value a server echoed in its error)."""
+    import logging
+
+    from kxen_core.cli.output import say
+
+    secret = "hdr-5ecret-EEEE-5555"
+    kxen_home.write_settings("[mcp]\nallow_loopback_http = true\n")  # remote MCP off: nothing is dialled
+    kxen_home.write_servers(
+        {"r": {"url": "http://127.0.0.1:9/mcp", "transport": "http", "headers": {"X-Api-Key": secret}}}
+    )
+
+    async def run(runtime, args):
+        async with runtime:
+            say(f"printed {secret}")
+            logging.getLogger("kxen.test").warning("logged %s", secret)
+        return 0
+
+    command = Command(name="leaky", help="prints a secret", configure=lambda parser: None, run=run)
+    with_plugins.append(_plugin("leaky_plugin", command))
+    assert main(["-v", "--home", str(kxen_home.path), "--workspace", str(ws), "leaky"]) == 0
+    out, err = capsys.readouterr()
+    assert "printed ***" in out and "logged ***" in err, (out, err)
+    assert secret not in out + err
+
+
 def test_names_the_core_holds_or_another_plugin_took_are_refused_with_a_warning():
     seen: dict = {}
     pm = manager.make_plugin_manager(

@@ -23,7 +23,7 @@ from kxen_core.cli import contents, login
 from kxen_core.cli import status as cli_status
 from kxen_core.cli.output import print_json, say, table, use_secrets
 from kxen_core.cli.wait import wait_visibly
-from kxen_core.safe_text import safe_text
+from kxen_core.safe_text import Secrets, safe_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -122,6 +122,9 @@ async def _mcp(args: argparse.Namespace) -> int:
     command = getattr(args, "plugin_command", None)
     if command is not None:  # kxen_register_commands: the runtime made here, entered by the command
         rt = Runtime(home=args.home, workspace=args.workspace, pm=args.pm, approve=args.approve, role=args.role)
+        # what it prints and logs is scrubbed of the runtime's secrets, as for the other commands;
+        # asked at each line, since the command loads the config (and signs in) after this
+        use_secrets(Secrets(sources=[lambda: rt.secrets.values]))
         return await command.run(rt, args)
     only = None
     if getattr(args, "server", None):  # a command about one server starts only that one

@@ -56,6 +56,16 @@ SEND_SECONDS = 10.0
 FIRST_PAGE_WAIT = 1.0
 
 
+class _JSON(JSONResponse):
+    """An answer's JSON with ``<``, ``>`` and ``&`` written as ``\\u`` escapes: a server's text in it
+    (a tool's description, an error) never reads as markup, whatever opens the answer. It decodes
+    to the same values."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+
+
 class SettingsPage:
     """The page's ASGI app (call it, or mount :attr:`app`), for ``runtime`` served at ``port`` on
     127.0.0.1. :attr:`url` is the way in (it holds :attr:`secret`, random per page unless given)."""
@@ -112,11 +122,11 @@ class SettingsPage:
 
     async def snapshot(self, request: Request) -> Response:
         ctx = await self._context()
-        return JSONResponse({"snapshot": ctx["snap"], "tools": ctx["tools"]})
+        return _JSON({"snapshot": ctx["snap"], "tools": ctx["tools"]})
 
     async def events(self, request: Request) -> Response:
         if len(self._streams) >= MAX_STREAMS or self.closed:
-            return JSONResponse({"error": f"at most {MAX_STREAMS} live pages at once"}, status_code=429)
+            return _JSON({"error": f"at most {MAX_STREAMS} live pages at once"}, status_code=429)
         sub = self.runtime.settings_events(max_events=64)
         self._streams.add(sub)
         return EventSourceResponse(self._stream(sub), ping=15, send_timeout=SEND_SECONDS)
@@ -167,7 +177,7 @@ class SettingsPage:
             return _ok(flowId=started.flow_id, url=started.url, server=started.server)
         if verb == "logout":
             return _ok(removed=await rt.logout(name))
-        return JSONResponse({"error": f"no action {safe_text(verb[:40])!r} (restart, login, logout)"}, status_code=404)
+        return _JSON({"error": f"no action {safe_text(verb[:40])!r} (restart, login, logout)"}, status_code=404)
 
     async def cancel_login(self, request: Request) -> Response:
         await _object(request)
@@ -237,7 +247,7 @@ def _names(body: dict[str, Any], key: str, *, required: bool = True) -> list[str
 
 
 def _ok(**data: Any) -> Response:
-    return JSONResponse({"ok": True, **data})
+    return _JSON({"ok": True, **data})
 
 
 async def _kxen_error(request: Request, exc: Exception) -> Response:
@@ -252,12 +262,12 @@ async def _kxen_error(request: Request, exc: Exception) -> Response:
         body["problems"] = [safe_text(str(p)) for p in exc.problems]
     if isinstance(exc, ApprovalDenied):
         body["denied"] = True
-    return JSONResponse(body, status_code=status)
+    return _JSON(body, status_code=status)
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
     log.error("settings page: %s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
-    return JSONResponse({"error": "the Settings page failed on this request (kxen -v logs why)"}, status_code=500)
+    return _JSON({"error": "the Settings page failed on this request (kxen -v logs why)"}, status_code=500)
 
 
 def settings_app(runtime: Any, *, port: int, secret: str | None = None) -> SettingsPage:

@@ -49,6 +49,7 @@ SECURITY_HEADERS = [
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
+_SECURITY_NAMES = frozenset(name for name, _ in SECURITY_HEADERS)
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
@@ -72,7 +73,10 @@ class Guard:
         if host not in self.hosts:
             return await _refuse(send, 421, "this page answers only at http://127.0.0.1:<its port>/")
         method = scope["method"]
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), max_num_fields=4)
+        try:
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"), max_num_fields=4)
+        except ValueError:  # more fields than the way in has: no route takes them
+            return await _refuse(send, 400, "too many query fields")
         if scope["path"] == "/" and "token" in query and method in SAFE_METHODS:
             return await self._exchange(send, query["token"][0])
         if not self._has_session(headers):
@@ -125,8 +129,9 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _with_headers(send: Send) -> Send:
     async def wrapped(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+        if message["type"] == "http.response.start":  # the lock's headers replace a route's own
+            kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _SECURITY_NAMES]
+            message["headers"] = [*kept, *SECURITY_HEADERS]
         await send(message)
 
     return wrapped
