@@ -16,13 +16,14 @@ after ``kxen`` is not one of the core's commands.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # argparse only for the annotations: a plugin's entry point stays cheap to import
+    import argparse
+
     from kxen_core.runtime.workspace import Runtime
 
 #: a command's name: a lowercase word (letters, digits, ``-``), at most 32 characters

@@ -34,7 +34,8 @@ PHASES = [
 def demo(kxen_home, monkeypatch, tmp_path):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
     monkeypatch.chdir(tmp_path)
-    kxen_home.write_servers({"d": demo_entry(env={"API_TOKEN": SECRET}, defaultToolPolicy="allow")})
+    # egressGuard off: the test sends the secret on purpose (the guard itself: tests/test_argument_guard.py)
+    kxen_home.write_servers({"d": demo_entry(env={"API_TOKEN": SECRET}, defaultToolPolicy="allow", egressGuard="off")})
 
 
 def in_order(text: str, patterns: list[str]) -> None:

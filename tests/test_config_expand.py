@@ -184,7 +184,9 @@ def test_expanded_values_are_scrubbed_and_shown_as_a_digest_in_an_approval(kxen_
 def test_no_expanded_secret_in_any_cli_output(kx, kxen_home, fakes, host_env, monkeypatch):
     """The fake echoes the secret back (status, tools, call, list, get): every output scrubs it."""
     fakes.add("f", tools={"echo": lambda a: text_result(f"got {a.get('text')} and {os.environ.get('KXEN_T_SECRET')}")})
-    entry = mem("f", defaultToolPolicy="allow")
+    entry = mem(
+        "f", defaultToolPolicy="allow", egressGuard="off"
+    )  # it sends the secret on purpose: what comes back is scrubbed (the guard: test_argument_guard.py)
     entry["headers"] = {"X-Anything": "${KXEN_T_SECRET}"}
     entry["env"] = {"PLAIN_NAME": "prefix-${KXEN_T_SECRET}"}
     kxen_home.write_servers({"demo": entry})

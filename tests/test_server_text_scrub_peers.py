@@ -41,6 +41,7 @@ def everything(everything_js: str, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         "env": {"API_TOKEN": "${KXEN_TEST_VAR_SECRET}", "SERVICE_PASSWORD": ENV_SECRET},
         "defaultToolPolicy": "allow",
         "timeouts": {"requestSeconds": 30},
+        "egressGuard": "off",  # it sends the secret on purpose: what comes back is scrubbed
     }
 
 
@@ -117,6 +118,7 @@ def test_sdk_server_log_message_on_the_terminal(kxen_home, tmp_path, monkeypatch
         "env": {"API_TOKEN": "${KXEN_TEST_VAR_SECRET}"},
         "defaultToolPolicy": "allow",
         "protocolEra": "legacy",  # logging is deprecated in the 2026-07-28 revision: the SDK sends none there
+        "egressGuard": "off",  # it sends the secret on purpose: what comes back is scrubbed
     }
     kxen_home.write_servers({"s": entry})
     ws = tmp_path / "ws"

@@ -19,7 +19,7 @@ HINTS: dict[str, tuple[str, str]] = {
 MAX_TITLE_CHARS = 200
 
 
-def annotations(tool_info: dict[str, Any]) -> dict[str, bool]:
+def hints(tool_info: dict[str, Any]) -> dict[str, bool]:
     """The tool's standard hints that are booleans (anything else a server sends is left out)."""
     raw = tool_info.get("annotations")
     if not isinstance(raw, dict):
@@ -45,10 +45,10 @@ def claims(server: Any, tool_info: dict[str, Any]) -> dict[str, Any]:
         )
     if isinstance(title, str) and title.strip():
         out["title"] = title.strip()[:MAX_TITLE_CHARS]
-    hints = annotations(tool_info)
-    if hints:
-        out["annotations"] = hints
-        words = "; ".join(HINTS[k][0] if v else HINTS[k][1] for k, v in hints.items())
+    given = hints(tool_info)
+    if given:
+        out["annotations"] = given
+        words = "; ".join(HINTS[k][0] if v else HINTS[k][1] for k, v in given.items())
         whose = (
             "what your own server says"
             if trusted(server)
@@ -58,4 +58,4 @@ def claims(server: Any, tool_info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["HINTS", "annotations", "claims", "trusted"]
+__all__ = ["HINTS", "claims", "hints", "trusted"]

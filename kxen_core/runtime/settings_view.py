@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from kxen_core.errors import InvalidArguments
-from kxen_core.runtime.remote_ack import QUESTION
 from kxen_core.runtime.states import State
 from kxen_core.safe_text import safe_text
 
@@ -96,6 +95,8 @@ class SettingsView:
                         await sub.next()
             finally:
                 sub.close()
+        from kxen_core.runtime.remote_ack import QUESTION  # here: it loads the approvals' digests
+
         seq = self._events.seq
         servers = [self._with_stderr(entry) for entry in self.status()]
         config = self.config

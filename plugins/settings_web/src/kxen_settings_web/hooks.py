@@ -9,15 +9,19 @@ Jinja2 load when the command runs.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kxen_core import hookimpl
 from kxen_core.commands import Command
 
+if TYPE_CHECKING:  # the command line loads argparse; the entry point does not
+    import argparse
+
 
 def _port(text: str) -> int:
+    import argparse
+
     try:
         value = int(text)
     except ValueError:

@@ -85,7 +85,8 @@ def tool_options(tools: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The tools offered in "try a tool": the model-facing name and the first line of the description."""
     out = []
     for t in tools[:MAX_TOOLS]:
-        description = t.get("description") if isinstance(t.get("description"), str) else ""
+        raw = t.get("description")
+        description = raw if isinstance(raw, str) else ""
         out.append({"name": str(t.get("qualifiedName", "")), "about": text(description.strip().split("\n")[0], 90)})
     return out
 
