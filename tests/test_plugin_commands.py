@@ -232,3 +232,12 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_kxen_help_lists_the_plugins_commands(capsys):
+    """The installed Settings page's command is in ``kxen --help`` beside the core's."""
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "settings" in out and "open the Settings page" in out and "mcp" in out

@@ -82,7 +82,8 @@ PLUGIN_DISTS = {"settings": "kxen-settings-web (pip install 'kxen[settings]')"}
 def _plugin_commands(words: list[str]) -> tuple[Any, dict[str, Command]]:
     """The plugins' commands, loaded only when the command word is not one of the core's."""
     word = setup.command_word(words)
-    if word is None or word in CORE_COMMANDS:
+    helping = word is None and any(w in ("-h", "--help") for w in words)  # kxen --help lists them too
+    if (word is None and not helping) or word in CORE_COMMANDS:
         return None, {}
     from kxen_core.plugins.commands import plugin_commands
     from kxen_core.plugins.manager import make_plugin_manager
@@ -91,7 +92,7 @@ def _plugin_commands(words: list[str]) -> tuple[Any, dict[str, Command]]:
     extra, warnings = plugin_commands(pm, CORE_COMMANDS)
     for warning in warnings:
         say(f"kxen: warning: {safe_text(warning)}", err=True)
-    if word not in extra and word in PLUGIN_DISTS:
+    if word is not None and word not in extra and word in PLUGIN_DISTS:
         say(f"kxen: error: kxen {word} is a plugin's command: install {PLUGIN_DISTS[word]}", err=True)
         raise SystemExit(EXIT_USAGE)
     return pm, extra
