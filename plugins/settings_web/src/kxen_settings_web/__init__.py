@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kxen_settings_web.app import SettingsPage, settings_app
-    from kxen_settings_web.serve import PortInUse, serve
+    from kxen_settings_web.serving import PortInUse, serve
 
-_LAZY = {"SettingsPage": "app", "settings_app": "app", "serve": "serve", "PortInUse": "serve"}
+_LAZY = {"SettingsPage": "app", "settings_app": "app", "serve": "serving", "PortInUse": "serving"}
 
 
 def __getattr__(name: str) -> Any:  # Starlette, uvicorn and Jinja2 load on first use, not with the entry point

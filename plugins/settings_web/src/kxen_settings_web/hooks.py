@@ -33,7 +33,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def _run(runtime: Any, args: argparse.Namespace) -> int:
-    from kxen_settings_web.serve import PortInUse, serve
+    from kxen_settings_web.serving import PortInUse, serve
 
     try:
         await serve(runtime, port=args.port, open_browser=not args.no_open)
