@@ -48,7 +48,8 @@ IMAGES = ROOT / "docs" / "images"
 #: seconds for any wait on the runtime or a process
 WAIT = 30
 #: milliseconds for any wait on the page (Playwright's auto-waiting expect and actions)
-UI_MS = 20_000
+UI_MS = 30_000
+expect.set_options(timeout=UI_MS)  # every expect here (its own default is 5 s: too short on a busy machine)
 #: the plugins every runtime here loads (no approval channel: the page holds the approvals)
 PLUGINS = ["stdio", "http", "sse", "oauth"]
 #: a sensitive env value of a project server: the page shows its digest, never the value
