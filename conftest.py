@@ -244,9 +244,11 @@ def everything_peer(shared_peer: Callable[[list[str]], int], everything_js: str)
 #: tests that must run on one pytest-xdist worker, one after the other, by node id prefix. The
 #: conformance group: tests/test_conformance.py plans its harness runs from every selected row at
 #: once (a module fixture), and the plugin's rows join it so sse-retry, judged in milliseconds,
-#: never runs next to a suite run's crowd of clients.
+#: never runs next to a suite run's crowd of clients. The browser group: the Settings page's
+#: browser tests share one Chromium (a session fixture), started once on one worker.
 XDIST_GROUPS = {
     "conformance": ("tests/test_conformance.py::", "plugins/transport_http/tests/test_http_conformance.py::"),
+    "browser": ("plugins/settings_web/tests/test_settings_browser.py::",),
 }
 
 
