@@ -3,8 +3,8 @@ for the whole session, a fresh browser context (its own cookies and storage) per
 
 The tests here use the core tests' helpers (tests/support.py, tests/remote_support.py,
 tests/oauth_support.py): that directory is put on ``sys.path``, as pytest does for the core tests.
-Every async test and fixture here runs on one asyncio loop for the session (the session's
-``anyio_backend``), the loop the browser was launched on.
+Every async test and fixture of a module here runs on one asyncio loop (the module's
+``anyio_backend``), the loop the browser was launched on; it closes with the module.
 """
 
 from __future__ import annotations
@@ -33,15 +33,20 @@ CHROMIUM_ARGS = [
 LAUNCH_MS = 30_000
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
-    """asyncio, for the session: the browser fixture and every test share one event loop."""
+    """asyncio, for each module: the browser fixture and the module's tests share one event loop.
+
+    Module, not session: anyio keeps the loop of an async fixture running until its backend
+    fixture ends, and a loop left running on a worker makes every later ``anyio.run`` there (the
+    ``kxen`` command run in-process by the core's tests) fail with "Already running asyncio"."""
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def browser(anyio_backend: str) -> AsyncIterator[object]:
-    """Headless Chromium for the session; skips without /usr/bin/chromium (fails in CI)."""
+    """Headless Chromium for the module (the browser tests are one module, on one worker: the
+    "browser" group); skips without /usr/bin/chromium (fails in CI)."""
     if not Path(CHROMIUM).exists():
         reason = f"{CHROMIUM} is missing (apt-get install chromium; .ci/run does)"
         if os.environ.get("CI"):
