@@ -231,7 +231,7 @@ async def authorize(
     if decision == "allow" and call.pin_state in UNACCEPTED:
         # an allow was given under the definition accepted before ("always", toolPolicies, a
         # project_tools rule): a definition nobody accepted asks again (pinning warn)
-        decision, why = "ask", [Vote.ask(_unaccepted(call), plugin="pins")]
+        decision, why = "ask", [Vote(decision="ask", reason=_unaccepted(call), plugin="pins")]
     if decision == "allow":
         return
     label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human

@@ -57,12 +57,13 @@ def mode_of(server: ServerConfig) -> str:
 
 def _normal(value: Any) -> Any:
     """``value`` with every integral float as an int (``1.0`` and ``1`` are one JSON number)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
+    kind = type(value)
+    if kind is dict:
         return {k: _normal(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if kind is list:
         return [_normal(v) for v in value]
+    if kind is float and value.is_integer() and abs(value) < 2**53:
+        return int(value)
     return value
 
 
@@ -72,7 +73,7 @@ def definition(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_digest(tool: dict[str, Any]) -> str:
-    """The canonical digest of a tool's definition."""
+    """The canonical digest of a tool's definition (:func:`kxen_core.launch.canonical.fingerprint`)."""
     return fingerprint(_normal(definition(tool)))
 
 
@@ -81,21 +82,24 @@ def identity_key(identity: dict[str, Any]) -> str:
     return fingerprint(identity)
 
 
-def listing_of(tools: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """``{tool: (digest, definition)}`` of a listing."""
+def listing_of(tools: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any], int]]:
+    """``{tool: (digest, definition, size)}`` of a listing: the digest as :func:`tool_digest`
+    gives it, and the length of the canonical JSON it was taken over (one encoding per tool)."""
+    import hashlib
+    import json
+
+    dumps, sha = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode, hashlib.sha256
     out = {}
     for name, tool in tools.items():
-        shape = definition(tool)
-        out[name] = (fingerprint(_normal(shape)), shape)
+        shape = {k: tool[k] for k in DEFINITION_KEYS if k in tool}
+        text = dumps(_normal(shape))
+        out[name] = (sha(text.encode("utf-8", "surrogatepass")).hexdigest(), shape, len(text))
     return out
 
 
-def _record(digest: str, shape: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def _record(digest: str, shape: dict[str, Any], size: int, **extra: Any) -> dict[str, Any]:
     """A definition as the store keeps it: its digest, and the definition itself (for a diff)
     unless it is longer than :data:`MAX_DEFINITION_CHARS`."""
-    import json
-
-    size = len(json.dumps(shape, ensure_ascii=False, separators=(",", ":")))
     return {"digest": digest, "definition": shape if size <= MAX_DEFINITION_CHARS else None, "size": size, **extra}
 
 
@@ -130,7 +134,7 @@ def merge(
     *,
     identity: dict[str, Any],
     server: str,
-    listing: dict[str, tuple[str, dict[str, Any]]],
+    listing: dict[str, tuple[str, dict[str, Any], int]],
     mode: str,
     fresh_session: bool,
     stamp: int,
@@ -146,7 +150,7 @@ def merge(
         entry = servers[key] = {"server": server, "identity": identity, "seen": stamp, "tools": {}, "pending": {}}
         out.changed = True
     tools, pending = _maps(entry, where)
-    for name, (digest, shape) in listing.items():
+    for name, (digest, shape, size) in listing.items():
         pinned = _digest_of(tools.get(name))
         if pinned == digest:
             out.states[name] = "pinned"
@@ -158,17 +162,17 @@ def merge(
             old = tools[name].get("definition")
             out.fields[name] = changed_fields(old, shape) if isinstance(old, dict) else ()
             if _digest_of(pending.get(name)) != digest:
-                pending[name] = _record(digest, shape, since=stamp, kind="changed")
+                pending[name] = _record(digest, shape, size, since=stamp, kind="changed")
                 out.changed = True
         elif out.fresh or mode == "warn":
             out.states[name] = "first" if out.fresh else "added"
-            tools[name] = _record(digest, shape, accepted=stamp)
+            tools[name] = _record(digest, shape, size, accepted=stamp)
             pending.pop(name, None)
             out.changed = True
         else:
             out.states[name] = "new"
             if _digest_of(pending.get(name)) != digest:
-                pending[name] = _record(digest, shape, since=stamp, kind="new")
+                pending[name] = _record(digest, shape, size, since=stamp, kind="new")
                 out.changed = True
     if entry.get("server") != server:
         entry["server"] = server

@@ -185,8 +185,8 @@ class PinsHost:
 
 
 def _row(name: str, entry: ServerConfig, mode: str, identity: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
-    tools = record.get("tools") if isinstance(record.get("tools"), dict) else {}
-    pending = record.get("pending") if isinstance(record.get("pending"), dict) else {}
+    tools: dict[str, Any] = record["tools"] if isinstance(record.get("tools"), dict) else {}
+    pending: dict[str, Any] = record["pending"] if isinstance(record.get("pending"), dict) else {}
     waiting = []
     for tool, w in sorted(pending.items()):
         if isinstance(w, dict):

@@ -102,8 +102,8 @@ class PinnedTools:
     async def pin_tools(self, tools: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The tools of this listing the model may see (the held ones left out), after checking
         every one against the pin store."""
-        self.listed_tools = tools
         await self._judge(tools)
+        self.listed_tools = tools  # with the verdicts on it: never one without the other
         held = self.held_tools
         return {n: t for n, t in tools.items() if n not in held} if held else tools
 
@@ -132,7 +132,7 @@ class PinnedTools:
                 (held if mode == "hold" else unaccepted)[name] = entry
         before = (set(self.held_tools), set(self.unaccepted))
         self.held_tools, self.unaccepted = held, unaccepted
-        self.pin_digests = {n: d for n, (d, _) in listing.items()}
+        self.pin_digests = {n: v[0] for n, v in listing.items()}
         self.pin_states = merged.states
         self._tell(merged, before)
 
