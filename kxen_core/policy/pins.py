@@ -87,12 +87,18 @@ def listing_of(tools: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[st
     gives it, and the length of the canonical JSON it was taken over (one encoding per tool)."""
     import hashlib
     import json
+    import re
 
     dumps, sha = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode, hashlib.sha256
+    # how Python writes an integral float (``1.0``, ``-0.0``, ``1e+16``, ``1.5e+16``); a string that
+    # looks so only costs the walk below
+    integral = re.compile(r"\d\.0[,\]}]|\de[+-]").search
     out = {}
     for name, tool in tools.items():
         shape = {k: tool[k] for k in DEFINITION_KEYS if k in tool}
-        text = dumps(_normal(shape))
+        text = dumps(shape)
+        if integral(text):
+            text = dumps(_normal(shape))
         out[name] = (sha(text.encode("utf-8", "surrogatepass")).hexdigest(), shape, len(text))
     return out
 
