@@ -250,3 +250,49 @@ def test_two_processes_pinning_the_same_server_at_once_lose_nothing(tmp_path):
         assert proc.returncode == 0, err.decode()
     tools = PinStore(data).document()["servers"]["same"]["tools"]
     assert set(tools) == {f"{who}{j}" for who in "ab" for j in range(rounds)}
+
+
+def test_a_server_that_keeps_renaming_its_tools_cannot_grow_its_pins(monkeypatch):
+    monkeypatch.setattr(pins, "MAX_TOOLS", 5)
+    doc: dict[str, Any] = {"version": 1, "servers": {}}
+    merge(doc, fresh=True, a="A")
+    for round_ in range(4):
+        names = {f"t{round_}_{i}": "x" for i in range(3)}
+        merge(doc, mode="hold", a="A", **names)  # new tools each time: they wait
+        merge(doc, mode="warn", a="A", **{f"w{round_}_{i}": "x" for i in range(3)})  # pinned at once
+    entry = doc["servers"]["k"]
+    assert len(entry["tools"]) == 5 and "a" in entry["tools"]  # what is listed stays
+    assert len(entry["pending"]) == 5 and "t3_2" in entry["pending"]  # the newest stay
+
+
+def test_definitions_are_kept_for_diffs_within_a_budget_and_digests_always(monkeypatch):
+    monkeypatch.setattr(pins, "DEFINITIONS_BUDGET", 150)  # two of the three definitions
+    doc: dict[str, Any] = {"version": 1, "servers": {}}
+    merge(doc, fresh=True, a="A" * 40, b="B" * 40, c="C" * 40)
+    records = doc["servers"]["k"]["tools"]
+    assert [records[n]["definition"] is not None for n in "abc"] == [True, True, False]
+    assert all(len(records[n]["digest"]) == 64 for n in "abc")
+    merge(doc, c="changed")
+    assert "pinned by its digest" in pins.diff("c", records["c"], doc["servers"]["k"]["pending"]["c"])
+
+
+def test_a_store_over_its_bound_drops_diffs_then_the_oldest_servers(tmp_path, monkeypatch):
+    from kxen_core.policy import pin_store
+
+    store = PinStore(tmp_path)
+
+    def fill(doc: dict[str, Any]) -> tuple[bool, None]:
+        for i in range(4):
+            record = {"digest": "d" * 64, "definition": {"description": "x" * 3000}, "size": 3000}
+            doc["servers"][f"id{i}"] = {"server": f"s{i}", "seen": i, "tools": {"t": record}, "pending": {}}
+        return True, None
+
+    monkeypatch.setattr(pin_store, "MAX_FILE_BYTES", 4000)
+    store.update_if(fill)
+    kept = store.document()["servers"]
+    assert set(kept) == {"id0", "id1", "id2", "id3"}
+    assert all(e["tools"]["t"]["definition"] is None for e in kept.values())
+    monkeypatch.setattr(pin_store, "MAX_FILE_BYTES", 300)
+    smaller = PinStore(tmp_path / "smaller")
+    smaller.update_if(fill)
+    assert list(smaller.document()["servers"]) == ["id3"]  # the one listed last

@@ -177,9 +177,7 @@ class PinStore:
     def _write(self, doc: dict[str, Any]) -> None:
         import tempfile  # on a write only: a start that finds its pins unchanged never loads it
 
-        # compact: the C encoder (an indent takes Python's own, many times slower on 10,000 tools);
-        # ASCII: a lone surrogate a server sent is written as its escape, so the file reads back
-        data = json.dumps(doc, separators=(",", ":")).encode("ascii")
+        data = _fit(doc)
         if len(data) > MAX_FILE_BYTES:
             raise PinStoreError(f"{self.path}: the pins would take more than {MAX_FILE_BYTES} bytes: not written")
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tool-pins.", suffix=".tmp")  # created 0600
@@ -215,6 +213,35 @@ class PinStore:
         import anyio.to_thread
 
         return await anyio.to_thread.run_sync(self.update_if, change)
+
+
+def _encode(doc: dict[str, Any]) -> bytes:
+    # compact: the C encoder (an indent takes Python's own, many times slower on 10,000 tools);
+    # ASCII: a lone surrogate a server sent is written as its escape, so the file reads back
+    return json.dumps(doc, separators=(",", ":")).encode("ascii")
+
+
+def _fit(doc: dict[str, Any]) -> bytes:
+    """``doc`` encoded within :data:`MAX_FILE_BYTES` when it can be: first the definitions kept
+    for diffs go (digests stay), then whole identities, those listed longest ago first; the one
+    listed last stays. Returns the encoding (longer than the bound only when that one alone is)."""
+    data = _encode(doc)
+    if len(data) <= MAX_FILE_BYTES:
+        return data
+    servers = doc["servers"]
+    by_age = sorted(servers, key=lambda k: servers[k].get("seen") if isinstance(servers[k].get("seen"), int) else 0)
+    for key in by_age:
+        for part in ("tools", "pending"):
+            for record in (servers[key].get(part) or {}).values():
+                if isinstance(record, dict):
+                    record["definition"] = None
+    data = _encode(doc)
+    for key in by_age[:-1]:
+        if len(data) <= MAX_FILE_BYTES:
+            break
+        del servers[key]
+        data = _encode(doc)
+    return data
 
 
 def _trim(doc: dict[str, Any]) -> None:

@@ -41,6 +41,10 @@ DEFINITION_KEYS = ("name", "title", "description", "inputSchema", "outputSchema"
 MODES = ("hold", "warn", "off")
 #: a definition whose canonical JSON is longer is pinned by its digest only (no diff can show it)
 MAX_DEFINITION_CHARS = 64 * 1024
+#: the characters of definitions one server identity keeps for diffs; beyond it, digests only
+DEFINITIONS_BUDGET = 1024 * 1024
+#: the most pinned (and the most waiting) definitions one server identity keeps: a catalog's bound
+MAX_TOOLS = 10_000
 #: a server's ``seen`` time is written again at most this often when nothing else changed (seconds)
 SEEN_EVERY = 86400
 #: the states that wait for a person (``unchecked``: the store could not be used)
@@ -103,10 +107,48 @@ def listing_of(tools: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[st
     return out
 
 
-def _record(digest: str, shape: dict[str, Any], size: int, **extra: Any) -> dict[str, Any]:
-    """A definition as the store keeps it: its digest, and the definition itself (for a diff)
-    unless it is longer than :data:`MAX_DEFINITION_CHARS`."""
-    return {"digest": digest, "definition": shape if size <= MAX_DEFINITION_CHARS else None, "size": size, **extra}
+def _kept_chars(entry: dict[str, Any]) -> int:
+    """The characters of the definitions an identity's entry keeps for diffs."""
+    total = 0
+    for part in ("tools", "pending"):
+        for record in (entry.get(part) or {}).values():
+            size = record.get("size") if isinstance(record, dict) else None
+            if isinstance(size, int) and record.get("definition") is not None:
+                total += size
+    return total
+
+
+class _Records:
+    """Makes the records of one merge: a definition is kept (for a diff) while it is at most
+    :data:`MAX_DEFINITION_CHARS` and the identity's kept definitions stay within
+    :data:`DEFINITIONS_BUDGET`; else only its digest and size."""
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        self.entry = entry
+        self.left: int | None = None  # counted on the first record made (a merge that writes)
+
+    def __call__(self, digest: str, shape: dict[str, Any], size: int, **extra: Any) -> dict[str, Any]:
+        if self.left is None:
+            self.left = DEFINITIONS_BUDGET - _kept_chars(self.entry)
+        keep = size <= MAX_DEFINITION_CHARS and size <= self.left
+        if keep:
+            self.left -= size
+        return {"digest": digest, "definition": shape if keep else None, "size": size, **extra}
+
+
+def _bound(records: dict[str, Any], listed: dict[str, Any], stamp_key: str) -> bool:
+    """At most :data:`MAX_TOOLS` records: those of tools not listed now go, oldest first (a
+    server that keeps renaming its tools cannot grow the store). Returns whether any went."""
+    if len(records) <= MAX_TOOLS:
+        return False
+
+    def age(name: str) -> int:
+        when = records[name].get(stamp_key) if isinstance(records[name], dict) else None
+        return when if isinstance(when, int) else 0
+
+    for name in sorted((n for n in records if n not in listed), key=age)[: len(records) - MAX_TOOLS]:
+        del records[name]
+    return True
 
 
 def _digest_of(record: Any) -> str | None:
@@ -156,6 +198,7 @@ def merge(
         entry = servers[key] = {"server": server, "identity": identity, "seen": stamp, "tools": {}, "pending": {}}
         out.changed = True
     tools, pending = _maps(entry, where)
+    _record = _Records(entry)
     for name, (digest, shape, size) in listing.items():
         pinned = _digest_of(tools.get(name))
         if pinned == digest:
@@ -180,6 +223,8 @@ def merge(
             if _digest_of(pending.get(name)) != digest:
                 pending[name] = _record(digest, shape, size, since=stamp, kind="new")
                 out.changed = True
+    if _bound(tools, listing, "accepted") | _bound(pending, listing, "since"):
+        out.changed = True
     if entry.get("server") != server:
         entry["server"] = server
         out.changed = True
