@@ -40,13 +40,10 @@ def add_fake(fakes: Any, name: str = "f") -> Any:
 async def changed_under(rt: Any, fake: Any, server: str, description: str, *extra: str) -> None:
     """The fake changes its tools and says so; returns once the runtime listed them again."""
     fake.tool_defs = echo_defs(description, *extra)
-    before = fake.received_methods().count("tools/list")
     await fake.notify("notifications/tools/list_changed")
+    want = {t["name"]: t for t in fake.tool_defs}
     with anyio.fail_after(WAIT):
-        while (
-            fake.received_methods().count("tools/list") == before
-            or rt.servers[server].listed_tools.get("echo", {}).get("description") != description
-        ):
+        while rt.servers[server].listed_tools != want:  # listed, and checked against the pins
             await anyio.sleep(0.01)
 
 
