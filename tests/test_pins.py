@@ -67,6 +67,10 @@ async def test_a_changed_tool_is_held_refused_before_sending_and_callable_once_a
         calls = fake.received_methods().count("tools/call")
         with pytest.raises(ToolHeld) as info:
             await rt.call_tool("s__echo", {"text": "hi"})
+        seen = await rt.agent_call("s__echo", {"text": "hi"})  # what the model gets: the short reason
+        assert seen.is_error and seen.text == (
+            "ToolHeld: s__echo is held: its definition changed and the user has not accepted it yet"
+        )
         assert fake.received_methods().count("tools/call") == calls  # nothing was sent
         text = str(info.value)
         assert "s__echo is held" in text and "description" in text and "kxen mcp pins accept s echo" in text

@@ -36,11 +36,11 @@ from kxen_core.config.paths import data_dir
 VERSION = 1
 FILE_NAME = "tool-pins.json"
 #: the most bytes of the store read (a larger file is refused, not parsed)
-MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_FILE_BYTES = 8 * 1024 * 1024
 #: how long a write waits for another process's lock (seconds)
 LOCK_SECONDS = 10.0
 #: the most server identities kept: beyond it, those listed longest ago are dropped
-MAX_SERVERS = 1000
+MAX_SERVERS = 500
 #: the most leftover temporary files (of writes a killed process left) one write removes
 MAX_LEFTOVERS = 100
 

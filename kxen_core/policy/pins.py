@@ -42,7 +42,7 @@ MODES = ("hold", "warn", "off")
 #: a definition whose canonical JSON is longer is pinned by its digest only (no diff can show it)
 MAX_DEFINITION_CHARS = 64 * 1024
 #: the characters of definitions one server identity keeps for diffs; beyond it, digests only
-DEFINITIONS_BUDGET = 1024 * 1024
+DEFINITIONS_BUDGET = 512 * 1024
 #: the most pinned (and the most waiting) definitions one server identity keeps: a catalog's bound
 MAX_TOOLS = 10_000
 #: a server's ``seen`` time is written again at most this often when nothing else changed (seconds)
