@@ -205,8 +205,9 @@ async def test_a_store_kxen_cannot_use_holds_everything_and_is_never_rewritten(
             await rt.call_tool("h__echo", {})
         assert str(path) in str(info.value) and said in str(info.value)
         assert names(rt, "w") == ["echo"] and status_of(rt, "w")["unaccepted"] == ["echo"]
-        with pytest.raises(ApprovalDenied):  # its allow could not be checked against the pin: asked, no channel
+        with pytest.raises(ApprovalDenied) as denied:  # its allow could not be checked: asked, no channel
             await rt.call_tool("w__echo", {})
+        assert "could not be checked against its pin" in str(denied.value)
     assert path.read_text() == content  # never re-pinned by itself
 
 

@@ -262,8 +262,9 @@ async def authorize(
             return  # --approve of the fingerprint printed before the server first listed (a launch that waited)
         answer = await approvals.ask(request)
         if not answer.approved:
+            changed = f" (asked because {_unaccepted(call)})" if call.pin_state in UNACCEPTED else ""
             raise ApprovalDenied(
-                f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}",
+                f"{label} needs approval{changed}: {answer.reason}. {how_to_allow(call, fp)}",
                 for_agent=f"{label} was not run: it needs the user's approval",
             )
 

@@ -22,7 +22,8 @@ cannot use makes every tool not known to be pinned ``unchecked``: held with ``ho
 closed), shown and asked again with ``warn``.
 
 This module is the pure part (digests, the merge of a listing into the store's document, accept,
-reset, the diff a person reads); the runtime applies it (:mod:`kxen_core.runtime.server_pins`).
+the diff a person reads); the runtime applies it (:mod:`kxen_core.runtime.server_pins`, and the
+Runtime's pin API in :mod:`kxen_core.runtime.pins_api`).
 """
 
 from __future__ import annotations
