@@ -221,6 +221,17 @@ class PolicyDenied(KxenError):
         super().__init__(message)
 
 
+class ToolHeld(PolicyDenied):
+    """A call of a tool whose definition changed (or that is new) since its server's tools were
+    pinned, and that a person has not accepted yet (``pinning: hold``): refused before anything
+    was sent. The message names what changed and the next step (``kxen mcp pins accept``)."""
+
+    def __init__(self, message: str, *, server: str, tool: str, for_agent: str | None = None):
+        super().__init__(message, for_agent=for_agent)
+        self.server = server
+        self.tool = tool
+
+
 class ApprovalDenied(KxenError):
     """An approval was refused, or no approval channel could ask. The message says how to allow it."""
 

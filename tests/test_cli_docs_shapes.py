@@ -17,6 +17,7 @@ COMMANDS = [
     ("mcp tools", ["mcp", "tools", "--json", "--wait", "10"]),
     ("mcp approvals", ["mcp", "approvals", "--json"]),
     ("mcp plan", ["mcp", "plan", "--json"]),
+    ("mcp pins", ["mcp", "pins", "--json"]),
     ("mcp doctor", ["mcp", "doctor", "m", "--json", "--wait", "10"]),
     ("mcp list", ["mcp", "list", "--json"]),
     ("mcp get", ["mcp", "get", "m", "--json"]),

@@ -20,6 +20,7 @@ from kxen_core import hookimpl
 from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ToolCall, Vote, combine, fingerprint
+from kxen_core.policy.pins import tool_digest
 from kxen_core.runtime.workspace import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -127,11 +128,15 @@ async def test_ask_without_a_channel_is_denied_and_not_sent(kxen_home, tmp_path)
         with pytest.raises(ApprovalDenied) as info:
             await call(rt, "demo__echo", {"text": "hi"})
         assert "no approval channel" in str(info.value)
-        # bound to what runs behind the name: scope, kind and the launch fingerprint
+        # bound to what runs behind the name (scope, kind and the launch fingerprint) and to the
+        # digest of the tool's definition
         launch = rt.servers["demo"].launch
         assert launch is not None and launch.command is not None
         identity = {"scope": "user", "kind": "stdio", "launch": launch.fingerprint}
-        fp = fingerprint({"server": "demo", "identity": identity, "tool": "echo", "arguments": {"text": "hi"}})
+        pin = tool_digest(rt.servers["demo"].tools_by_name["echo"])
+        fp = fingerprint(
+            {"server": "demo", "identity": identity, "tool": "echo", "arguments": {"text": "hi"}, "pin": pin}
+        )
         assert fp in str(info.value)
     assert calls_logged(log) == []
 
@@ -172,13 +177,14 @@ async def test_ask_with_an_approving_channel_goes_through(kxen_home, tmp_path):
         await call(rt, "demo__add", {"a": 1, "b": 1})  # other arguments: asked again
         launch = rt.servers["demo"].launch
         assert launch is not None
+        pin = tool_digest(rt.servers["demo"].tools_by_name["add"])
     assert [r.kind for r in channel.requests] == ["tool_call", "tool_call"]
     first = channel.requests[0]
     assert first.server == "demo" and "demo__add" in first.summary
     assert first.details["tool"] == "add" and first.details["arguments"] == {"a": 2, "b": 3}
     identity = {"scope": "user", "kind": "stdio", "launch": launch.fingerprint}
     assert first.fingerprint == fingerprint(
-        {"server": "demo", "identity": identity, "tool": "add", "arguments": {"a": 2, "b": 3}}
+        {"server": "demo", "identity": identity, "tool": "add", "arguments": {"a": 2, "b": 3}, "pin": pin}
     )
     assert first.details["scope"] == "user" and first.details["launch"] == launch.display()
     assert calls_logged(log) == ["add", "add", "add"]

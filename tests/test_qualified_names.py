@@ -153,7 +153,9 @@ async def test_each_refresh_names_what_the_server_lists_then(kxen_home, fakes, t
     fake = fakes.add("one", tools={n: (lambda m: lambda args: text_result(m))(n) for n in ["a", "b.c", "d"]})
 
     with weak_hash():
-        async with running(kxen_home, tmp_path, servers={"s": mem("one", defaultToolPolicy="allow")}) as rt:
+        async with running(
+            kxen_home, tmp_path, servers={"s": mem("one", defaultToolPolicy="allow", pinning="off")}
+        ) as rt:
             server = rt.servers["s"]
             for listing in (
                 ["a", "b.c", "d"],

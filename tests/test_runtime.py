@@ -42,6 +42,9 @@ OPTIONAL_STATUS_KEYS = {
     "scopes",
     "era",
     "protocolVersion",
+    "pinning",  # pinned tool definitions: the mode, and the tools that wait for a person
+    "held",
+    "unaccepted",
 }
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from kxen_core.cli import change, commands, manage, output, setup
+from kxen_core.cli import change, commands, manage, output, pins, setup
 from kxen_core.cli.mcp import STOP_SIGNALS, _mcp_until_signal
 from kxen_core.cli.output import print_json, say
 from kxen_core.cli.parser import CORE_COMMANDS, DEFAULT_WAIT, _parser
@@ -62,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return manage.run(args)
         if args.command == "mcp" and args.mcp_command in change.COMMANDS:
             return change.run(args)
+        if args.command == "mcp" and args.mcp_command in pins.COMMANDS:
+            return pins.run(args)
         return anyio.run(_mcp_until_signal, args)
     except ConfigError as exc:
         if getattr(args, "json", False):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kxen_core.cli import change, contents, login, manage, setup
+from kxen_core.cli import change, contents, login, manage, pins, setup
 
 if TYPE_CHECKING:
     from kxen_core.commands import Command
@@ -110,6 +110,7 @@ def _parser(extra: Mapping[str, Command] | None = None) -> argparse.ArgumentPars
     contents.add_commands(mcp, common)
     manage.add_commands(mcp)
     change.add_commands(mcp)
+    pins.add_commands(mcp)
     login.add_commands(mcp, _seconds)
 
     for verb, text in (

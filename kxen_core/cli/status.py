@@ -97,12 +97,14 @@ def status(rt: Any, args: argparse.Namespace) -> int:
                 for s in servers
             ],
         )
+        waiting = _waiting(rt)
         for s in servers:
             lines = []
             if s["error"]:
                 lines.append(s["error"])
             if s["note"]:
                 lines.append(f"note: {s['note']}")
+            lines.extend(waiting.get(s["name"], ()))
             if s["next"]:
                 lines.append(f"next: {s['next']}")
             if s["state"] != "ready":
@@ -112,6 +114,25 @@ def status(rt: Any, args: argparse.Namespace) -> int:
                 for line in lines:
                     say_indented(line, "  ")
     return EXIT_FAILED if any(s["state"] in ("failed", "needs_login") for s in servers) else EXIT_OK
+
+
+#: the most held or unaccepted tools named per server in the human output (kxen mcp pins has them all)
+SHOWN_HELD = 5
+
+
+def _waiting(rt: Any) -> dict[str, list[str]]:
+    """Per server, a line for each tool whose definition waits for a person (at most SHOWN_HELD)."""
+    out: dict[str, list[str]] = {}
+    for h in rt.held_tools():
+        lines = out.setdefault(h["server"], [])
+        if len(lines) < SHOWN_HELD:
+            if h["held"]:
+                lines.append(f"held: {h['tool']}: {h['reason']} (not shown to the model; calls refused)")
+            else:
+                lines.append(f"changed: {h['tool']}: {h['reason']} (pinning warn: still shown; calls ask again)")
+        elif len(lines) == SHOWN_HELD:
+            lines.append("... and more: kxen mcp pins " + h["server"])
+    return out
 
 
 __all__ = ["NO_SERVERS", "next_step", "say_indented", "status", "transport_cell"]

@@ -189,6 +189,9 @@ class ServerConfig:
     protocolEra: ProtocolEra = "auto"
     #: the guard on what a call's arguments carry out (kxen_core.policy.argument_guard); "off" in user config only
     egressGuard: Literal["on", "off"] = "on"
+    #: what a changed tool definition does (kxen_core.policy.pins): None = the default, ``hold`` for a
+    #: project or remote server, ``warn`` for a user's local one; a project entry may only say ``hold``
+    pinning: Literal["hold", "warn", "off"] | None = None
 
     @property
     def kind(self) -> str:

@@ -1,4 +1,5 @@
-"""Canonical paths for the launch checks: the kernel's answer where it gives one.
+"""Canonical paths for the launch checks (the kernel's answer where it gives one), and kxen's
+application data directory (:func:`data_dir`: the OAuth token store, the tool pins).
 
 Every local server's start resolves a few paths before its process is spawned: the workspace, the
 cwd, the command's target, the arguments that name files (:mod:`.launch`, :mod:`.launchers`).
@@ -13,6 +14,7 @@ so every result is the one ``os.path.realpath`` (or ``Path.resolve``) gives.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 _O_PATH = getattr(os, "O_PATH", 0)
@@ -62,4 +64,18 @@ def under(path: str, root: str) -> bool:
     return path.startswith(root if root.endswith(os.sep) else root + os.sep)
 
 
-__all__ = ["real", "resolved", "under"]
+def data_dir() -> Path:
+    """``$KXEN_DATA_DIR``, else the platform's application data directory for kxen: the files kxen
+    keeps for the user across workspaces and homes (the OAuth token store, the pinned tool
+    definitions), each 0600 in a 0700 directory."""
+    explicit = os.environ.get("KXEN_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "kxen"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "kxen"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "kxen"
+
+
+__all__ = ["data_dir", "real", "resolved", "under"]

@@ -53,6 +53,12 @@ class ToolCall:
     #: what kxen holds as secret now (a :class:`kxen_core.safe_text.Secrets`: ``values``, ``text()``), for
     #: votes on the arguments; never shown (:mod:`kxen_core.policy.argument_guard` is the core's)
     secrets: Any = attrs.field(default=None, repr=False, eq=False)
+    #: the digest of the tool's definition as listed (:func:`kxen_core.policy.pins.tool_digest`):
+    #: what an approval of the call is bound to; "" when not known (the server never listed)
+    pin: str = ""
+    #: the definition's pin state (:mod:`kxen_core.policy.pins`): ``pinned``, ``first``, ``added``,
+    #: ``changed`` or ``unchecked`` (shown, not accepted: a ``warn`` server), ``unpinned`` (``off``); "" unknown
+    pin_state: str = ""
 
     @property
     def qualified_name(self) -> str:

@@ -7,7 +7,9 @@ A request with a fingerprint (a project launch, a tool call with its arguments) 
 once in this process -- by a channel, or up front with ``--approve`` -- is not asked again. A tool
 call's fingerprint is bound to the server's identity (:func:`server_identity`: scope, kind, and the
 launch fingerprint of a local server or the canonical URL of a remote one), not only its name: when
-a reload puts something else behind the name, the same call is asked again. Channels
+a reload puts something else behind the name, the same call is asked again; and to the digest of
+the tool's definition (``ToolCall.pin``, :mod:`kxen_core.policy.pins`): a remembered yes does not
+carry over to a changed definition, and an allow of a definition nobody accepted asks. Channels
 are asked one request at a time (a person answers one prompt at a time); with no channel, or a
 channel that fails, the answer is no. Nothing is persisted.
 """
@@ -24,9 +26,10 @@ import attrs
 
 from kxen_core.errors import ApprovalDenied, KxenError, PolicyDenied
 from kxen_core.hookcall import acall_first
-from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, combine, fingerprint
+from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
 from kxen_core.policy.argument_guard import masked
 from kxen_core.policy.claims import claims
+from kxen_core.policy.pins import UNACCEPTED
 from kxen_core.policy.votes import PreparedVotes, full_votes
 from kxen_core.safe_text import safe_text, shown_url
 
@@ -177,22 +180,27 @@ def server_identity(server: ServerConfig, launch: Launch | None = None) -> dict[
 
 
 def call_fingerprint(call: ToolCall) -> str:
-    """The fingerprint of one tool call: server name and identity, tool, arguments."""
-    return fingerprint(
-        {
-            "server": call.server.name,
-            "identity": server_identity(call.server, call.launch),
-            "tool": call.tool,
-            "arguments": call.arguments,
-        }
-    )
+    """The fingerprint of one tool call: server name and identity, tool, arguments, and the digest
+    of the tool's definition when it is known (``call.pin``): a yes for one definition is not a yes
+    for another."""
+    payload = {
+        "server": call.server.name,
+        "identity": server_identity(call.server, call.launch),
+        "tool": call.tool,
+        "arguments": call.arguments,
+    }
+    if call.pin:
+        payload["pin"] = call.pin
+    return fingerprint(payload)
 
 
 def tool_key(call: ToolCall) -> str:
-    """What "allow this tool for the process" remembers: the tool, bound to the server's identity."""
-    return "tool:" + fingerprint(
-        {"server": call.server.name, "identity": server_identity(call.server, call.launch), "tool": call.tool}
-    )
+    """What "allow this tool for the process" remembers: the tool, bound to the server's identity
+    and to the digest of the tool's definition when it is known."""
+    payload = {"server": call.server.name, "identity": server_identity(call.server, call.launch), "tool": call.tool}
+    if call.pin:
+        payload["pin"] = call.pin
+    return "tool:" + fingerprint(payload)
 
 
 def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
@@ -221,6 +229,10 @@ async def authorize(
         decision, why = await prepared.decide(call)
     else:
         decision, why = combine(await full_votes(pm, call), call.server.defaultToolPolicy)
+    if decision == "allow" and call.pin_state in UNACCEPTED:
+        # an allow was given under the definition accepted before ("always", toolPolicies, a
+        # project_tools rule): a definition nobody accepted asks again (pinning warn)
+        decision, why = "ask", [Vote(decision="ask", reason=_unaccepted(call), plugin="pins")]
     if decision == "allow":
         return
     label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
@@ -248,12 +260,25 @@ async def authorize(
             # "always" writes the user's toolPolicies: never for a project server (nor a project file)
             remember_choices=("once", "call", "tool") + (("always",) if call.server.scope == "user" else ()),
         )
+        if call.pin_state == "first" and approvals.is_approved(call_fingerprint(attrs.evolve(call, pin=""))):
+            return  # --approve of the fingerprint printed before the server first listed (a launch that waited)
         answer = await approvals.ask(request)
         if not answer.approved:
+            changed = f" (asked because {_unaccepted(call)})" if call.pin_state in UNACCEPTED else ""
             raise ApprovalDenied(
-                f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}",
+                f"{label} needs approval{changed}: {answer.reason}. {how_to_allow(call, fp)}",
                 for_agent=f"{label} was not run: it needs the user's approval",
             )
+
+
+def _unaccepted(call: ToolCall) -> str:
+    name = call.server.name
+    if call.pin_state == "unchecked":
+        return "its definition could not be checked against its pin (the pin store cannot be used): asked again"
+    return (
+        f"its definition changed since it was accepted (see it: kxen mcp pins diff {name} {call.tool}; "
+        f"accept it: kxen mcp pins accept {name} {call.tool}): asked again"
+    )
 
 
 def how_to_allow(call: ToolCall, fp: str) -> str:

@@ -76,6 +76,11 @@ async def call_tool(
         target, tool = rt._ready(server), name
     info = target.tools_by_name.get(tool)
     if info is None:
+        held = target.held_tools.get(tool)  # changed or new since pinned: refused, nothing sent (server_pins)
+        if held is not None:
+            from kxen_core.runtime.server_pins import held_error
+
+            raise held_error(target.name, held, target.tool_names.get(tool))
         raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
     args = dict(arguments) if arguments else {}
     # arguments the server would refuse: refused here, before a vote or a person is asked
@@ -85,7 +90,10 @@ async def call_tool(
     config = rt.config
     settings = config.settings if config else None
     secrets = rt.secrets
-    if not rt._votes.allowed_outright(target.config, tool, rt.role, settings, args, target.launch, secrets):
+    # a definition nobody accepted (pinning warn) is never allowed outright: its allow asks again
+    if tool in target.unaccepted or not rt._votes.allowed_outright(
+        target.config, tool, rt.role, settings, args, target.launch, secrets
+    ):
         call = ToolCall(
             server=target.config,
             tool=tool,
@@ -95,6 +103,8 @@ async def call_tool(
             settings=settings,
             launch=target.launch,  # the approval is bound to what runs behind the name
             secrets=secrets,
+            pin=target.pin_digests.get(tool, ""),  # and to the definition it is given for
+            pin_state=target.pin_states.get(tool, ""),
         )
         await authorize(rt.pm, call, rt.approvals, prepared=rt._votes)
     session = target.session
@@ -186,6 +196,7 @@ async def _launch_and_call(rt: CallHost, target: Server, tool: str, arguments: M
         tool_info={},  # not listed yet: the server never ran
         settings=rt.config.settings if rt.config else None,
         launch=launch,  # what the call is bound to once this launch runs
+        pin=_pinned_digest(target, launch, tool),  # the definition pinned when this launch listed before
     )
     decision, _why = combine(await full_votes(rt.pm, call), target.config.defaultToolPolicy)
     if decision != "ask":
@@ -197,6 +208,23 @@ async def _launch_and_call(rt: CallHost, target: Server, tool: str, arguments: M
         f"kxen --approve {launch.fingerprint[:16]} --approve {fp[:16]}",
         for_agent=f"{label} was not run: its server's launch and the call need the user's approval",
     )
+
+
+def _pinned_digest(target: Server, launch: Any, tool: str) -> str:
+    """The digest pinned for ``tool`` under this launch's identity, "" when none is (or the store
+    cannot be read: the call is then asked with the fingerprint its first listing gives)."""
+    from kxen_core.policy.approvals import server_identity
+    from kxen_core.policy.pin_store import PinStoreError, pin_store
+    from kxen_core.policy.pins import identity_key
+
+    try:
+        entry = pin_store().document()["servers"].get(identity_key(server_identity(target.config, launch)))
+    except (PinStoreError, OSError):
+        return ""
+    tools = entry.get("tools") if isinstance(entry, dict) else None
+    record = tools.get(tool) if isinstance(tools, dict) else None
+    digest = record.get("digest") if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) else ""
 
 
 async def _send(

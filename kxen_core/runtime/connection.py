@@ -67,6 +67,8 @@ class ServerEnv:
     secrets: Secrets | None = None
     #: told of each change to a server's status (its state, its catalogs): the Settings API's events
     changed: Callable[[Any], None] | None = None
+    #: told when a server's held or unaccepted tools changed (the Settings API's ``pins`` event)
+    pins_changed: Callable[[Any], None] | None = None
 
 
 class Connection:

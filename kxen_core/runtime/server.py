@@ -27,6 +27,7 @@ from kxen_core.runtime.connection import Connection, ServerEnv
 from kxen_core.runtime.failures import failure_text, real_cause
 from kxen_core.runtime.reconnect import Backoff
 from kxen_core.runtime.server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
+from kxen_core.runtime.server_pins import Held, PinnedTools
 from kxen_core.runtime.server_view import ServerView
 from kxen_core.runtime.states import SETTLED, Phase, State
 from kxen_core.transport import MessageStream
@@ -45,10 +46,11 @@ STOP_WAIT_SECONDS = 10
 
 
 @attrs.define(eq=False)
-class Server(Connection, CatalogLists, ServerView):
+class Server(Connection, CatalogLists, PinnedTools, ServerView):
     """One configured server and, while it runs, its transport and session (its start and each
     connection: :class:`kxen_core.runtime.connection.Connection`; its catalogs:
-    :class:`kxen_core.runtime.server_catalogs.CatalogLists`; its status:
+    :class:`kxen_core.runtime.server_catalogs.CatalogLists`; its tools' pins:
+    :class:`kxen_core.runtime.server_pins.PinnedTools`; its status:
     :class:`kxen_core.runtime.server_view.ServerView`)."""
 
     entry: ServerConfig  # the merged config entry this server was made from
@@ -71,6 +73,12 @@ class Server(Connection, CatalogLists, ServerView):
     tools_by_name: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tool_names: dict[str, str] = attrs.field(factory=dict)  # tool -> its model-facing name
     model_tools: dict[str, str] = attrs.field(factory=dict)  # model-facing name -> tool
+    listed_tools: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # the last listing, held ones too
+    held_tools: dict[str, Held] = attrs.field(factory=dict)  # kept from the model, calls refused (pinning hold)
+    unaccepted: dict[str, Held] = attrs.field(factory=dict)  # shown, changed since accepted (pinning warn)
+    pin_digests: dict[str, str] = attrs.field(factory=dict)  # tool -> the digest of its listed definition
+    pin_states: dict[str, str] = attrs.field(factory=dict)  # tool -> pinned, first, added, changed, ...
+    _pin_session: Any = None  # the session whose first listing found the identity unpinned
     diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
     # lambdas: ``anyio.Event`` named here would load anyio's synchronization modules on import
     settled: anyio.Event = attrs.field(factory=lambda: anyio.Event())

@@ -63,6 +63,8 @@ class CatalogLists:
 
         def diag(self, message: str) -> None: ...
 
+        async def pin_tools(self, tools: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]: ...
+
     async def refresh(self, kind: str) -> Catalog:
         """Fetch the ``kind`` catalog again (``tools``, ``resources``, ``resourceTemplates`` or
         ``prompts``) and return it.
@@ -136,9 +138,11 @@ class CatalogLists:
             log.info("%s: listed %d %s in %.1f ms", self.name, len(catalog.items), kind, ms)
         for message in catalog.diagnostics:
             self.diag(f"{kind}: {message}")
+        if kind == "tools":  # checked against their pins first: a held tool is never shown (server_pins)
+            shown = await self.pin_tools(dict(zip(names, catalog.items, strict=True)))
         self.catalogs[kind] = catalog
         if kind == "tools":
-            self.tools_by_name = dict(zip(names, catalog.items, strict=True))
+            self.tools_by_name = shown
             self.tool_names, self.model_tools = by_tool, by_model
         if session.modern is not None and hints and hints[0]:
             self._expire_after(kind, hints[0])

@@ -43,6 +43,7 @@ class ServerView:
         stream: MessageStream | None
         session: Session | None
         catalogs: dict[str, Catalog]
+        held_tools: dict[str, Any]
         diagnostics: deque[str]
         server_log: ServerLog
 
@@ -50,6 +51,8 @@ class ServerView:
         def name(self) -> str: ...
 
         def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None: ...
+
+        def pin_view(self) -> dict[str, Any]: ...
 
     def count(self, kind: str) -> int:
         cat = self.catalogs.get(kind)
@@ -74,6 +77,7 @@ class ServerView:
             "tools": self.count("tools"),
             "resources": self.count("resources"),
             "prompts": self.count("prompts"),
+            **self.pin_view(),  # pinning, held, unaccepted (server_pins)
             "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
             **era_fields(self.session),  # era, protocolVersion: what the session speaks
@@ -97,6 +101,13 @@ class ServerView:
         if self.state == State.FAILED and self.phase == Phase.CONFIG and self.config.unset:
             names = " ".join(dict.fromkeys(u.variable for u in self.config.unset))
             return f"set {names} in the environment kxen runs in, then start again (kxen mcp status)"
+        held = self.held_tools
+        if self.state == State.READY and held:
+            from kxen_core.runtime.server_pins import next_step
+
+            first = held[min(held)]
+            more = f" (or every held tool: kxen mcp pins accept {self.name})" if len(held) > 1 else ""
+            return safe_text(next_step(self.name, first) + more)
         return None
 
     def not_ready(self) -> ServerNotReady:

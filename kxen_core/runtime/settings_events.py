@@ -8,6 +8,8 @@ Every event is a dict with ``seq`` (1, 2, 3... for the runtime's life) and ``typ
 - ``remote``: the remote switch or a confirmation was written (``enabled``);
 - ``problems``: a reload was refused, or succeeded after one was (``problems``: :attr:`Runtime.problems`);
 - ``login``: a sign-in started or ended (``login``: its :meth:`Runtime.logins` entry);
+- ``pins``: a server's held or unaccepted tools changed (a listing, an acceptance, a reset):
+  ``server``, ``held`` and ``unaccepted`` (tool names; :meth:`Runtime.held_tools` has the details);
 - ``overflow``: this subscriber did not read in time and missed events: ``missed`` (how many were
   dropped) and ``seq`` (the last one). The reader takes a fresh :meth:`Runtime.settings_snapshot`
   (whose ``seq`` says which events it already holds) and reads on.

@@ -52,6 +52,8 @@ class SettingsView:
 
         def logins(self) -> list[dict[str, Any]]: ...
 
+        def held_tools(self, server: str | None = None) -> list[dict[str, Any]]: ...
+
     def _server_changed(self, server: Server) -> None:
         if self._events.active and self.servers.get(server.name) is server:
             self._events.publish("server", name=server.name, server=server.snapshot())
@@ -81,7 +83,9 @@ class SettingsView:
         ``problems`` (a rejected config file's, and a refused reload's), ``remote`` (``enabled``,
         ``servers``: what :meth:`remote_servers` lists, ``question``: what the person confirms for
         each), ``approvals`` (:meth:`pending_approvals`; ``held``: whether approvals wait here for
-        an answer) and ``logins`` (the sign-ins: :meth:`logins`)."""
+        an answer), ``logins`` (the sign-ins: :meth:`logins`) and ``pins`` (the tools whose
+        definition changed or is new since their server was pinned: :meth:`held_tools`; accept
+        them with :meth:`accept_pin`)."""
         if not 0 <= wait <= 600:
             raise InvalidArguments(f"wait must be between 0 and 600 seconds (got {wait})")
         if self._loading():
@@ -112,6 +116,7 @@ class SettingsView:
             },
             "approvals": {"held": self._held is not None, "pending": self.pending_approvals()},
             "logins": self.logins(),
+            "pins": self.held_tools(),
         }
 
     @staticmethod

@@ -33,7 +33,8 @@ class ToolsHost:
         return [server.snapshot() for server in self.servers.values()]
 
     def tools(self, server: str | None = None) -> list[dict[str, Any]]:
-        """The tools the model sees: each ready server's, as the server listed it (``title``,
+        """The tools the model sees: each ready server's, as the server listed it, less those held
+        by their pins (a definition changed or new since pinned: docs/config.md) (``title``,
         ``annotations``, ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as
         sent) plus ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
         :mod:`kxen_core.agent.tool_names`; ``name`` stays the server's own); then, without ``server``,
@@ -72,7 +73,9 @@ class ToolsHost:
     async def refresh(self, server: str, kind: str = "tools") -> Catalog:
         """Fetch one catalog (``tools``, ``resources`` or ``prompts``) of a ready server again and
         return it; what the agent sees changes at once. Raises ``ServerNotReady`` when the server
-        is not ready, ``KeyError`` for an unknown kind, and what the listing raises."""
+        is not ready, ``KeyError`` for an unknown kind, and what the listing raises. The catalog is
+        the listing as the server sent it: a tool held by its pin (``held`` in :meth:`status`) is in
+        it, but not in :meth:`tools`."""
         target = self._ready(server)
         return await target.refresh(kind)
 

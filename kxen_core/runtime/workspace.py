@@ -14,7 +14,8 @@ and routes the agent's calls through the policy votes. States: see :class:`.stat
 
 This module holds the runtime's life (enter, load, reload, restart, close); its API is mixed in
 from one module per job: tools and calls (:mod:`.tools_api`), resources and prompts
-(:mod:`.contents_api`), settings actions (:mod:`.settings_api`) and sign-ins (:mod:`.login_api`).
+(:mod:`.contents_api`), settings actions (:mod:`.settings_api`), sign-ins (:mod:`.login_api`) and
+pinned tool definitions (:mod:`.pins_api`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import attrs
 from kxen_core.plugins.manager import KxenPluginManager, make_plugin_manager
 from kxen_core.runtime.contents_api import ContentsHost
 from kxen_core.runtime.login_api import LoginHost
+from kxen_core.runtime.pins_api import PinsHost
 from kxen_core.runtime.settings_api import SettingsHost
 from kxen_core.runtime.states import State
 from kxen_core.runtime.tools_api import ToolsHost
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from kxen_core.safe_text import Secrets
 
 
-class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
+class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
     """Servers of one workspace. An async context manager; nothing starts before entering it.
     Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
     (:mod:`.logins`)."""
@@ -210,6 +212,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
             eras=self._eras,
             secrets=self.secrets,
             changed=self._server_changed,
+            pins_changed=self._pins_changed,
         )
         for name, entry in config.servers.items():
             if name in skip:

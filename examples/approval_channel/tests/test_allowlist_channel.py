@@ -20,6 +20,7 @@ from kxen_core.errors import ApprovalDenied
 from kxen_core.launch.resolve import resolve_launch
 from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, fingerprint
+from kxen_core.policy.pins import tool_digest
 from kxen_core.runtime.workspace import Runtime
 
 if sys.version_info >= (3, 11):
@@ -221,10 +222,16 @@ async def test_it_decides_ask_policy_tool_calls(kxen_home, fakes, allowlist):
 
     kxen_home.write_servers({"srv": {"transport": "memory", "toolPolicies": {"echo": "ask"}}})
     fake = fakes.add("srv", tools={"echo": lambda a: text_result(a.get("text", ""))})
-    # a call's fingerprint covers the server's name and identity (scope, kind, launch), tool, arguments
+    # a call's fingerprint covers the server's name and identity (scope, kind, launch), tool, the
+    # digest of the tool's definition (kxen_core.policy.pins) and the arguments
     launch = resolve_launch(load_config(None, Path.cwd()).servers["srv"], Path.cwd().resolve())
     identity = {"scope": "user", "kind": "memory", "launch": launch.fingerprint}
-    allowlist(fingerprint({"server": "srv", "identity": identity, "tool": "echo", "arguments": {"text": "listed"}}))
+    pin = tool_digest(fake.tool_defs[0])
+    allowlist(
+        fingerprint(
+            {"server": "srv", "identity": identity, "tool": "echo", "arguments": {"text": "listed"}, "pin": pin}
+        )
+    )
     async with Runtime(pm=channel_pm()) as rt:
         with anyio.fail_after(30):
             assert await rt.wait_ready()

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import stat
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +26,8 @@ from typing import Any
 
 import anyio
 import filelock
+
+from kxen_core.config.paths import data_dir  # the core's one data directory (re-exported)
 
 from ._binding import Key
 from ._records import ClientRecord, TokenRecord
@@ -44,18 +45,6 @@ LOOK_SECONDS = 0.2
 
 class StoreError(Exception):
     """The store cannot be used; the text names the file and the rule (never a secret)."""
-
-
-def data_dir() -> Path:
-    """``$KXEN_DATA_DIR``, else the platform's application data directory for kxen."""
-    explicit = os.environ.get("KXEN_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "kxen"
-    if os.name == "nt":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "kxen"
-    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "kxen"
 
 
 async def acquire(lock: filelock.BaseFileLock, seconds: float, what: str) -> None:
