@@ -42,6 +42,9 @@ OPTIONAL_STATUS_KEYS = {
     "scopes",
     "era",
     "protocolVersion",
+    "toolsHidden",  # what the model is shown of the tools, and its size (kxen_core.runtime.server_filters)
+    "toolChars",
+    "toolTokens",
 }
 
 

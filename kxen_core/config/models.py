@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import attrs
 
 # the settings models and URL rules lived here: importable from here as before (plugins use them)
+from kxen_core.config.filters import AnnotationFilter, patterns_validator
 from kxen_core.config.settings import McpSettings as McpSettings
 from kxen_core.config.settings import Policy as Policy
 from kxen_core.config.settings import ProjectTools as ProjectTools
@@ -189,6 +190,12 @@ class ServerConfig:
     protocolEra: ProtocolEra = "auto"
     #: the guard on what a call's arguments carry out (kxen_core.policy.argument_guard); "off" in user config only
     egressGuard: Literal["on", "off"] = "on"
+    # what the model is shown of the server's tools (kxen_core.policy.tool_filters): None = every tool. They
+    # change nothing about what runs, so they are left out of equality: a reload that changes only them
+    # keeps the server running and its catalog (the runtime applies the new filters to it)
+    enabledTools: list[str] | None = attrs.field(default=None, validator=patterns_validator, eq=False)
+    disabledTools: list[str] = attrs.field(factory=list, validator=patterns_validator, eq=False)
+    annotationFilter: AnnotationFilter | None = attrs.field(default=None, eq=False)
 
     @property
     def kind(self) -> str:

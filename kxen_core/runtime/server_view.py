@@ -51,6 +51,8 @@ class ServerView:
 
         def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None: ...
 
+        def context_view(self) -> dict[str, Any]: ...
+
     def count(self, kind: str) -> int:
         cat = self.catalogs.get(kind)
         return len(cat.items) if cat else 0
@@ -74,6 +76,7 @@ class ServerView:
             "tools": self.count("tools"),
             "resources": self.count("resources"),
             "prompts": self.count("prompts"),
+            **self.context_view(),  # toolsHidden, toolChars, toolTokens: what the model is shown (server_filters)
             "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
             **era_fields(self.session),  # era, protocolVersion: what the session speaks
