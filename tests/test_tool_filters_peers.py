@@ -143,7 +143,16 @@ async def test_a_reload_that_changes_a_filter_keeps_the_server_and_its_catalog(k
         kxen_home.write_servers(
             {"ev": everything(node, everything_js, defaultToolPolicy="allow", disabledTools=["echo"])}
         )
+        events = rt.settings_events()
         await rt.reload()
+        # a Settings screen learns it from the event stream, and its snapshot carries the sizes
+        with anyio.fail_after(WAIT):
+            while (event := await events.next()) is not None:
+                if event["type"] == "server" and event["server"]["toolsHidden"] == 1:
+                    break
+        events.close()
+        (entry,) = (await rt.settings_snapshot())["servers"]
+        assert (entry["toolsHidden"], entry["toolChars"]) == (1, row(rt, "ev")["toolChars"])
         assert rt.servers["ev"] is server and server.catalogs["tools"] is catalog and server.pid == pid
         assert server.config.disabledTools == ["echo"]  # the kept server runs under the new entry
         assert "echo" not in shown(rt, "ev") and row(rt, "ev")["state"] == "ready"

@@ -155,7 +155,13 @@ def available(rt: AgentHost, *, include_hidden: bool = False) -> list[dict[str, 
         shown = any(METHOD[name] not in s.denied_methods for s in offering)
         if not shown and not include_hidden:
             continue
-        entry = {"server": None, "name": name, "qualifiedName": name, "description": description, "inputSchema": schema}
+        entry: dict[str, Any] = {
+            "server": None,
+            "name": name,
+            "qualifiedName": name,
+            "description": description,
+            "inputSchema": schema,
+        }
         if include_hidden:
             why = None if shown else denied_everywhere(name, offering)
             entry["hidden"], entry["why"] = why is not None, why
