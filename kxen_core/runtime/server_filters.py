@@ -94,8 +94,8 @@ class ToolView:
         if hidden != self.hidden_tools:
             self.hidden_tools = hidden
             self.changed()
-        listed = {item["name"] for item in catalog.items}
-        unmatched = frozenset(n for f in layers for n in f.exact_names if n not in listed)
+        named = frozenset(n for f in layers for n in f.exact_names)
+        unmatched = named - {item["name"] for item in catalog.items} if named else frozenset()
         if unmatched and unmatched != self._unmatched:  # most likely a typo: said once per change
             shown = ", ".join(repr(n) for n in sorted(unmatched)[:10])
             self.diag(f"tool filters name tools the server does not list: {shown}")
