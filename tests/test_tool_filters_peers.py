@@ -289,6 +289,19 @@ async def test_the_users_project_filters_hold_whatever_the_launch(kxen_home, ws,
         await ready(rt)
         assert shown(rt, "ev") == {"echo", "get-sum", "get-structured-content"}
         first = row(rt, "ev")
+        # one more rule, and a reload: applied to the running server, its catalog as it was
+        catalog = rt.servers["ev"].catalogs["tools"]
+        settings = kxen_home.path / "config.toml"
+        before = settings.read_text()
+        settings.write_text(
+            before + f'[[project_filters]]\nworkspace = "{ws}"\nserver = "ev"\ndisabled_tools = ["echo"]\n'
+        )
+        await rt.reload()
+        assert shown(rt, "ev") == {"get-sum", "get-structured-content"}
+        assert rt.servers["ev"].catalogs["tools"] is catalog and row(rt, "ev")["state"] == "ready"
+        settings.write_text(before)
+        await rt.reload()
+        assert shown(rt, "ev") == {"echo", "get-sum", "get-structured-content"}
     write_project(ws, {"ev": everything(node, everything_js, env={"MODE": "two"})})
     fp2 = resolve_launch(load_config(kxen_home.path, ws).servers["ev"], ws).fingerprint
     assert fp2 != fp
