@@ -89,17 +89,22 @@ def test_the_approvals_command_takes_a_prefix(kxen_home, ws, capsys):
     assert row["approved"] is True
 
 
-def test_tools_shows_each_tools_policy(kx, kxen_home, fakes):
+def test_tools_shows_each_tools_policy(kx, kxen_home, fakes, monkeypatch):
     from kxen_testing import mem, text_result
+
+    monkeypatch.setenv("COLUMNS", "250")  # the table unfolded
 
     fakes.add("f", tools={n: (lambda a: text_result("x")) for n in ("echo", "fail", "other")})
     kxen_home.write_servers({"m": mem("f", toolPolicies={"echo": "allow", "fail": "deny"})})  # default: ask
     code, out, err = kx("mcp", "tools", "--json", "--wait", "10")
     assert code == 0, err
     policies = {t["name"]: t["policy"] for t in json.loads(out)["tools"] if t["server"] == "m"}
-    assert policies == {"echo": "allow", "fail": "deny", "other": "ask"}
-    code, out, err = kx("mcp", "tools", "--wait", "10")
-    assert "need an approval for each call" in out and "deny" in out
+    assert policies == {"echo": "allow", "other": "ask"}  # a denied tool is not shown to the model
+    code, out, err = kx("mcp", "tools", "--all", "--json", "--wait", "10")
+    policies = {t["name"]: (t["policy"], t["hidden"]) for t in json.loads(out)["tools"] if t["server"] == "m"}
+    assert policies == {"echo": ("allow", False), "fail": ("deny", True), "other": ("ask", False)}
+    code, out, err = kx("mcp", "tools", "--all", "--wait", "10")
+    assert "need an approval for each call" in out and "not shown: why" in out and "denied by toolPolicies.fail" in out
 
 
 class Answering:

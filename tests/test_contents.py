@@ -307,8 +307,13 @@ async def test_the_user_can_switch_reads_off(kxen_home, tmp_path, fakes, entry, 
         out = await rt.agent_call(READ_RESOURCE, {"server": "s", "uri": "file:///r/001"})
         assert out.is_error and "resources/read" in out.text
         assert sent(fake, "resources/read") == []
-        page = agent_json(await rt.call_tool(LIST_RESOURCES, {}))
-        assert (page["total"] == 45) is listed and ("skipped" in page) is not listed
+        if listed:
+            page = agent_json(await rt.call_tool(LIST_RESOURCES, {}))
+            assert page["total"] == 45 and "skipped" not in page
+        else:  # every server that offers it denies the listing: the model is not shown it, a call is refused
+            assert LIST_RESOURCES not in {t["name"] for t in rt.tools()}
+            with pytest.raises(PolicyDenied, match="denies resources/list"):
+                await rt.call_tool(LIST_RESOURCES, {})
 
 
 async def test_a_listing_denied_for_one_server_skips_it(kxen_home, tmp_path, fakes):

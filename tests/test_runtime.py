@@ -45,6 +45,9 @@ OPTIONAL_STATUS_KEYS = {
     "pinning",  # pinned tool definitions: the mode, and the tools that wait for a person
     "held",
     "unaccepted",
+    "toolsHidden",  # what the model is shown of the tools, and its size (kxen_core.runtime.server_filters)
+    "toolChars",
+    "toolTokens",
 }
 
 

@@ -177,29 +177,42 @@ async def _mcp(args: argparse.Namespace) -> int:
 
 
 async def _tools(rt: Any, args: argparse.Namespace) -> int:
-    tools = rt.tools(args.server)
+    every = getattr(args, "all", False)
+    tools = rt.tools(args.server, include_hidden=every)
     for t in tools:  # what a call would meet: allow, ask (an approval) or deny
         if t["server"] is None:
-            t["policy"] = "allow"  # kxen's read-only tools (toolPolicies can deny them: docs/config.md)
+            t["policy"] = "allow" if not t.get("hidden") else "deny"  # kxen's read-only tools (docs/config.md)
         else:
             t["policy"], t["policyReasons"] = await rt.tool_policy(t["server"], t["name"])
     waiting = _not_listed(rt, args.server)
     if args.json:
         print_json({"tools": tools, "notListed": waiting})
     else:
-        table(
-            "tools",
-            ["model-facing name", "server", "tool", "policy", "description"],
-            [
-                [t["qualifiedName"], t["server"] or "(kxen)", t["name"], t["policy"], _first_line(t.get("description"))]
-                for t in tools
-            ],
-        )
+        columns = ["model-facing name", "server", "tool", "policy", "description"]
+        rows = [
+            [t["qualifiedName"], t["server"] or "(kxen)", t["name"], t["policy"], _first_line(t.get("description"))]
+            for t in tools
+        ]
+        if every:  # why the model is not shown a tool ("" when it is)
+            columns.insert(4, "not shown: why")
+            for row, t in zip(rows, tools, strict=True):
+                row.insert(4, t.get("why") or "")
+        table("tools", columns, rows)
         if any(t["policy"] == "ask" for t in tools):
             say(
                 "tools whose policy is 'ask' need an approval for each call (a terminal asks; else kxen --approve, "
                 "or toolPolicies)"
             )
+        if not every:
+            for s in rt.status():
+                if s.get("toolsHidden") and (args.server is None or s["name"] == args.server):
+                    n = s["toolsHidden"]
+                    say(
+                        safe_text(
+                            f"{s['name']}: {n} listed tool{'s' if n != 1 else ''} not shown to the model "
+                            "(filtered or denied): kxen mcp tools --all shows why"
+                        )
+                    )
         for w in waiting:  # a server whose tools are not listed yet says why, not nothing
             say(safe_text(f"{w['server']}: no tools listed: {w['state']}: {w['reason']}"))
             if w["next"]:

@@ -87,6 +87,9 @@ def _parser(extra: Mapping[str, Command] | None = None) -> argparse.ArgumentPars
     plan.add_argument("--json", action="store_true")
     tools = mcp.add_parser("tools", help="list the tools the model sees")
     tools.add_argument("server", nargs="?", help="only this server")
+    tools.add_argument(
+        "--all", action="store_true", help="also the tools the model is not shown (filtered or denied), with why"
+    )
     call = mcp.add_parser("call", help="call one tool and print its result")
     call.add_argument("server")
     call.add_argument("tool")

@@ -1,6 +1,7 @@
 """``kxen mcp status``: what each server is doing, and what to do next.
 
-The table has one row per server (state, counts); below it, for each server that is not plainly
+The table has one row per server (state, counts: the tools listed and how many the model is not
+shown, and about how many tokens the definitions it is shown take); below it, for each server that is not plainly
 ready, its failed phase and reason, its note, the next step a person can take, and its last
 diagnostics (a stdio server's stderr tail among them). ``--json`` carries the same rows plus
 ``next``.
@@ -67,6 +68,13 @@ def transport_cell(row: dict[str, Any]) -> str:
     return f"{row['transport']} ({row['era']})" if row.get("era") else str(row["transport"])
 
 
+def tools_cell(row: dict[str, Any]) -> str:
+    """The tools column: the listed tools, and how many of them the model is not shown (``12 (3
+    hidden)``: filtered or denied; ``kxen mcp tools --all`` says why)."""
+    hidden = row.get("toolsHidden") or 0
+    return f"{row['tools']} ({hidden} hidden)" if hidden else str(row["tools"])
+
+
 def status(rt: Any, args: argparse.Namespace) -> int:
     servers = rt.status()
     sources = {name: s.config.source for name, s in rt.servers.items()}
@@ -83,14 +91,15 @@ def status(rt: Any, args: argparse.Namespace) -> int:
         print_problems(rt.problems)
         table(
             "MCP servers",
-            ["name", "scope", "transport", "state", "tools", "resources", "prompts"],
+            ["name", "scope", "transport", "state", "tools", "~tokens", "resources", "prompts"],
             [
                 [
                     s["name"],
                     s["scope"],
                     transport_cell(s),
                     s["state"] + (f" ({s['phase']})" if s["phase"] else ""),
-                    s["tools"],
+                    tools_cell(s),
+                    f"{s['toolTokens']:,}" if s.get("toolTokens") else "",
                     s["resources"],
                     s["prompts"],
                 ]
@@ -135,4 +144,4 @@ def _waiting(rt: Any) -> dict[str, list[str]]:
     return out
 
 
-__all__ = ["NO_SERVERS", "next_step", "say_indented", "status", "transport_cell"]
+__all__ = ["NO_SERVERS", "next_step", "say_indented", "status", "tools_cell", "transport_cell"]

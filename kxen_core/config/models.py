@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import attrs
 
 # the settings models and URL rules lived here: importable from here as before (plugins use them)
+from kxen_core.config.filters import AnnotationFilter, patterns_validator
 from kxen_core.config.settings import McpSettings as McpSettings
 from kxen_core.config.settings import Policy as Policy
 from kxen_core.config.settings import ProjectTools as ProjectTools
@@ -192,6 +193,12 @@ class ServerConfig:
     #: what a changed tool definition does (kxen_core.policy.pins): None = the default, ``hold`` for a
     #: project or remote server, ``warn`` for a user's local one; a project entry may only say ``hold``
     pinning: Literal["hold", "warn", "off"] | None = None
+    # what the model is shown of the server's tools (kxen_core.policy.tool_filters): None = every tool. They
+    # change nothing about what runs, so they are left out of equality: a reload that changes only them
+    # keeps the server running and its catalog (the runtime applies the new filters to it)
+    enabledTools: list[str] | None = attrs.field(default=None, validator=patterns_validator, eq=False)
+    disabledTools: list[str] = attrs.field(factory=list, validator=patterns_validator, eq=False)
+    annotationFilter: AnnotationFilter | None = attrs.field(default=None, eq=False)
 
     @property
     def kind(self) -> str:

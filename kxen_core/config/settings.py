@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import attrs
 
+from kxen_core.config.filters import AnnotationFilter, patterns_validator
+
 Policy = Literal["allow", "ask", "deny"]
 
 
@@ -119,6 +121,25 @@ class ProjectTools:
     tools: dict[str, Policy] = attrs.field(factory=dict)
 
 
+def _server_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", value) or "__" in value or value.endswith("_"):
+        raise ValueError("must be a server name: 1-32 characters of A-Z a-z 0-9 _ -, without '__', not ending in '_'")
+
+
+@attrs.frozen(kw_only=True)
+class ProjectFilters:
+    """The user's filters on what the model is shown of one project server of one workspace (the
+    workspace, or a directory inside it): applied on top of the project entry's own filters, so
+    they only take tools away. Not bound to the launch, unlike :class:`ProjectTools`: a filter
+    only hides, and a changed launch must not bring back what the user hid."""
+
+    workspace: str = attrs.field(validator=_workspace)
+    server: str = attrs.field(validator=_server_name)
+    enabled_tools: list[str] | None = attrs.field(default=None, validator=patterns_validator)
+    disabled_tools: list[str] = attrs.field(factory=list, validator=patterns_validator)
+    annotation_filter: AnnotationFilter | None = None
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
@@ -128,6 +149,8 @@ class Settings:
     roles: dict[str, Role] = attrs.field(factory=dict)
     #: ``[[project_tools]]``: the user's policy for tools of project servers (see ProjectTools)
     project_tools: list[ProjectTools] = attrs.field(factory=list)
+    #: ``[[project_filters]]``: the user's filters on project servers' tools (see ProjectFilters)
+    project_filters: list[ProjectFilters] = attrs.field(factory=list)
 
 
-__all__ = ["McpSettings", "PrivateNetwork", "ProjectTools", "RemoteCatalogLimits", "Role", "Settings"]
+__all__ = ["McpSettings", "PrivateNetwork", "ProjectFilters", "ProjectTools", "RemoteCatalogLimits", "Role", "Settings"]

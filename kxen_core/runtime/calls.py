@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kxen_core.agent import tool_names
 from kxen_core.agent.tool_input import check_arguments
 from kxen_core.agent.tool_output import check_result
-from kxen_core.errors import AuthRequired, ClosedError, SessionExpired, UnknownTool
+from kxen_core.errors import AuthRequired, ClosedError, PolicyDenied, SessionExpired, UnknownTool
 from kxen_core.policy import ToolCall
 from kxen_core.policy.approvals import authorize
 from kxen_core.runtime import kxen_tools
@@ -75,6 +75,9 @@ async def call_tool(
             await _launch_and_call(rt, waiting, name, arguments)
         target, tool = rt._ready(server), name
     info = target.tools_by_name.get(tool)
+    hidden = target.filtered_tools  # a filter keeps it from the model: refused, nothing is sent
+    if hidden and tool in hidden:
+        raise not_offered(target.name, tool, hidden[tool])
     if info is None:
         held = target.held_tools.get(tool)  # changed or new since pinned: refused, nothing sent (server_pins)
         if held is not None:
@@ -130,6 +133,15 @@ async def call_tool(
         raise AuthRequired(auth.reason, next_step=auth.next_step, scopes=auth.scopes, status=auth.status) from None
     # a tool without an outputSchema has nothing to check
     return check_result(info, result, target.diag) if "outputSchema" in info else result
+
+
+def not_offered(server: str, tool: str, why: str) -> PolicyDenied:
+    """The refusal of a call of a tool the model is not shown (:mod:`.server_filters`)."""
+    return PolicyDenied(
+        f"tool {tool!r} of server {server!r} is not offered to the model: {why}; nothing was sent "
+        "(kxen mcp tools --all lists every hidden tool and why)",
+        for_agent=f"{server}__{tool} is not available: {why}",
+    )
 
 
 async def timed_call_tool(
@@ -240,4 +252,4 @@ async def _send(
         return await session.request("tools/call", {**params, "_meta": {"progressToken": token}}, timeout=timeout)
 
 
-__all__ = ["call_tool", "tool_policy"]
+__all__ = ["call_tool", "not_offered", "tool_policy"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,10 @@ class ServerEnv:
     changed: Callable[[Any], None] | None = None
     #: told when a server's held or unaccepted tools changed (the Settings API's ``pins`` event)
     pins_changed: Callable[[Any], None] | None = None
+    #: the acting role, and the user's entries by name: what the model is shown of a server's tools
+    #: depends on them (:mod:`kxen_core.runtime.server_filters`)
+    role: str | None = None
+    user_servers: Mapping[str, ServerConfig] = attrs.field(factory=dict)
 
 
 class Connection:
@@ -105,6 +109,8 @@ class Connection:
         async def _list(self, kind: str, *, required: bool) -> None: ...
 
         def _list_changed(self, kind: str) -> None: ...
+
+        def refilter_methods(self) -> None: ...
 
         def start_expiry(self) -> None: ...
 
@@ -215,6 +221,7 @@ class Connection:
                                 await self._list(kind_name, required=(kind_name == "tools"))
                         self._tg = tg
                         self.subscriptions.request, self.subscriptions.start = session.request, tg.start_soon
+                        self.refilter_methods()  # kxen's read-only tools the policy denies here
                         self.set(State.READY)
                         was_ready = True
                         self._connected.set()

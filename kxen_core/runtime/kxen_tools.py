@@ -130,16 +130,48 @@ def is_kxen_tool(name: str) -> bool:
     return name in TOOLS
 
 
-def available(rt: AgentHost) -> list[dict[str, Any]]:
-    """kxen's tools whose capability at least one ready server declared, shaped like server tools."""
-    declared = {cap for cap in set(CAPABILITY.values()) if any(contents.declares(s, cap) for s in rt.servers.values())}
+#: the MCP method each of kxen's tools is voted on under (per server, like a tool call)
+METHOD = {
+    LIST_RESOURCES: "resources/list",
+    LIST_TEMPLATES: "resources/templates/list",
+    READ_RESOURCE: "resources/read",
+    LIST_PROMPTS: "prompts/list",
+    GET_PROMPT: "prompts/get",
+}
+
+
+def available(rt: AgentHost, *, include_hidden: bool = False) -> list[dict[str, Any]]:
+    """kxen's tools whose capability at least one ready server declared and whose method the
+    fixed policy votes of at least one of those servers do not deny (``Server.denied_methods``),
+    shaped like server tools. With ``include_hidden``, also the ones every such server denies, with
+    ``hidden`` and ``why``."""
+    servers = list(rt.servers.values())
+    declared = {cap: [s for s in servers if contents.declares(s, cap)] for cap in set(CAPABILITY.values())}
     out = []
     for name, (kind, description, schema) in TOOLS.items():
-        if CAPABILITY[kind] in declared:
-            out.append(
-                {"server": None, "name": name, "qualifiedName": name, "description": description, "inputSchema": schema}
-            )
+        offering = declared[CAPABILITY[kind]]
+        if not offering:
+            continue
+        shown = any(METHOD[name] not in s.denied_methods for s in offering)
+        if not shown and not include_hidden:
+            continue
+        entry: dict[str, Any] = {
+            "server": None,
+            "name": name,
+            "qualifiedName": name,
+            "description": description,
+            "inputSchema": schema,
+        }
+        if include_hidden:
+            why = None if shown else denied_everywhere(name, offering)
+            entry["hidden"], entry["why"] = why is not None, why
+        out.append(entry)
     return out
+
+
+def denied_everywhere(name: str, offering: list[Any]) -> str:
+    names = ", ".join(repr(s.name) for s in offering[:5]) + (", ..." if len(offering) > 5 else "")
+    return f"denied: the policy of every server that offers it denies {METHOD[name]} ({names})"
 
 
 def _args(name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -158,6 +190,11 @@ def _args(name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
 async def call(rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, limit: int) -> AgentOutput:
     """Run kxen's tool ``name`` for the agent; raises kxen errors for what was refused."""
     if name not in {t["name"] for t in available(rt)}:
+        cap = CAPABILITY[TOOLS[name][0]] if name in TOOLS else None
+        offering = [s for s in rt.servers.values() if cap is not None and contents.declares(s, cap)]
+        if offering:  # offered, but every server's policy denies it: not shown to the model either
+            why = denied_everywhere(name, offering)
+            raise PolicyDenied(f"{name}: {why}", for_agent=f"{name} is not available: {why}")
         raise UnknownTool(f"no tool named {name[:80]!r} (no ready server offers it)")
     args = _args(name, arguments)
     kind = TOOLS[name][0]
@@ -284,6 +321,7 @@ __all__ = [
     "LIST_PROMPTS",
     "LIST_RESOURCES",
     "LIST_TEMPLATES",
+    "METHOD",
     "READ_RESOURCE",
     "TOOLS",
     "available",

@@ -27,6 +27,7 @@ from kxen_core.runtime.connection import Connection, ServerEnv
 from kxen_core.runtime.failures import failure_text, real_cause
 from kxen_core.runtime.reconnect import Backoff
 from kxen_core.runtime.server_catalogs import LIST_CHANGED_DEBOUNCE, CatalogLists
+from kxen_core.runtime.server_filters import ToolView
 from kxen_core.runtime.server_pins import Held, PinnedTools
 from kxen_core.runtime.server_view import ServerView
 from kxen_core.runtime.states import SETTLED, Phase, State
@@ -46,11 +47,12 @@ STOP_WAIT_SECONDS = 10
 
 
 @attrs.define(eq=False)
-class Server(Connection, CatalogLists, PinnedTools, ServerView):
+class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
     """One configured server and, while it runs, its transport and session (its start and each
     connection: :class:`kxen_core.runtime.connection.Connection`; its catalogs:
     :class:`kxen_core.runtime.server_catalogs.CatalogLists`; its tools' pins:
-    :class:`kxen_core.runtime.server_pins.PinnedTools`; its status:
+    :class:`kxen_core.runtime.server_pins.PinnedTools`; what the model sees of its tools:
+    :class:`kxen_core.runtime.server_filters.ToolView`; its status:
     :class:`kxen_core.runtime.server_view.ServerView`)."""
 
     entry: ServerConfig  # the merged config entry this server was made from
@@ -79,6 +81,11 @@ class Server(Connection, CatalogLists, PinnedTools, ServerView):
     pin_digests: dict[str, str] = attrs.field(factory=dict)  # tool -> the digest of its listed definition
     pin_states: dict[str, str] = attrs.field(factory=dict)  # tool -> pinned, first, added, changed, ...
     _pin_session: Any = None  # the session whose first listing found the identity unpinned
+    hidden_tools: dict[str, str] = attrs.field(factory=dict)  # listed, not shown to the model: tool -> why
+    filtered_tools: dict[str, str] = attrs.field(factory=dict)  # those a filter hides (calls refused as such)
+    denied_methods: frozenset[str] = frozenset()  # kxen's read-only methods the fixed votes deny here
+    _size: Any = None  # (what it was computed from, toolChars) of context_view
+    _unmatched: frozenset[str] = frozenset()  # exact names in its filters that no listed tool has
     diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
     # lambdas: ``anyio.Event`` named here would load anyio's synchronization modules on import
     settled: anyio.Event = attrs.field(factory=lambda: anyio.Event())

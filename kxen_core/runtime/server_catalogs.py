@@ -61,6 +61,8 @@ class CatalogLists:
 
         def changed(self) -> None: ...
 
+        def refilter_tools(self) -> None: ...
+
         def diag(self, message: str) -> None: ...
 
         async def pin_tools(self, tools: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]: ...
@@ -144,6 +146,7 @@ class CatalogLists:
         if kind == "tools":
             self.tools_by_name = shown
             self.tool_names, self.model_tools = by_tool, by_model
+            self.refilter_tools()  # what the model is not shown of them, and why (server_filters)
         if session.modern is not None and hints and hints[0]:
             self._expire_after(kind, hints[0])
         self.changed()  # its counts may have changed

@@ -53,6 +53,7 @@ class ServerView:
         def set(self, state: State, phase: Phase | None = None, error: str | None = None) -> None: ...
 
         def pin_view(self) -> dict[str, Any]: ...
+        def context_view(self) -> dict[str, Any]: ...
 
     def count(self, kind: str) -> int:
         cat = self.catalogs.get(kind)
@@ -78,6 +79,7 @@ class ServerView:
             "resources": self.count("resources"),
             "prompts": self.count("prompts"),
             **self.pin_view(),  # pinning, held, unaccepted (server_pins)
+            **self.context_view(),  # toolsHidden, toolChars, toolTokens: what the model is shown (server_filters)
             "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
             **era_fields(self.session),  # era, protocolVersion: what the session speaks

@@ -78,8 +78,9 @@ class SettingsView:
         ``loading`` (True while the runtime is not entered or a server is still starting: a screen
         says "loading", never "no servers"), ``seq`` (the last event this snapshot includes: read
         :meth:`settings_events` from here), ``servers`` (each :meth:`status` entry -- scope,
-        transport, era, state, phase, error, next, tools/resources/prompts, auth, scopes,
-        diagnostics -- plus ``stderr``, a local server's stderr tail, escaped, secrets scrubbed),
+        transport, era, state, phase, error, next, tools/resources/prompts, toolsHidden, toolChars and
+        toolTokens (what the model is shown of the tools, and its size), auth, scopes, diagnostics --
+        plus ``stderr``, a local server's stderr tail, escaped, secrets scrubbed),
         ``problems`` (a rejected config file's, and a refused reload's), ``remote`` (``enabled``,
         ``servers``: what :meth:`remote_servers` lists, ``question``: what the person confirms for
         each), ``approvals`` (:meth:`pending_approvals`; ``held``: whether approvals wait here for

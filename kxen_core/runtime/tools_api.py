@@ -32,31 +32,30 @@ class ToolsHost:
     def status(self) -> list[dict[str, Any]]:
         return [server.snapshot() for server in self.servers.values()]
 
-    def tools(self, server: str | None = None) -> list[dict[str, Any]]:
+    def tools(self, server: str | None = None, *, include_hidden: bool = False) -> list[dict[str, Any]]:
         """The tools the model sees: each ready server's, as the server listed it, less those held
         by their pins (a definition changed or new since pinned: docs/config.md) (``title``,
         ``annotations``, ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as
         sent) plus ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
         :mod:`kxen_core.agent.tool_names`; ``name`` stays the server's own); then, without ``server``,
-        kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`)."""
+        kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`).
+
+        A tool a filter (``enabledTools``, ``disabledTools``, ``annotationFilter``, the user's
+        ``[[project_filters]]``) or a fixed ``deny`` (the config's, the role's) keeps from the model
+        is not in it, and its calls are refused (:mod:`.server_filters`). Every listing made for a
+        model API is built on this one. With ``include_hidden`` (``kxen mcp tools --all``) every
+        listed tool is in it, each with ``hidden`` and ``why`` (None when shown)."""
         out = []
         for s in self.servers.values():
-            name = s.name
-            if (server is not None and name != server) or s.state != State.READY:
+            if (server is not None and s.name != server) or s.state != State.READY:
                 continue
-            notes = s.catalogs["tools"].notes if "tools" in s.catalogs else {}
-            model_names = s.tool_names  # the server's name map (provider-safe, see tool_names)
-            for tool, t in s.tools_by_name.items():  # keyed by each tool's "name"
-                entry = t.copy()  # a new dict per tool (the host may change it); copied, then 2 keys set
-                entry["server"], entry["qualifiedName"] = name, model_names[tool]
-                if notes and tool in notes:
-                    entry["notes"] = notes[tool]  # what catalog plugins annotated
-                out.append(entry)
+            out.extend(s.listed_entries() if include_hidden else s.model_entries())
         if server is not None:
             return out
         from kxen_core.runtime import kxen_tools
 
-        return out + kxen_tools.available(cast("AgentHost", self))  # the Runtime it is mixed into is one
+        # the Runtime it is mixed into is one
+        return out + kxen_tools.available(cast("AgentHost", self), include_hidden=include_hidden)
 
     def _server(self, name: str) -> Server:
         server = self.servers.get(name)

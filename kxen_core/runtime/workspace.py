@@ -213,10 +213,14 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
             secrets=self.secrets,
             changed=self._server_changed,
             pins_changed=self._pins_changed,
+            role=self.role,
+            user_servers=config.user_servers,
         )
         for name, entry in config.servers.items():
             if name in skip:
-                self.servers[name].env = env  # kept running: it sees the new settings from now on
+                kept = self.servers[name]
+                kept.env = env  # kept running: it sees the new settings from now on
+                kept.take_entry(entry, admit(config, entry))  # and its tool filters: no new listing
                 continue
             if self.only is not None and name not in self.only:
                 continue
