@@ -114,6 +114,8 @@ class ApprovalDecision:
     reason: str = ""
     channel: str = ""
     remember: str = attrs.field(default="call", validator=attrs.validators.in_(REMEMBER))
+    #: a no because nobody answered in time (the audit trail's ``asked-timeout``)
+    timed_out: bool = False
 
 
 __all__ = [

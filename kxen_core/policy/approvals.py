@@ -208,7 +208,12 @@ def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
 
 
 async def authorize(
-    pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals, *, prepared: PreparedVotes | None = None
+    pm: pluggy.PluginManager,
+    call: ToolCall,
+    approvals: Approvals,
+    *,
+    prepared: PreparedVotes | None = None,
+    note: Any = None,
 ) -> None:
     """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
     ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out. The error
@@ -216,11 +221,14 @@ async def authorize(
     path-free reason the model gets ("denied by policy", "needs the user's approval").
 
     With ``prepared`` (the same ``pm``'s), the votes that cannot change between calls of the tool
-    are counted once (:mod:`kxen_core.policy.votes`); the votes and the decision are the same."""
+    are counted once (:mod:`kxen_core.policy.votes`); the votes and the decision are the same.
+    ``note`` (a :class:`kxen_core.policy.audit.Note`) is told the decision and the answer."""
     if prepared is not None:
         decision, why = await prepared.decide(call)
     else:
         decision, why = combine(await full_votes(pm, call), call.server.defaultToolPolicy)
+    if note is not None:
+        note.voted(decision, why)
     if decision == "allow":
         return
     label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
@@ -249,6 +257,8 @@ async def authorize(
             remember_choices=("once", "call", "tool") + (("always",) if call.server.scope == "user" else ()),
         )
         answer = await approvals.ask(request)
+        if note is not None:
+            note.asked(answer)
         if not answer.approved:
             raise ApprovalDenied(
                 f"{label} needs approval: {answer.reason}. {how_to_allow(call, fp)}",

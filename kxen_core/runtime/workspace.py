@@ -58,6 +58,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         role: str | None = None,
         only: set[str] | None = None,
         approve: Iterable[str] = (),
+        audit: bool = False,
     ) -> None:
         from pathlib import Path
 
@@ -93,6 +94,10 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
         self._loaded = anyio.Event()  # set once the servers of the first load were made
         self._rejected: list[str] = []  # the problems of the last reload, when it was refused
+        #: the audit trail (kxen_core.policy.audit): the host's default (the kxen command: on), unless
+        #: the user's [audit] enabled says otherwise; set with each config applied; None = off
+        self._audit_default = audit
+        self._audit: Any = None
 
     @property
     def secrets(self) -> Secrets:
@@ -131,6 +136,10 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
+        if self._audit is not None:  # what the calls recorded is written before the host goes on (bounded)
+            from kxen_core.runtime.audit_wiring import flush
+
+            await flush()
         return None
 
     def load(self) -> Config:
@@ -198,6 +207,10 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
         from kxen_core.runtime.server import Server, ServerEnv
 
         self.config = config
+        if self._audit is not None or self._audit_default or config.settings.audit.enabled:
+            from kxen_core.runtime.audit_wiring import audited_call, trail
+
+            self._audit, self._audited_call = trail(self, config), audited_call
         env = ServerEnv(
             pm=self.pm,
             workspace=self.workspace,

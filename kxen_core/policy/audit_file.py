@@ -1,0 +1,353 @@
+"""The audit trail's files: JSON lines in the user's data directory, written off the event loop,
+rotated, read back by ``kxen mcp audit``.
+
+Where: ``audit.jsonl`` in ``$KXEN_DATA_DIR``, else the platform's application data directory
+(:func:`data_dir`); rotated files beside it, ``audit.jsonl.1`` (the newest) to
+``audit.jsonl.<max_files - 1>``. A directory kxen makes is 0700; each file is created 0600 (and set
+back to 0600 when found open to others). A directory another user owns, or that others may write,
+is not written to: whoever can write it could swap the file.
+
+Appends need no lock: each line is one ``write(2)`` on a descriptor opened with ``O_APPEND``, which
+a local file system positions at the end and writes whole, so the lines of several kxen processes
+never interleave (this does not hold on NFS). Lines are bounded (:data:`MAX_LINE_BYTES`). Only a
+rotation takes a lock (``audit.jsonl.lock``, the core's ``filelock``): under it the size is looked at
+again (another process may have rotated already) and the files are shifted. The file is opened
+afresh for every batch, so a writer never appends for long to a file another process rotated away
+(lines written meanwhile land in ``audit.jsonl.1``: nothing is lost).
+
+The event loop only puts a record on a queue; one daemon thread per process ("kxen-audit") encodes
+and writes. At most :data:`MAX_QUEUED` records wait: more are dropped and counted, and the next
+line written says how many. A problem (a full disk, an unwritable or unsafe directory) is a warning
+once per file and kind, never a failed call. :func:`flush` waits (bounded) until what was queued
+before it is written; the runtime flushes as it closes, and the process at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import json
+import logging
+import os
+import queue
+import stat
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("kxen.audit")
+
+FILE_NAME = "audit.jsonl"
+VERSION = 1
+#: the most records waiting for the writer; more are dropped (and counted)
+MAX_QUEUED = 10_000
+#: the longest line written (a record's argument shape is cut to fit)
+MAX_LINE_BYTES = 8192
+#: the most rotated files looked for when reading
+MAX_ROTATED = 100
+LOCK_SECONDS = 5.0
+
+
+def data_dir() -> Path:
+    """``$KXEN_DATA_DIR``, else the platform's application data directory for kxen."""
+    # one data_dir() in the core: merge with kxen_core.config.paths.data_dir
+    explicit = os.environ.get("KXEN_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "kxen"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "kxen"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "kxen"
+
+
+def rotated(path: Path, index: int) -> Path:
+    return path.with_name(f"{path.name}.{index}")
+
+
+class Sink:
+    """One audit file and its rotation bounds; shared by every runtime of the process writing it."""
+
+    def __init__(self, path: Path, max_bytes: int, max_files: int) -> None:
+        self.path = path
+        self.max_bytes, self.max_files = max_bytes, max_files
+        self.dropped = 0  # records dropped since the last line written (the queue was full)
+        self._drop_lock = threading.Lock()
+        self._warned: set[str] = set()
+        self._dir_ok = False
+
+    def drop(self) -> None:
+        with self._drop_lock:
+            self.dropped += 1
+
+    def warn(self, kind: str, text: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("kxen: audit trail: %s; calls go on without it", text)
+
+    # -- in the writer thread ------------------------------------------------------------------
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        with self._drop_lock:
+            dropped, self.dropped = self.dropped, 0
+        lines = [encode(r) for r in records]
+        if dropped:
+            lines.insert(0, encode({"v": VERSION, "event": "dropped", "time": time.time(), "count": dropped}))
+        try:
+            if not self._dir_ok:
+                self._check_dir()
+            size = self._append(lines)
+        except _Unsafe as exc:
+            self.warn("unsafe", str(exc))
+            return
+        except OSError as exc:
+            kind = "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "write"
+            self.warn(kind, f"cannot write {self.path}: {exc.strerror or exc}")
+            return
+        if size >= self.max_bytes:
+            try:
+                self._rotate()
+            except (OSError, TimeoutError) as exc:
+                self.warn("rotate", f"cannot rotate {self.path}: {getattr(exc, 'strerror', None) or exc}")
+
+    def _check_dir(self) -> None:
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if hasattr(os, "getuid"):
+            st = os.stat(directory)
+            if st.st_uid != os.getuid():
+                raise _Unsafe(f"{directory} is owned by another user: not written to (set KXEN_DATA_DIR)")
+            if stat.S_IMODE(st.st_mode) & 0o022:
+                raise _Unsafe(
+                    f"{directory} can be written by others (mode {stat.S_IMODE(st.st_mode):04o}): not written to; "
+                    f"make it private (chmod 700 {directory}) or set KXEN_DATA_DIR"
+                )
+        self._dir_ok = True
+
+    def _append(self, lines: list[bytes]) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self.path, flags, 0o600)
+        try:
+            if hasattr(os, "fchmod") and stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
+                os.fchmod(fd, 0o600)
+            for line in lines:
+                if os.write(fd, line) != len(line):  # a short write on a regular file: the disk is full
+                    raise OSError(errno.ENOSPC, "short write (no space left)")
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
+    def _rotate(self) -> None:
+        import filelock
+
+        with filelock.FileLock(str(self.path) + ".lock", timeout=LOCK_SECONDS, mode=0o600):
+            try:
+                if os.stat(self.path).st_size < self.max_bytes:
+                    return  # another process rotated it meanwhile
+            except FileNotFoundError:
+                return
+            for index in range(self.max_files - 1, 1, -1):
+                older = rotated(self.path, index - 1)
+                if older.exists():
+                    os.replace(older, rotated(self.path, index))
+            os.replace(self.path, rotated(self.path, 1))
+
+
+class _Unsafe(Exception):
+    pass
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """One record as one line (ASCII JSON), at most :data:`MAX_LINE_BYTES`: a shape too large is cut."""
+    when = record.get("time")
+    if isinstance(when, float):
+        record["time"] = iso(when)
+    line = json.dumps(record, separators=(",", ":"), default=_plain)
+    if len(line) >= MAX_LINE_BYTES and "args" in record:
+        record["args"], record["argsCut"] = "cut", True
+        line = json.dumps(record, separators=(",", ":"), default=_plain)
+    if len(line) >= MAX_LINE_BYTES:  # still too long (long reasons): what identifies the call, and that it was cut
+        kept = {k: record[k] for k in _ESSENTIAL if k in record}
+        line = json.dumps({**kept, "cut": True}, separators=(",", ":"), default=_plain)[: MAX_LINE_BYTES - 1]
+    return (line + "\n").encode("ascii")
+
+
+#: what a record too long even without its argument shape keeps
+_ESSENTIAL = ("v", "event", "id", "time", "pid", "server", "identity", "tool", "method", "pin", "verdict", "sent")
+
+
+def _plain(value: Any) -> Any:
+    """What the record's objects are in JSON: votes, an approval's answer."""
+    plain = getattr(value, "audit_json", None)
+    if plain is not None:
+        return plain()
+    return f"<{type(value).__name__}>"
+
+
+def iso(when: float) -> str:
+    """An epoch time as ISO 8601 UTC with milliseconds (``2026-05-01T10:00:00.123Z``)."""
+    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def parse_time(text: str) -> float:
+    """An ISO 8601 time as epoch seconds (``Z`` or an offset; none: local time). ValueError otherwise."""
+    text = text.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    stamp = datetime.fromisoformat(text)
+    if stamp.tzinfo is None:
+        stamp = stamp.astimezone()  # local time
+    return stamp.timestamp()
+
+
+# -- the writer thread -------------------------------------------------------------------------
+
+_queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+_started = threading.Lock()
+_thread: threading.Thread | None = None
+_sinks: dict[Path, Sink] = {}
+
+
+def sink(directory: Path, max_bytes: int, max_files: int) -> Sink:
+    """The process's sink for ``directory`` (its bounds set to these)."""
+    path = directory / FILE_NAME
+    found = _sinks.get(path)
+    if found is None:
+        found = _sinks[path] = Sink(path, max_bytes, max_files)
+    found.max_bytes, found.max_files = max_bytes, max_files
+    return found
+
+
+def submit(target: Sink, record: dict[str, Any]) -> None:
+    """Queue ``record`` for ``target`` (no I/O here); dropped and counted when the queue is full."""
+    if _thread is None:
+        _start()
+    if _queue.qsize() >= MAX_QUEUED:
+        target.drop()
+        return
+    _queue.put((target, record))
+
+
+def _start() -> None:
+    global _thread
+    with _started:
+        if _thread is None:
+            thread = threading.Thread(target=_run, name="kxen-audit", daemon=True)
+            thread.start()
+            atexit.register(flush, 2.0)
+            _thread = thread
+
+
+def _run() -> None:
+    while True:
+        batch = [_queue.get()]
+        while len(batch) < 1000:
+            try:
+                batch.append(_queue.get_nowait())
+            except queue.Empty:
+                break
+        groups: OrderedDict[Sink, list[dict[str, Any]]] = OrderedDict()
+        done: list[threading.Event] = []
+        for item in batch:
+            if isinstance(item, threading.Event):
+                done.append(item)
+            else:
+                groups.setdefault(item[0], []).append(item[1])
+        for target, records in groups.items():
+            try:
+                target.write(records)
+            except Exception as exc:  # never let the writer die: say it once
+                target.warn("bug", f"writing {target.path} failed: {type(exc).__name__}")
+        for event in done:
+            event.set()
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Wait at most ``timeout`` seconds until every record queued before this call is written
+    (blocking: call it from a worker thread or at exit). True when it was."""
+    if _thread is None:
+        return True
+    event = threading.Event()
+    _queue.put(event)
+    return event.wait(timeout)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def files(directory: Path) -> list[Path]:
+    """The audit files of ``directory``, oldest first (the rotated ones, then the current)."""
+    path = directory / FILE_NAME
+    out = [rotated(path, i) for i in range(MAX_ROTATED, 0, -1) if rotated(path, i).is_file()]
+    return out + ([path] if path.is_file() else [])
+
+
+def lines(directory: Path) -> Iterator[bytes]:
+    for path in files(directory):
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    line = f.readline(MAX_LINE_BYTES * 2)
+                    if not line:
+                        break
+                    yield line
+        except OSError:
+            continue  # rotated away while reading
+
+
+def read(
+    directory: Path,
+    *,
+    since: float | None = None,
+    keep: Callable[[dict[str, Any]], bool] = lambda _: True,
+    limit: int = 100,
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The last ``limit`` decided calls (oldest first) decided at or after ``since`` (epoch s) and
+    kept by ``keep``, each merged with the end of its call (``ended``, ``serverMs``, ``result``,
+    ``error``); with the number of lines skipped (not JSON, not a record of this version) and of
+    records the writer dropped."""
+    entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    skipped = dropped = 0
+    for raw in lines(directory):
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            skipped += 1
+            continue
+        if not isinstance(record, dict) or record.get("v") != VERSION or not isinstance(record.get("time"), str):
+            skipped += 1
+            continue
+        event = record.get("event")
+        if event == "ended":
+            entry = entries.get(record.get("id"))  # type: ignore[arg-type]
+            if entry is not None:
+                entry["ended"] = record["time"]
+                entry.update({k: record[k] for k in ("serverMs", "result", "error") if k in record})
+            continue
+        if event == "dropped":
+            dropped += record.get("count") if isinstance(record.get("count"), int) else 0
+            continue
+        if event != "decided" or not isinstance(record.get("id"), str):
+            skipped += 1
+            continue
+        if since is not None:
+            try:
+                if parse_time(record["time"]) < since:
+                    continue
+            except ValueError:
+                skipped += 1
+                continue
+        if not keep(record):
+            continue
+        entries[record["id"]] = record
+        if len(entries) > limit:
+            entries.popitem(last=False)
+    return list(entries.values()), skipped, dropped
+
+
+__all__ = ["FILE_NAME", "MAX_LINE_BYTES", "Sink", "data_dir", "files", "flush", "read", "sink", "submit"]
