@@ -258,18 +258,7 @@ class Note:
     :meth:`asked`, :meth:`sending`, :meth:`replied`), and the records it writes (:meth:`ended`,
     :meth:`failed`)."""
 
-    __slots__ = (
-        "trail",
-        "record",
-        "decision",
-        "why",
-        "answer",
-        "started",
-        "voted_at",
-        "asked_at",
-        "sent_at",
-        "replied_at",
-    )
+    __slots__ = tuple("trail record decision why answer started voted_at asked_at sent_at replied_at".split())
 
     def __init__(self, trail: Trail) -> None:
         self.trail = trail
@@ -394,12 +383,4 @@ class Note:
         )
 
 
-def trail_for(directory: Path | None, settings: AuditSettings, previous: Trail | None) -> Trail:
-    """The trail for ``settings`` (``previous`` when it writes the same file with the same bounds)."""
-    where = directory if directory is not None else audit_file.data_dir()
-    if previous is not None and previous.directory == where and previous.settings == settings:
-        return previous
-    return Trail(where, settings)
-
-
-__all__ = ["Note", "Trail", "error_class", "identity", "pin_digest", "result_size", "shape", "trail_for"]
+__all__ = ["Note", "Trail", "error_class", "identity", "pin_digest", "result_size", "shape"]

@@ -80,6 +80,7 @@ class Sink:
         self._drop_lock = threading.Lock()
         self._warned: set[str] = set()
         self._dir_ok = False
+        self._full = False
 
     def drop(self) -> None:
         with self._drop_lock:
@@ -101,19 +102,17 @@ class Sink:
         try:
             if not self._dir_ok:
                 self._check_dir()
-            size = self._append(lines)
+            while lines:
+                lines = self._append(lines)
+                if lines or self._full:
+                    self._rotate()
         except _Unsafe as exc:
             self.warn("unsafe", str(exc))
-            return
+        except _RotateFailed as exc:
+            self.warn("rotate", f"cannot rotate {self.path}: {exc}")
         except OSError as exc:
             kind = "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "write"
             self.warn(kind, f"cannot write {self.path}: {exc.strerror or exc}")
-            return
-        if size >= self.max_bytes:
-            try:
-                self._rotate()
-            except (OSError, TimeoutError) as exc:
-                self.warn("rotate", f"cannot rotate {self.path}: {getattr(exc, 'strerror', None) or exc}")
 
     def _check_dir(self) -> None:
         directory = self.path.parent
@@ -129,36 +128,53 @@ class Sink:
                 )
         self._dir_ok = True
 
-    def _append(self, lines: list[bytes]) -> int:
+    def _append(self, lines: list[bytes]) -> list[bytes]:
+        """Append ``lines`` until the file reaches its bound; the lines not written yet (the file is
+        to be rotated first; :attr:`_full` says whether it reached the bound)."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(self.path, flags, 0o600)
         try:
-            if hasattr(os, "fchmod") and stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
+            st = os.fstat(fd)
+            if hasattr(os, "fchmod") and stat.S_IMODE(st.st_mode) & 0o077:
                 os.fchmod(fd, 0o600)
-            for line in lines:
+            size = st.st_size  # another process's lines count too: an estimate, checked again under the lock
+            for i, line in enumerate(lines):
+                if size >= self.max_bytes:
+                    self._full = True
+                    return lines[i:]
                 if os.write(fd, line) != len(line):  # a short write on a regular file: the disk is full
                     raise OSError(errno.ENOSPC, "short write (no space left)")
-            return os.fstat(fd).st_size
+                size += len(line)
+            self._full = size >= self.max_bytes
+            return []
         finally:
             os.close(fd)
 
     def _rotate(self) -> None:
         import filelock
 
-        with filelock.FileLock(str(self.path) + ".lock", timeout=LOCK_SECONDS, mode=0o600):
-            try:
-                if os.stat(self.path).st_size < self.max_bytes:
-                    return  # another process rotated it meanwhile
-            except FileNotFoundError:
-                return
-            for index in range(self.max_files - 1, 1, -1):
-                older = rotated(self.path, index - 1)
-                if older.exists():
-                    os.replace(older, rotated(self.path, index))
-            os.replace(self.path, rotated(self.path, 1))
+        self._full = False
+        try:
+            with filelock.FileLock(str(self.path) + ".lock", timeout=LOCK_SECONDS, mode=0o600):
+                try:
+                    if os.stat(self.path).st_size < self.max_bytes:
+                        return  # another process rotated it meanwhile
+                except FileNotFoundError:
+                    return
+                for index in range(self.max_files - 1, 1, -1):
+                    older = rotated(self.path, index - 1)
+                    if older.exists():
+                        os.replace(older, rotated(self.path, index))
+                os.replace(self.path, rotated(self.path, 1))
+        except (OSError, filelock.Timeout) as exc:
+            raise _RotateFailed(getattr(exc, "strerror", None) or str(exc)) from None
 
 
 class _Unsafe(Exception):
+    pass
+
+
+class _RotateFailed(Exception):
     pass
 
 

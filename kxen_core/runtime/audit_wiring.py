@@ -20,11 +20,16 @@ if TYPE_CHECKING:
 
 def trail(rt: Any, config: Config) -> Trail | None:
     """The trail ``rt`` writes under ``config`` (the one it has when nothing changed), or None."""
-    from kxen_core.policy.audit import trail_for
+    from kxen_core.policy.audit import Trail
+    from kxen_core.policy.audit_file import data_dir
 
     settings = config.settings.audit
-    on = rt._audit_default if settings.enabled is None else settings.enabled
-    return trail_for(None, settings, rt._audit) if on else None
+    if not (rt._audit_default if settings.enabled is None else settings.enabled):
+        return None
+    where, previous = data_dir(), rt._audit
+    if previous is not None and previous.directory == where and previous.settings == settings:
+        return previous  # the same file with the same bounds
+    return Trail(where, settings)
 
 
 async def audited_call(

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost):
     """Servers of one workspace. An async context manager; nothing starts before entering it.
     Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
-    (:mod:`.logins`)."""
+    (:mod:`.logins`). ``audit=True`` keeps the audit trail of decided calls unless the user's
+    ``[audit] enabled`` says otherwise (docs/config.md; the ``kxen`` command passes it)."""
 
     def __init__(
         self,
