@@ -27,7 +27,7 @@ from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core.plugins import make_plugin_manager
 from kxen_core.policy import audit_file
 from kxen_core.policy.approvals import canonical_url
-from kxen_core.policy.audit import SECRET_KEY, pin_digest
+from kxen_core.policy.audit_shape import SECRET_KEY, pin_digest
 
 pytestmark = pytest.mark.anyio
 
@@ -115,9 +115,28 @@ async def test_a_failed_request_records_its_kxen_error_class(kxen_home, ws):
     async with running(kxen_home, ws, servers={"demo": demo(toolPolicies={"slow": "allow"})}, allow=("stdio",)) as rt:
         with pytest.raises(Exception) as timed_out:
             await rt.call_tool("demo__slow", {"seconds": 5}, timeout=0.2)
-        (entry,) = calls(await written())
+        records = await written()
+        (entry,) = calls(records)
     assert entry["error"] == {"type": type(timed_out.value).__name__, "kxen": "RequestError"}
     assert entry["sent"] is True and entry["verdict"] == "allow" and "result" not in entry
+    assert [r["event"] for r in records] in (["decided", "ended"], ["call"])  # one line if it ended in time
+
+
+async def test_a_call_still_running_is_on_record_before_it_ends(kxen_home, ws):
+    """The decided line is written while the call waits for the server; the end comes on its own
+    line (here: the host cancels the call)."""
+    servers = {"demo": demo(toolPolicies={"slow": "allow"})}
+    async with running(kxen_home, ws, servers=servers, allow=("stdio",), audit=True) as rt:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rt.call_tool, "demo__slow", {"seconds": 30})
+                while not [r for r in await written() if r["event"] == "decided"]:
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+        records = await written()
+    decided, ended = records
+    assert (decided["event"], decided["tool"], decided["sent"]) == ("decided", "slow", True)
+    assert (ended["event"], ended["id"]) == ("ended", decided["id"]) and ended["error"]["type"] == "CancelledError"
 
 
 async def test_the_users_setting_turns_the_kxen_commands_trail_off(kxen_home, ws):

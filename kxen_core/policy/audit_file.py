@@ -7,19 +7,21 @@ Where: ``audit.jsonl`` in ``$KXEN_DATA_DIR``, else the platform's application da
 back to 0600 when found open to others). A directory another user owns, or that others may write,
 is not written to: whoever can write it could swap the file.
 
-Appends need no lock: each line is one ``write(2)`` on a descriptor opened with ``O_APPEND``, which
-a local file system positions at the end and writes whole, so the lines of several kxen processes
-never interleave (this does not hold on NFS). Lines are bounded (:data:`MAX_LINE_BYTES`). Only a
-rotation takes a lock (``audit.jsonl.lock``, the core's ``filelock``): under it the size is looked at
-again (another process may have rotated already) and the files are shifted. The file is opened
-afresh for every batch, so a writer never appends for long to a file another process rotated away
-(lines written meanwhile land in ``audit.jsonl.1``: nothing is lost).
+Appends need no lock: whole lines (at most :data:`CHUNK_BYTES` at a time) go out in one ``write(2)``
+on a descriptor opened with ``O_APPEND``, which a local file system positions at the end and writes
+whole, so the lines of several kxen processes never interleave (this does not hold on NFS). Lines
+are bounded (:data:`MAX_LINE_BYTES`). Only a rotation takes a lock (``audit.jsonl.lock``, the
+core's ``filelock``): under it the size is looked at again (another process may have rotated
+already) and the files are shifted. The file is opened afresh for every batch, so a writer never
+appends for long to a file another process rotated away (lines written meanwhile land in
+``audit.jsonl.1``: nothing is lost).
 
-The event loop only puts a record on a queue; one daemon thread per process ("kxen-audit") encodes
-and writes. At most :data:`MAX_QUEUED` records wait: more are dropped and counted, and the next
-line written says how many. A problem (a full disk, an unwritable or unsafe directory) is a warning
-once per file and kind, never a failed call. :func:`flush` waits (bounded) until what was queued
-before it is written; the runtime flushes as it closes, and the process at exit.
+The event loop only puts a record on a queue; one daemon thread per process ("kxen-audit") makes
+its line and writes, woken once per batch (records gather for :data:`GATHER_SECONDS`). At most
+:data:`MAX_QUEUED` records wait: more are dropped and counted, and the next line written says how
+many. A problem (a full disk, an unwritable or unsafe directory) is a warning once per file and
+kind, never a failed call. :func:`flush` waits (bounded) until what was queued before it is
+written; the runtime flushes as it closes, and the process at exit.
 """
 
 from __future__ import annotations
@@ -29,12 +31,11 @@ import errno
 import json
 import logging
 import os
-import queue
 import stat
 import sys
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,6 +52,10 @@ MAX_LINE_BYTES = 8192
 #: the most rotated files looked for when reading
 MAX_ROTATED = 100
 LOCK_SECONDS = 5.0
+#: the most bytes of whole lines one write(2) appends
+CHUNK_BYTES = 65536
+#: how long the writer lets records gather after the first of a batch
+GATHER_SECONDS = 0.05
 
 
 def data_dir() -> Path:
@@ -93,10 +98,9 @@ class Sink:
 
     # -- in the writer thread ------------------------------------------------------------------
 
-    def write(self, records: list[dict[str, Any]]) -> None:
+    def write(self, lines: list[bytes]) -> None:
         with self._drop_lock:
             dropped, self.dropped = self.dropped, 0
-        lines = [encode(r) for r in records]
         if dropped:
             lines.insert(0, encode({"v": VERSION, "event": "dropped", "time": time.time(), "count": dropped}))
         try:
@@ -129,8 +133,9 @@ class Sink:
         self._dir_ok = True
 
     def _append(self, lines: list[bytes]) -> list[bytes]:
-        """Append ``lines`` until the file reaches its bound; the lines not written yet (the file is
-        to be rotated first; :attr:`_full` says whether it reached the bound)."""
+        """Append ``lines`` until the file reaches its bound, whole lines at most :data:`CHUNK_BYTES`
+        per write; the lines not written yet (the file is to be rotated first; :attr:`_full` says
+        whether it reached the bound)."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(self.path, flags, 0o600)
         try:
@@ -138,13 +143,19 @@ class Sink:
             if hasattr(os, "fchmod") and stat.S_IMODE(st.st_mode) & 0o077:
                 os.fchmod(fd, 0o600)
             size = st.st_size  # another process's lines count too: an estimate, checked again under the lock
-            for i, line in enumerate(lines):
+            at = 0
+            while at < len(lines):
                 if size >= self.max_bytes:
                     self._full = True
-                    return lines[i:]
-                if os.write(fd, line) != len(line):  # a short write on a regular file: the disk is full
+                    return lines[at:]
+                end, length = at + 1, len(lines[at])
+                while end < len(lines) and length + len(lines[end]) <= CHUNK_BYTES and size + length < self.max_bytes:
+                    length += len(lines[end])
+                    end += 1
+                data = b"".join(lines[at:end])
+                if os.write(fd, data) != len(data):  # a short write on a regular file: the disk is full
                     raise OSError(errno.ENOSPC, "short write (no space left)")
-                size += len(line)
+                size, at = size + length, end
             self._full = size >= self.max_bytes
             return []
         finally:
@@ -205,9 +216,17 @@ def _plain(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
+_second: tuple[int, str] = (-1, "")
+
+
 def iso(when: float) -> str:
-    """An epoch time as ISO 8601 UTC with milliseconds (``2026-05-01T10:00:00.123Z``)."""
-    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    """An epoch time as ISO 8601 UTC with milliseconds (``2026-05-01T10:00:00.123Z``); the text of
+    the last second is kept (the writer thread's: one at a time)."""
+    global _second
+    whole = int(when)
+    if whole != _second[0]:
+        _second = (whole, datetime.fromtimestamp(whole, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{int((when - whole) * 1000):03d}Z"
 
 
 def parse_time(text: str) -> float:
@@ -223,7 +242,10 @@ def parse_time(text: str) -> float:
 
 # -- the writer thread -------------------------------------------------------------------------
 
-_queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+#: what waits for the writer: (sink, format, payload); (None, None, event) is a flush
+_items: deque[tuple[Any, Any, Any]] = deque()
+_wake = threading.Event()  # set by the first record after the writer emptied the queue
+_hurry = threading.Event()  # a flush waits: no gathering
 _started = threading.Lock()
 _thread: threading.Thread | None = None
 _sinks: dict[Path, Sink] = {}
@@ -239,14 +261,18 @@ def sink(directory: Path, max_bytes: int, max_files: int) -> Sink:
     return found
 
 
-def submit(target: Sink, record: dict[str, Any]) -> None:
-    """Queue ``record`` for ``target`` (no I/O here); dropped and counted when the queue is full."""
+def submit(target: Sink, payload: Any, format: Callable[[Any], str | None] | None = None) -> None:
+    """Queue a record for ``target``: ``format(payload)`` gives its line in the writer thread, or
+    None for none (no format: ``payload`` is a record, encoded as JSON). No I/O here, no lock taken but once per
+    batch; dropped and counted when the queue is full."""
     if _thread is None:
         _start()
-    if _queue.qsize() >= MAX_QUEUED:
+    if len(_items) >= MAX_QUEUED:
         target.drop()
         return
-    _queue.put((target, record))
+    _items.append((target, format, payload))
+    if not _wake.is_set():
+        _wake.set()
 
 
 def _start() -> None:
@@ -261,23 +287,32 @@ def _start() -> None:
 
 def _run() -> None:
     while True:
-        batch = [_queue.get()]
-        while len(batch) < 1000:
-            try:
-                batch.append(_queue.get_nowait())
-            except queue.Empty:
-                break
-        groups: OrderedDict[Sink, list[dict[str, Any]]] = OrderedDict()
+        _wake.wait()
+        _hurry.wait(GATHER_SECONDS)  # let a burst of calls gather into one write
+        _hurry.clear()
+        _wake.clear()  # before the queue is emptied: a record put from now on sets it again
+        groups: dict[Sink, list[bytes]] = {}
         done: list[threading.Event] = []
-        for item in batch:
-            if isinstance(item, threading.Event):
-                done.append(item)
-            else:
-                groups.setdefault(item[0], []).append(item[1])
-        for target, records in groups.items():
+        while _items:
+            target, format, payload = _items.popleft()
+            if target is None:
+                done.append(payload)
+                continue
             try:
-                target.write(records)
+                if format is None:
+                    data = encode(payload)
+                else:
+                    line = format(payload)
+                    if line is None:  # nothing to write (written with another record)
+                        continue
+                    data = (line + "\n").encode("ascii") if len(line) < MAX_LINE_BYTES else encode(json.loads(line))
+                groups.setdefault(target, []).append(data)
             except Exception as exc:  # never let the writer die: say it once
+                target.warn("bug", f"a record for {target.path} could not be made: {type(exc).__name__}")
+        for target, lines in groups.items():
+            try:
+                target.write(lines)
+            except Exception as exc:
                 target.warn("bug", f"writing {target.path} failed: {type(exc).__name__}")
         for event in done:
             event.set()
@@ -289,7 +324,9 @@ def flush(timeout: float = 5.0) -> bool:
     if _thread is None:
         return True
     event = threading.Event()
-    _queue.put(event)
+    _items.append((None, None, event))
+    _hurry.set()
+    _wake.set()
     return event.wait(timeout)
 
 
@@ -325,8 +362,8 @@ def read(
 ) -> tuple[list[dict[str, Any]], int, int]:
     """The last ``limit`` decided calls (oldest first) decided at or after ``since`` (epoch s) and
     kept by ``keep``, each merged with the end of its call (``ended``, ``serverMs``, ``result``,
-    ``error``); with the number of lines skipped (not JSON, not a record of this version) and of
-    records the writer dropped."""
+    ``error``; a ``call`` line holds both already), as ``"event": "call"``; with the number of lines
+    skipped (not JSON, not a record of this version) and of records the writer dropped."""
     entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
     skipped = dropped = 0
     for raw in lines(directory):
@@ -348,7 +385,7 @@ def read(
         if event == "dropped":
             dropped += record.get("count") if isinstance(record.get("count"), int) else 0
             continue
-        if event != "decided" or not isinstance(record.get("id"), str):
+        if event not in ("decided", "call") or not isinstance(record.get("id"), str):  # call: decided and ended
             skipped += 1
             continue
         if since is not None:
@@ -360,6 +397,7 @@ def read(
                 continue
         if not keep(record):
             continue
+        record["event"] = "call"  # a call: its decision, and its end once it is in
         entries[record["id"]] = record
         if len(entries) > limit:
             entries.popitem(last=False)
