@@ -118,7 +118,8 @@ def _local(stamp: Any) -> str:
 
 
 def _by(entry: dict[str, Any]) -> str:
-    votes = entry.get("by") if isinstance(entry.get("by"), list) else []
+    by = entry.get("by")
+    votes: list[Any] = by if isinstance(by, list) else []
     shown = [
         str(v.get("plugin", "?")) + (f" ({v['reason']})" if v.get("reason") else "")
         for v in votes

@@ -383,7 +383,8 @@ def read(
                 entry.update({k: record[k] for k in ("serverMs", "result", "error") if k in record})
             continue
         if event == "dropped":
-            dropped += record.get("count") if isinstance(record.get("count"), int) else 0
+            count = record.get("count")
+            dropped += count if isinstance(count, int) else 0
             continue
         if event not in ("decided", "call") or not isinstance(record.get("id"), str):  # call: decided and ended
             skipped += 1

@@ -107,7 +107,7 @@ def shape(keys: Keys, arguments: Any, secrets: Any) -> tuple[str, bool]:
     ``"object:N"`` (N keys) and an array ``"array:N"``. Never a value: the text is made of the
     keys' JSON and these words."""
     if type(arguments) is dict and len(arguments) <= MAX_NODES:  # most calls: flat, their keys seen before
-        parts = []
+        parts: list[str] = []
         for key, value in arguments.items():
             _, written, altered = keys.get(key, secrets)
             kind = type(value)
@@ -131,7 +131,7 @@ def shape(keys: Keys, arguments: Any, secrets: Any) -> tuple[str, bool]:
             if depth >= MAX_DEPTH or budget[0] <= 0:
                 cut[0] = cut[0] or bool(value)
                 return f'"object:{len(value)}"'
-            parts = []
+            parts: list[str] = []
             seen: set[str] | None = None
             for key, item in value.items():
                 if budget[0] <= 0:
