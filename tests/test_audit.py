@@ -25,7 +25,7 @@ from support import demo_entry
 from kxen_core import Runtime
 from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core.plugins import make_plugin_manager
-from kxen_core.policy import audit_file
+from kxen_core.policy import audit_file, audit_read
 from kxen_core.policy.approvals import canonical_url
 from kxen_core.policy.audit_shape import SECRET_KEY, pin_digest
 
@@ -47,12 +47,12 @@ async def written() -> list[dict[str, Any]]:
     """Every record written so far (after the writer caught up), oldest first."""
     with anyio.fail_after(10):
         assert await anyio.to_thread.run_sync(audit_file.flush, 5.0)
-    return [json.loads(line) for line in audit_file.lines(data_dir())]
+    return [json.loads(line) for line in audit_read.lines(data_dir())]
 
 
 def calls(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The decided calls, each merged with its end (as ``kxen mcp audit`` shows them)."""
-    entries, skipped, _ = audit_file.read(data_dir(), limit=10_000)
+    entries, skipped, _ = audit_read.read(data_dir(), limit=10_000)
     assert skipped == 0
     return entries
 
@@ -144,7 +144,7 @@ async def test_the_users_setting_turns_the_kxen_commands_trail_off(kxen_home, ws
     async with running(kxen_home, ws, servers={"demo": demo()}, allow=("stdio",), audit=True) as rt:
         assert rt.audit_path is None
         await rt.call_tool("demo__add", {"a": 1, "b": 2})
-    assert audit_file.files(data_dir()) == []
+    assert audit_read.files(data_dir()) == []
 
 
 async def test_resources_read_and_prompts_get_are_recorded_as_the_policy_sees_them(kxen_home, ws):
@@ -221,7 +221,7 @@ async def test_no_argument_value_and_no_secret_ever_reaches_the_file(kxen_home, 
         with anyio.fail_after(300):
             await anyio.to_thread.run_sync(example)
         records = await written()
-    text = "".join(path.read_text() for path in audit_file.files(data_dir()))
+    text = "".join(path.read_text() for path in audit_read.files(data_dir()))
     assert MARKER not in text and SECRET not in text and SECRET[:12] not in text
     assert len(calls(records)) == made[0] and f'"{SECRET_KEY}":"int"' in text
     assert {r["verdict"] for r in calls(records)} <= {"allow", "asked-approved"}

@@ -22,7 +22,7 @@ from kxen_testing import running
 from support import demo_entry
 
 from kxen_core.errors import ConfigError
-from kxen_core.policy import audit_file
+from kxen_core.policy import audit_file, audit_read
 
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
 
@@ -53,7 +53,7 @@ def test_a_new_file_is_0600_in_a_0700_directory_and_an_open_one_is_set_back(tmp_
     audit_file.submit(sink, record(2))
     flushed()
     assert stat.S_IMODE(sink.path.stat().st_mode) == 0o600
-    assert [json.loads(line)["id"] for line in audit_file.lines(directory)] == ["t-1", "t-2"]
+    assert [json.loads(line)["id"] for line in audit_read.lines(directory)] == ["t-1", "t-2"]
 
 
 def test_rotation_keeps_at_most_max_files_each_near_the_bound(tmp_path):
@@ -63,10 +63,10 @@ def test_rotation_keeps_at_most_max_files_each_near_the_bound(tmp_path):
     flushed()
     names = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock"))
     assert names in (["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"], ["audit.jsonl.1", "audit.jsonl.2"])
-    for path in audit_file.files(tmp_path):
+    for path in audit_read.files(tmp_path):
         assert path.stat().st_size < 65536 + audit_file.MAX_LINE_BYTES  # the bound and at most one line
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    ids = [int(json.loads(line)["id"][2:]) for line in audit_file.lines(tmp_path)]
+    ids = [int(json.loads(line)["id"][2:]) for line in audit_read.lines(tmp_path)]
     assert ids == sorted(ids) and ids[-1] == 2999  # the newest kept, oldest first, in order
 
 
@@ -92,8 +92,8 @@ def test_two_processes_appending_and_rotating_at_once_lose_nothing(tmp_path):
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
-    assert len(audit_file.files(tmp_path)) > 2  # they rotated
-    ids = [json.loads(line)["id"] for line in audit_file.lines(tmp_path)]  # every line whole
+    assert len(audit_read.files(tmp_path)) > 2  # they rotated
+    ids = [json.loads(line)["id"] for line in audit_read.lines(tmp_path)]  # every line whole
     assert sorted(ids) == sorted(f"{name}-{n}" for name in ("a", "b") for n in range(3000))
 
 
@@ -102,7 +102,7 @@ def test_a_record_too_large_for_a_line_is_cut_and_stays_json(tmp_path):
     audit_file.submit(sink, record(1, args={f"k{i}": "str:1" for i in range(2000)}))
     audit_file.submit(sink, record(2, by=[{"reason": "r" * 20_000}]))
     flushed()
-    first, second = (json.loads(line) for line in audit_file.lines(tmp_path))
+    first, second = (json.loads(line) for line in audit_read.lines(tmp_path))
     assert (first["args"], first["argsCut"]) == ("cut", True)
     assert second["cut"] is True and second["id"] == "t-2" and "by" not in second
 
@@ -132,7 +132,7 @@ async def test_a_directory_others_can_write_is_not_written_to(kxen_home, ws, tmp
     with caplog.at_level(logging.WARNING, logger="kxen.audit"):
         async with running(kxen_home, ws, servers=servers, allow=("stdio",), audit=True) as rt:
             await rt.call_tool("demo__add", {"a": 1, "b": 2})
-    assert audit_file.files(shared) == []
+    assert audit_read.files(shared) == []
     assert any("can be written by others" in r.getMessage() for r in caplog.records), caplog.records
 
 
@@ -239,5 +239,5 @@ def test_config_set_turns_the_commands_trail_off(demo_cli, kxen_home):
     assert code == 0, err
     code, _, err = demo_cli("mcp", "call", "demo", "add", "--args", '{"a": 1, "b": 2}', "--wait", "30")
     assert code == 0, err
-    assert audit_file.files(data_dir()) == []
+    assert audit_read.files(data_dir()) == []
     assert "enabled = false" in (kxen_home.path / "config.toml").read_text()

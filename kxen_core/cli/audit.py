@@ -29,7 +29,7 @@ def since(text: str) -> float:
     """``--since``: a duration back from now (``90s``, ``15m``, ``2h``, ``7d``, ``1w``, or several:
     ``1h30m``) or an ISO 8601 time (``2026-05-01``, ``2026-05-01T10:00``, ``...Z``, an offset;
     without one, local time). Epoch seconds; a usage error otherwise."""
-    from kxen_core.policy.audit_file import parse_time
+    from kxen_core.policy.audit_read import parse_time
 
     value = text.strip().lower()
     if value and _DURATION.sub("", value) == "":
@@ -62,7 +62,8 @@ def add_command(mcp: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kxen_core.policy.audit_file import data_dir, read
+    from kxen_core.policy.audit_file import data_dir
+    from kxen_core.policy.audit_read import read
 
     def keep(record: dict[str, Any]) -> bool:
         return (args.server is None or record.get("server") == args.server) and (
@@ -109,7 +110,7 @@ def _row(entry: dict[str, Any]) -> list[str]:
 
 
 def _local(stamp: Any) -> str:
-    from kxen_core.policy.audit_file import parse_time
+    from kxen_core.policy.audit_read import parse_time
 
     try:
         return datetime.fromtimestamp(parse_time(str(stamp))).strftime("%Y-%m-%d %H:%M:%S")

@@ -10,7 +10,7 @@ This package's own module holds the values policy and approval plugins exchange 
 (:class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`, :class:`ApprovalDecision`); beside it
 are the vote count (:mod:`.votes`), approvals (:mod:`.approvals`), the "always allow" rules
 (:mod:`.allow_rules`), the core's default hook implementations (:mod:`.defaults`), the egress
-guard's rules (:mod:`.egress`) and the audit trail (:mod:`.audit`, :mod:`.audit_file`). It uses
+guard's rules (:mod:`.egress`) and the audit trail (:mod:`.audit` and beside it). It uses
 :mod:`kxen_core.protocol` (catalog pages), :mod:`kxen_core.launch`, :mod:`kxen_core.config` and the
 hook contract; :mod:`kxen_core.plugins` and the runtime use it.
 """
