@@ -113,6 +113,7 @@ class Sink:
         except _RotateFailed as exc:
             self.warn("rotate", f"cannot rotate {self.path}: {exc}")
         except OSError as exc:
+            self._dir_ok = False  # looked at again with the next batch (removed meanwhile?)
             kind = "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "write"
             self.warn(kind, f"cannot write {self.path}: {exc.strerror or exc}")
 
