@@ -58,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.approvals(args)
         if args.command == "mcp" and args.mcp_command == "plan":
             return commands.plan(args)
+        if args.command == "mcp" and args.mcp_command == "audit":
+            from kxen_core.cli import audit
+
+            return audit.run(args)
         if args.command == "mcp" and args.mcp_command in manage.COMMANDS:
             return manage.run(args)
         if args.command == "mcp" and args.mcp_command in change.COMMANDS:

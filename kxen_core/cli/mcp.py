@@ -121,7 +121,9 @@ async def _mcp(args: argparse.Namespace) -> int:
 
     command = getattr(args, "plugin_command", None)
     if command is not None:  # kxen_register_commands: the runtime made here, entered by the command
-        rt = Runtime(home=args.home, workspace=args.workspace, pm=args.pm, approve=args.approve, role=args.role)
+        rt = Runtime(
+            home=args.home, workspace=args.workspace, pm=args.pm, approve=args.approve, role=args.role, audit=True
+        )
         # what it prints and logs is scrubbed of the runtime's secrets, as for the other commands;
         # asked at each line, since the command loads the config (and signs in) after this
         use_secrets(Secrets(sources=[lambda: rt.secrets.values]))
@@ -148,8 +150,9 @@ async def _mcp(args: argparse.Namespace) -> int:
             return EXIT_USAGE
 
     pm = getattr(args, "pm", None)
+    # the kxen command keeps the audit trail (docs/config.md [audit]: the user's setting decides)
     async with Runtime(
-        home=args.home, workspace=args.workspace, pm=pm, only=only, approve=args.approve, role=args.role
+        home=args.home, workspace=args.workspace, pm=pm, only=only, approve=args.approve, role=args.role, audit=True
     ) as rt:
         if only and not set(only) <= set(rt.servers):
             say(f"kxen: error: no server named {safe_text(repr(args.server))} is configured", err=True)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kxen_core.cli import change, contents, login, manage, pins, setup
+from kxen_core.cli import audit, change, contents, login, manage, pins, setup
 
 if TYPE_CHECKING:
     from kxen_core.commands import Command
@@ -115,6 +115,7 @@ def _parser(extra: Mapping[str, Command] | None = None) -> argparse.ArgumentPars
     change.add_commands(mcp)
     pins.add_commands(mcp)
     login.add_commands(mcp, _seconds)
+    audit.add_command(mcp)
 
     for verb, text in (
         ("trust", "trust a workspace: its project servers may load"),

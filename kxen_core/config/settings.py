@@ -1,5 +1,6 @@
 """User settings, ``$KXEN_HOME/config.toml`` (snake_case keys): ``[mcp]`` (the remote switch, loopback
-HTTP, bounds), trusted workspaces, roles and the user's policy for project tools. attrs classes
+HTTP, bounds), trusted workspaces, roles, the user's policy for project tools and ``[audit]`` (the
+audit trail). attrs classes
 whose attribute names are the file's keys, so error paths match; only the user writes them."""
 
 from __future__ import annotations
@@ -141,6 +142,18 @@ class ProjectFilters:
 
 
 @attrs.frozen(kw_only=True)
+class AuditSettings:
+    """``[audit]``: the audit trail of decided calls (:mod:`kxen_core.policy.audit`). ``enabled``
+    unset: the host decides (the ``kxen`` command: on; ``Runtime(audit=False)``, the default: off);
+    written, it decides for every host using this home. The trail is ``audit.jsonl`` in the data
+    directory, rotated at ``max_file_bytes`` into at most ``max_files`` files in all."""
+
+    enabled: bool | None = None
+    max_file_bytes: int = attrs.field(default=10 * 1024 * 1024, validator=_bounded_int(65536, 1024**3))
+    max_files: int = attrs.field(default=5, validator=_bounded_int(2, 100))
+
+
+@attrs.frozen(kw_only=True)
 class Settings:
     """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
 
@@ -151,6 +164,16 @@ class Settings:
     project_tools: list[ProjectTools] = attrs.field(factory=list)
     #: ``[[project_filters]]``: the user's filters on project servers' tools (see ProjectFilters)
     project_filters: list[ProjectFilters] = attrs.field(factory=list)
+    audit: AuditSettings = attrs.field(factory=AuditSettings)
 
 
-__all__ = ["McpSettings", "PrivateNetwork", "ProjectFilters", "ProjectTools", "RemoteCatalogLimits", "Role", "Settings"]
+__all__ = [
+    "AuditSettings",
+    "McpSettings",
+    "PrivateNetwork",
+    "ProjectFilters",
+    "ProjectTools",
+    "RemoteCatalogLimits",
+    "Role",
+    "Settings",
+]

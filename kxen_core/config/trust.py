@@ -185,11 +185,22 @@ def settable_keys(cls: type = Settings, prefix: str = "") -> dict[str, type]:
     keys: dict[str, type] = {}
     for field in attrs.fields(cls):
         kind = field.type if isinstance(field.type, type) else _resolved_type(cls, field.name)
+        kind = _unless_unset(kind)  # ``bool | None``: a switch the user may also leave unwritten
         if attrs.has(kind):
             keys.update(settable_keys(kind, f"{prefix}{field.name}."))
         elif kind in (bool, int, str):
             keys[f"{prefix}{field.name}"] = kind
     return keys
+
+
+def _unless_unset(kind: Any) -> Any:
+    """``X`` for ``X | None``, else ``kind``."""
+    import typing
+
+    args = typing.get_args(kind)
+    if len(args) == 2 and type(None) in args:
+        return next(a for a in args if a is not type(None))
+    return kind
 
 
 def _resolved_type(cls: type, name: str) -> Any:

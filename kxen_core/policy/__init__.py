@@ -9,10 +9,10 @@ when no channel answers, the answer is no.
 This package's own module holds the values policy and approval plugins exchange with the core
 (:class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`, :class:`ApprovalDecision`); beside it
 are the vote count (:mod:`.votes`), approvals (:mod:`.approvals`), the "always allow" rules
-(:mod:`.allow_rules`), the core's default hook implementations (:mod:`.defaults`) and the egress
-guard's rules (:mod:`.egress`). It uses :mod:`kxen_core.protocol` (catalog pages),
-:mod:`kxen_core.launch`, :mod:`kxen_core.config` and the hook contract; :mod:`kxen_core.plugins` and
-the runtime use it.
+(:mod:`.allow_rules`), the core's default hook implementations (:mod:`.defaults`), the egress
+guard's rules (:mod:`.egress`) and the audit trail (:mod:`.audit` and beside it). It uses
+:mod:`kxen_core.protocol` (catalog pages), :mod:`kxen_core.launch`, :mod:`kxen_core.config` and the
+hook contract; :mod:`kxen_core.plugins` and the runtime use it.
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ class ApprovalDecision:
     reason: str = ""
     channel: str = ""
     remember: str = attrs.field(default="call", validator=attrs.validators.in_(REMEMBER))
+    #: a no because nobody answered in time (the audit trail's ``asked-timeout``)
+    timed_out: bool = False
 
 
 __all__ = [

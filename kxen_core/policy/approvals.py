@@ -216,7 +216,12 @@ def _where(server: ServerConfig, launch: Launch | None) -> dict[str, Any]:
 
 
 async def authorize(
-    pm: pluggy.PluginManager, call: ToolCall, approvals: Approvals, *, prepared: PreparedVotes | None = None
+    pm: pluggy.PluginManager,
+    call: ToolCall,
+    approvals: Approvals,
+    *,
+    prepared: PreparedVotes | None = None,
+    note: Any = None,
 ) -> None:
     """Let every policy plugin vote on ``call``; raise ``PolicyDenied`` on deny, and on ask raise
     ``ApprovalDenied`` unless ``approvals`` gets a yes. Returns when the call may go out. The error
@@ -224,7 +229,8 @@ async def authorize(
     path-free reason the model gets ("denied by policy", "needs the user's approval").
 
     With ``prepared`` (the same ``pm``'s), the votes that cannot change between calls of the tool
-    are counted once (:mod:`kxen_core.policy.votes`); the votes and the decision are the same."""
+    are counted once (:mod:`kxen_core.policy.votes`); the votes and the decision are the same.
+    ``note`` (a :class:`kxen_core.policy.audit.Note`) is told the decision and the answer."""
     if prepared is not None:
         decision, why = await prepared.decide(call)
     else:
@@ -233,6 +239,8 @@ async def authorize(
         # an allow was given under the definition accepted before ("always", toolPolicies, a
         # project_tools rule): a definition nobody accepted asks again (pinning warn)
         decision, why = "ask", [Vote(decision="ask", reason=_unaccepted(call), plugin="pins")]
+    if note is not None:
+        note.voted(decision, why)
     if decision == "allow":
         return
     label = call.qualified_name  # <server>__<tool> with the server's own tool name: for a human
@@ -263,6 +271,8 @@ async def authorize(
         if call.pin_state == "first" and approvals.is_approved(call_fingerprint(attrs.evolve(call, pin=""))):
             return  # --approve of the fingerprint printed before the server first listed (a launch that waited)
         answer = await approvals.ask(request)
+        if note is not None:
+            note.asked(answer)
         if not answer.approved:
             changed = f" (asked because {_unaccepted(call)})" if call.pin_state in UNACCEPTED else ""
             raise ApprovalDenied(

@@ -70,7 +70,9 @@ class PendingApprovals:
             self._held.pop(held.id, None)
             self._changed()
         if held.decision is None:  # fail closed: nobody answered in time
-            return ApprovalDecision(approved=False, reason=f"nobody answered within {self.bound:g} s", channel=CHANNEL)
+            return ApprovalDecision(
+                approved=False, reason=f"nobody answered within {self.bound:g} s", channel=CHANNEL, timed_out=True
+            )
         return held.decision
 
     def pending(self) -> list[dict[str, Any]]:

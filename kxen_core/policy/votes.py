@@ -166,6 +166,11 @@ class PreparedVotes:
             and argument_guard.clear(server, arguments, secrets)
         )
 
+    def outright_why(self, server: Any, tool: str) -> list[Vote]:
+        """The votes that allowed a call :meth:`allowed_outright` passed (for the audit trail)."""
+        plan = self._plans.get((server.name, tool))
+        return list(plan.decided[1]) if plan is not None else []
+
     async def votes(self, call: ToolCall) -> list[Vote]:
         """The same list of votes as :func:`full_votes` gives for ``call``."""
         if hookcall.tracing():  # tracing shows every implementation on every call

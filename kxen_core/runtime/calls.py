@@ -28,6 +28,7 @@ from kxen_core.runtime.states import State
 log = logging.getLogger("kxen.calls")
 
 if TYPE_CHECKING:
+    from kxen_core.policy.audit import Note
     from kxen_core.policy.votes import PreparedVotes
     from kxen_core.protocol.progress import ProgressCallback
     from kxen_core.protocol.session import Session
@@ -52,6 +53,7 @@ async def call_tool(
     server: str | None,
     timeout: float | None,
     on_progress: ProgressCallback | None,
+    note: Note | None = None,
 ) -> dict[str, Any]:
     # Every call of every host passes here: the lookups are inlined (one function call less each),
     # and each falls back on the helper that raises the right error when anything is off.
@@ -93,6 +95,8 @@ async def call_tool(
     config = rt.config
     settings = config.settings if config else None
     secrets = rt.secrets
+    if note is not None:  # the audit trail (kxen_core.policy.audit): the arguments' shape, never a value
+        note.begin(target.config, target.launch, tool, info, args, rt.role, secrets)
     # a definition nobody accepted (pinning warn) is never allowed outright: its allow asks again
     if tool in target.unaccepted or not rt._votes.allowed_outright(
         target.config, tool, rt.role, settings, args, target.launch, secrets
@@ -109,10 +113,14 @@ async def call_tool(
             pin=target.pin_digests.get(tool, ""),  # and to the definition it is given for
             pin_state=target.pin_states.get(tool, ""),
         )
-        await authorize(rt.pm, call, rt.approvals, prepared=rt._votes)
+        await authorize(rt.pm, call, rt.approvals, prepared=rt._votes, note=note)
+    elif note is not None:
+        note.voted("allow", rt._votes.outright_why(target.config, tool))
     session = target.session
     if session is None:  # stopped while the votes were counted
         raise target.not_ready()
+    if note is not None:
+        note.sending()
     params: dict[str, Any] = {"name": tool, "arguments": args}
     try:
         if on_progress is None:
@@ -131,6 +139,8 @@ async def call_tool(
         if auth is None:
             raise
         raise AuthRequired(auth.reason, next_step=auth.next_step, scopes=auth.scopes, status=auth.status) from None
+    if note is not None:
+        note.replied()
     # a tool without an outputSchema has nothing to check
     return check_result(info, result, target.diag) if "outputSchema" in info else result
 
@@ -152,6 +162,7 @@ async def timed_call_tool(
     server: str | None,
     timeout: float | None,
     on_progress: ProgressCallback | None,
+    note: Note | None = None,
 ) -> dict[str, Any]:
     """:func:`call_tool`, logged with its time and outcome (``kxen.calls`` at info level, ``kxen
     -v``); the arguments are never logged. ``Runtime.call_tool`` takes this path only while that
@@ -159,7 +170,9 @@ async def timed_call_tool(
     shown = f"{server}/{name}" if server else name
     start = time.monotonic()
     try:
-        result = await call_tool(rt, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+        result = await call_tool(
+            rt, name, arguments, server=server, timeout=timeout, on_progress=on_progress, note=note
+        )
     except BaseException as exc:
         log.info("call %s: %s after %.1f ms", shown, type(exc).__name__, (time.monotonic() - start) * 1000)
         raise

@@ -149,8 +149,12 @@ def ready_with(rt: Host, name: Any, capability: str) -> Server:
     return server
 
 
-async def authorize_method(rt: Host, server: Server, method: str, arguments: dict[str, Any]) -> None:
-    """The policy votes on a read-only method, as on a tool call named after the method."""
+async def authorize_method(rt: Host, server: Server, method: str, arguments: dict[str, Any], note: Any = None) -> None:
+    """The policy votes on a read-only method, as on a tool call named after the method (``note``:
+    the audit trail's, told the decision)."""
+    secrets = getattr(rt, "secrets", None)  # a URI or a prompt argument carries no secret out either
+    if note is not None:
+        note.begin(server.config, server.launch, method, None, arguments, rt.role, secrets, method=method)
     call = ToolCall(
         server=server.config,
         tool=method,
@@ -160,9 +164,31 @@ async def authorize_method(rt: Host, server: Server, method: str, arguments: dic
         settings=rt.config.settings if rt.config else None,
         launch=server.launch,
         read_only_method=True,
-        secrets=getattr(rt, "secrets", None),  # a URI or a prompt argument carries no secret out either
+        secrets=secrets,
     )
-    await authorize(rt.pm, call, rt.approvals)
+    await authorize(rt.pm, call, rt.approvals, note=note)
+
+
+async def _sent(rt: Host, target: Server, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``method`` with ``params`` to ``target`` after the policy votes (recorded in the audit trail
+    when the runtime keeps one); the raw result."""
+    trail = getattr(rt, "_audit", None)
+    note = trail.note() if trail is not None else None
+    try:
+        await authorize_method(rt, target, method, params, note)
+        session = target.session
+        if session is None:  # stopped while the votes were counted
+            raise ServerNotReady(target.name, target.state.value, None, target.error)
+        if note is not None:
+            note.sending()
+        result = await session.request(method, params)
+    except BaseException as exc:  # recorded, then raised as it was
+        if note is not None:
+            note.failed(exc)
+        raise
+    if note is not None:
+        note.ended(result)
+    return result
 
 
 def _check_uri(uri: Any) -> str:
@@ -175,11 +201,7 @@ async def read(rt: Host, server: Any, uri: Any) -> dict[str, Any]:
     """``resources/read`` of ``uri`` on ``server`` after the policy votes; the raw result."""
     target = ready_with(rt, server, "resources")
     uri = _check_uri(uri)
-    await authorize_method(rt, target, "resources/read", {"uri": uri})
-    session = target.session
-    if session is None:  # stopped while the votes were counted
-        raise ServerNotReady(target.name, target.state.value, None, target.error)
-    return await session.request("resources/read", {"uri": uri})
+    return await _sent(rt, target, "resources/read", {"uri": uri})
 
 
 def decode_contents(result: Mapping[str, Any], server: str, uri: str) -> list[ResourceContent]:
@@ -249,11 +271,7 @@ async def get_prompt(rt: Host, server: Any, name: Any, arguments: Any) -> dict[s
     a check fails."""
     target = ready_with(rt, server, "prompts")
     name, args = check_prompt_call(target, name, arguments)
-    await authorize_method(rt, target, "prompts/get", {"name": name, "arguments": args})
-    session = target.session
-    if session is None:
-        raise ServerNotReady(target.name, target.state.value, None, target.error)
-    return await session.request("prompts/get", {"name": name, "arguments": args})
+    return await _sent(rt, target, "prompts/get", {"name": name, "arguments": args})
 
 
 __all__ = [

@@ -12,6 +12,8 @@ from kxen_core.errors import UnknownTool
 from kxen_core.runtime.states import State
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kxen_core.protocol.catalog import Catalog
     from kxen_core.protocol.notices import Subscription, UpdateCallback
     from kxen_core.protocol.progress import ProgressCallback
@@ -28,6 +30,8 @@ class ToolsHost:
         _timed_call_tool: Any
         _calls_log: Any
         _tool_policy: Any
+        _audit: Any
+        _audited_call: Any
 
     def status(self) -> list[dict[str, Any]]:
         return [server.snapshot() for server in self.servers.values()]
@@ -102,7 +106,18 @@ class ToolsHost:
         """
         # kxen -v: the call logged with its time (kxen_core.runtime.calls), else nothing added
         call = self._timed_call_tool if self._calls_log.isEnabledFor(20) else self._call_tool
+        trail = self._audit
+        if trail is not None:  # the audit trail records the call (kxen_core.runtime.audit_wiring)
+            return await self._audited_call(
+                self, call, trail, name, arguments, server=server, timeout=timeout, on_progress=on_progress
+            )
         return await call(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+
+    @property
+    def audit_path(self) -> Path | None:
+        """The audit trail's file while this runtime records its calls (docs/config.md ``[audit]``), else None."""
+        trail = self._audit
+        return trail.path if trail is not None else None
 
     async def tool_policy(self, server: str, tool: str) -> tuple[str, list[str]]:
         """``(allow|ask|deny, reasons)`` of the policy votes for ``tool`` of ``server`` called with no

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
     """Servers of one workspace. An async context manager; nothing starts before entering it.
     Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
-    (:mod:`.logins`)."""
+    (:mod:`.logins`). ``audit=True`` keeps the audit trail of decided calls unless the user's
+    ``[audit] enabled`` says otherwise (docs/config.md; the ``kxen`` command passes it)."""
 
     def __init__(
         self,
@@ -60,6 +61,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         role: str | None = None,
         only: set[str] | None = None,
         approve: Iterable[str] = (),
+        audit: bool = False,
     ) -> None:
         from pathlib import Path
 
@@ -95,6 +97,10 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
         self._loaded = anyio.Event()  # set once the servers of the first load were made
         self._rejected: list[str] = []  # the problems of the last reload, when it was refused
+        #: the audit trail (kxen_core.policy.audit): the host's default (the kxen command: on), unless
+        #: the user's [audit] enabled says otherwise; set with each config applied; None = off
+        self._audit_default = audit
+        self._audit: Any = None
 
     @property
     def secrets(self) -> Secrets:
@@ -133,6 +139,10 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
+        if self._audit is not None:  # what the calls recorded is written before the host goes on (bounded)
+            from kxen_core.runtime.audit_wiring import flush
+
+            await flush()
         return None
 
     def load(self) -> Config:
@@ -200,6 +210,10 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         from kxen_core.runtime.server import Server, ServerEnv
 
         self.config = config
+        if self._audit is not None or self._audit_default or config.settings.audit.enabled:
+            from kxen_core.runtime.audit_wiring import audited_call, trail
+
+            self._audit, self._audited_call = trail(self, config), audited_call
         env = ServerEnv(
             pm=self.pm,
             workspace=self.workspace,
