@@ -112,7 +112,8 @@ async def test_an_unwritable_data_directory_is_a_warning_once_never_a_failed_cal
     blocker = ws.parent / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("KXEN_DATA_DIR", str(blocker / "data"))  # under a file: cannot be made
-    servers = {"demo": {**demo_entry(), "toolPolicies": {"add": "allow"}}}
+    # pinning off: the pin store shares the data directory and fails closed there (its own tests)
+    servers = {"demo": {**demo_entry(), "toolPolicies": {"add": "allow"}, "pinning": "off"}}
     with caplog.at_level(logging.WARNING, logger="kxen.audit"):
         async with running(kxen_home, ws, servers=servers, allow=("stdio",), audit=True) as rt:
             for _ in range(3):
@@ -128,7 +129,8 @@ async def test_a_directory_others_can_write_is_not_written_to(kxen_home, ws, tmp
     shared.mkdir(mode=0o777)
     shared.chmod(0o777)
     monkeypatch.setenv("KXEN_DATA_DIR", str(shared))
-    servers = {"demo": {**demo_entry(), "toolPolicies": {"add": "allow"}}}
+    # pinning off: the pin store shares the data directory and fails closed there (its own tests)
+    servers = {"demo": {**demo_entry(), "toolPolicies": {"add": "allow"}, "pinning": "off"}}
     with caplog.at_level(logging.WARNING, logger="kxen.audit"):
         async with running(kxen_home, ws, servers=servers, allow=("stdio",), audit=True) as rt:
             await rt.call_tool("demo__add", {"a": 1, "b": 2})
