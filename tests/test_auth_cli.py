@@ -127,7 +127,8 @@ def test_logout_reports_what_was_removed(kx, gated_server, extra_plugins):
     assert_no_token("the output", out + err)
 
 
-def test_status_names_the_sign_in_as_the_next_step(kx, gated_server, extra_plugins):
+def test_status_names_the_sign_in_as_the_next_step(kx, gated_server, extra_plugins, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # the table unfolded, whatever width the run has
     creds = Credentials(first=None)
     extra_plugins += [creds, LoginPlugin()]
     code, out, err = kx("mcp", "status", "--json", "--wait", "30")

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from kxen_testing import running
-from remote_support import REMOTE_ON, REMOTE_PLUGINS, remote, status_of, until
+from remote_support import REMOTE_PLUGINS, remote, remote_on, status_of, until
 
 from kxen_core.errors import ToolHeld
 
@@ -115,7 +115,7 @@ async def test_a_rug_pull_over_stdio_is_held_on_list_changed_and_on_restart(kxen
 async def test_a_rug_pull_over_streamable_http_is_held_on_list_changed_and_on_restart(kxen_home, ws, state, start_peer):
     argv = [sys.executable, str(RUG), "http", "{port}", "--state", str(state)]
     url = f"http://127.0.0.1:{start_peer(argv)}/mcp"
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     servers = {"r": remote(url, "http", protocolEra="legacy")}  # a remote server: hold by default
     async with running(kxen_home, ws, servers=servers, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
         assert status_of(rt, "r")["pinning"] == "hold" and names(rt, "r") == {"echo", "flip"}
@@ -163,7 +163,7 @@ async def test_server_everything_over_streamable_http_adds_tools_after_its_start
     from kxen_testing import Answers
 
     url = f"http://127.0.0.1:{everything_peer('streamableHttp')}/mcp"
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     servers = {"ev": remote(url, "http")}
     for _run in range(2):
         answers = Answers(sampling=None, elicitation=None)
@@ -176,7 +176,7 @@ async def test_server_everything_over_streamable_http_adds_tools_after_its_start
 @pytest.mark.parametrize("mode", ["stateful", "stateless"])
 async def test_the_sdk_server_is_pinned_stably_across_restarts(kxen_home, ws, sdk_peer, mode):
     url = sdk_peer(mode)
-    kxen_home.write_settings(REMOTE_ON)
+    kxen_home.write_settings(remote_on(url))
     servers = {"sdk": remote(url, "http")}
     for _run in range(2):
         async with running(kxen_home, ws, servers=servers, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
