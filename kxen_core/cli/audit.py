@@ -62,7 +62,7 @@ def add_command(mcp: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kxen_core.policy.audit_file import data_dir
+    from kxen_core.config.paths import data_dir
     from kxen_core.policy.audit_read import read
 
     def keep(record: dict[str, Any]) -> bool:

@@ -144,16 +144,20 @@ def locked(path: Path, lock_path: Path, timeout: float) -> Iterator[None]:
         lock.release()
 
 
-def write_atomic(target: Path, text: str, *, mode: int | None = None, new_mode: int = 0o600) -> None:
-    """Replace the content of ``target`` atomically: a temp file next to it, fsync, rename, and the
-    directory synced so the rename survives a crash. The file gets ``mode``; without one it keeps its
-    mode minus group and world write (``new_mode`` when it is new)."""
+def write_atomic(
+    target: Path, text: str | bytes, *, mode: int | None = None, new_mode: int = 0o600, suffix: str = ""
+) -> None:
+    """Replace the content of ``target`` atomically: a temp file next to it (``.NAME.<random>`` and
+    ``suffix``, created 0600), fsync, rename, and the directory synced so the rename survives a
+    crash. The file gets ``mode``; without one it keeps its mode minus group and world write
+    (``new_mode`` when it is new). ``text`` is written as UTF-8; bytes as they are."""
     if mode is None:
         mode = target.stat().st_mode & 0o777 & ~0o022 if target.exists() else new_mode
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)

@@ -2,7 +2,7 @@
 rotated (read back by :mod:`.audit_read`, for ``kxen mcp audit``).
 
 Where: ``audit.jsonl`` in ``$KXEN_DATA_DIR``, else the platform's application data directory
-(:func:`data_dir`); rotated files beside it, ``audit.jsonl.1`` (the newest) to
+(:func:`kxen_core.config.paths.data_dir`); rotated files beside it, ``audit.jsonl.1`` (the newest) to
 ``audit.jsonl.<max_files - 1>``. A directory kxen makes is 0700; each file is created 0600 (and set
 back to 0600 when found open to others). A directory another user owns, or that others may write,
 is not written to: whoever can write it could swap the file.
@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import stat
-import sys
 import threading
 import time
 from collections import deque
@@ -54,19 +53,6 @@ LOCK_SECONDS = 5.0
 CHUNK_BYTES = 65536
 #: how long the writer lets records gather after the first of a batch
 GATHER_SECONDS = 0.05
-
-
-def data_dir() -> Path:
-    """``$KXEN_DATA_DIR``, else the platform's application data directory for kxen."""
-    # one data_dir() in the core: merge with kxen_core.config.paths.data_dir
-    explicit = os.environ.get("KXEN_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "kxen"
-    if os.name == "nt":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "kxen"
-    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "kxen"
 
 
 def rotated(path: Path, index: int) -> Path:
@@ -318,4 +304,4 @@ def flush(timeout: float = 5.0) -> bool:
     return event.wait(timeout)
 
 
-__all__ = ["FILE_NAME", "MAX_LINE_BYTES", "Sink", "data_dir", "flush", "iso", "rotated", "sink", "submit"]
+__all__ = ["FILE_NAME", "MAX_LINE_BYTES", "Sink", "flush", "iso", "rotated", "sink", "submit"]

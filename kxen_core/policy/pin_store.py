@@ -43,6 +43,8 @@ LOCK_SECONDS = 10.0
 MAX_SERVERS = 500
 #: the most leftover temporary files (of writes a killed process left) one write removes
 MAX_LEFTOVERS = 100
+#: the end of a write's temporary file (``.tool-pins.json.<random>.tmp``), by which leftovers are found
+TMP_SUFFIX = ".tmp"
 
 T = TypeVar("T")
 
@@ -175,34 +177,17 @@ class PinStore:
             self._thread_lock.release()
 
     def _write(self, doc: dict[str, Any]) -> None:
-        import tempfile  # on a write only: a start that finds its pins unchanged never loads it
+        from kxen_core.config.files import write_atomic  # on a write only
 
         data = _fit(doc)
         if len(data) > MAX_FILE_BYTES:
             raise PinStoreError(f"{self.path}: the pins would take more than {MAX_FILE_BYTES} bytes: not written")
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tool-pins.", suffix=".tmp")  # created 0600
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        with contextlib.suppress(OSError):  # not every platform can open a directory
-            dfd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        write_atomic(self.path, data, mode=0o600, suffix=TMP_SUFFIX)
 
     def _remove_leftovers(self) -> None:
         """The temporary files of writes a killed process left (called under the file lock)."""
         with contextlib.suppress(OSError):
-            for n, path in enumerate(self.dir.glob(".tool-pins.*.tmp")):
+            for n, path in enumerate(self.dir.glob(f".tool-pins.*{TMP_SUFFIX}")):
                 if n >= MAX_LEFTOVERS:
                     break
                 with contextlib.suppress(OSError):

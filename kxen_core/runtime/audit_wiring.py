@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 def trail(rt: Any, config: Config) -> Trail | None:
     """The trail ``rt`` writes under ``config`` (the one it has when nothing changed), or None."""
+    from kxen_core.config.paths import data_dir
     from kxen_core.policy.audit import Trail
-    from kxen_core.policy.audit_file import data_dir
 
     settings = config.settings.audit
     if not (rt._audit_default if settings.enabled is None else settings.enabled):
