@@ -193,6 +193,9 @@ class ServerConfig:
     #: what a changed tool definition does (kxen_core.policy.pins): None = the default, ``hold`` for a
     #: project or remote server, ``warn`` for a user's local one; a project entry may only say ``hold``
     pinning: Literal["hold", "warn", "off"] | None = None
+    #: a user server's pinned tools that say they only read (``readOnlyHint``) are allowed where
+    #: ``defaultToolPolicy`` would ask (kxen_core.policy.claims.read_only_vote); user config only
+    allowReadOnly: bool = False
     # what the model is shown of the server's tools (kxen_core.policy.tool_filters): None = every tool. They
     # change nothing about what runs, so they are left out of equality: a reload that changes only them
     # keeps the server running and its catalog (the runtime applies the new filters to it)

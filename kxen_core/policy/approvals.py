@@ -28,7 +28,7 @@ from kxen_core.errors import ApprovalDenied, KxenError, PolicyDenied
 from kxen_core.hookcall import acall_first
 from kxen_core.policy import ApprovalDecision, ApprovalRequest, ToolCall, Vote, combine, fingerprint
 from kxen_core.policy.argument_guard import masked
-from kxen_core.policy.claims import claims
+from kxen_core.policy.claims import claims, read_only_vote
 from kxen_core.policy.pins import UNACCEPTED
 from kxen_core.policy.votes import PreparedVotes, full_votes
 from kxen_core.safe_text import safe_text, shown_url
@@ -235,6 +235,8 @@ async def authorize(
         decision, why = await prepared.decide(call)
     else:
         decision, why = combine(await full_votes(pm, call), call.server.defaultToolPolicy)
+    if decision == "ask" and (lifted := read_only_vote(call, why)) is not None:
+        decision, why = "allow", [lifted]  # allowReadOnly: the user trusts their own server's pinned claim
     if decision == "allow" and call.pin_state in UNACCEPTED:
         # an allow was given under the definition accepted before ("always", toolPolicies, a
         # project_tools rule): a definition nobody accepted asks again (pinning warn)
@@ -260,7 +262,7 @@ async def authorize(
                 # as a person may see them: no secret kxen holds, no credential shape in full
                 "arguments": masked(call.arguments, call.secrets),
                 "why": [v.reason for v in why],
-                **claims(call.server, call.tool_info),  # title, annotations and whose claims they are
+                **claims(call.server, call.tool_info, call.pin_state),  # title, annotations, whose claims, the pin
                 **where,
             },
             fingerprint=fp,

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from kxen_core.policy import ApprovalDecision, Vote
 
 #: the core's own votes: their reasons name config keys and kinds, never a value
-CORE_VOTES = frozenset({"kxen.config-policy", "kxen.roles", "kxen.safety", "kxen.argument-guard", "config"})
+CORE_VOTES = frozenset({"kxen.config-policy", "kxen.roles", "kxen.safety", "kxen.argument-guard", "config", "pins"})
 _V = audit_file.VERSION
 
 
