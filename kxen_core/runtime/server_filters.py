@@ -49,6 +49,7 @@ class ToolView:
         tools_by_name: dict[str, dict[str, Any]]
         tool_names: dict[str, str]
         hidden_tools: dict[str, str]
+        held_tools: dict[str, Any]
         filtered_tools: dict[str, str]
         denied_methods: frozenset[str]
         _size: tuple[tuple[Any, ...], int] | None
@@ -167,10 +168,19 @@ class ToolView:
             entry["server"], entry["qualifiedName"] = self.name, self.tool_names.get(tool, tool)
             if notes and tool in notes:
                 entry["notes"] = notes[tool]
-            why = self.hidden_tools.get(tool) or (None if tool in self.tools_by_name else WITHHELD)
+            why = self.hidden_tools.get(tool) or (None if tool in self.tools_by_name else self._held_why(tool))
             entry["hidden"], entry["why"] = why is not None, why
             out.append(entry)
         return out
+
+    def _held_why(self, tool: str) -> str:
+        """Why a listed tool that no filter hides is not shown: held (pinning), with the next step."""
+        held = self.held_tools.get(tool)
+        if held is None:
+            return WITHHELD
+        from kxen_core.runtime.server_pins import next_step
+
+        return f"held (pinning hold): {held.reason}; next: {next_step(self.name, held)}"
 
     def context_view(self) -> dict[str, Any]:
         """The status keys of what the model is shown: ``toolsHidden`` (listed tools it is not
