@@ -211,6 +211,9 @@ async def test_actions_on_what_is_not_there_are_refused_and_change_nothing(kxen_
             ("/api/remote", {"enabled": True, "acknowledge": ["nope"]}, 409, "not configured remote servers: nope"),
             ("/api/call", {"tool": "demo__echo", "arguments": []}, 400, "must be a JSON object"),
             ("/api/call", {"arguments": {}}, 400, "tool: must be a string"),
+            ("/api/pins/demo/accept", {"tool": "echo"}, 400, "digest: must be a string"),
+            ("/api/pins/demo/accept", {"tool": "echo", "digest": "0" * 64}, 400, "waits for no acceptance"),
+            ("/api/pins/nope/accept", {"tool": "echo", "digest": "0" * 64}, 404, "nope"),
             ("/api/nothing-here", {}, 404, ""),
         ]:
             before = await state(rt, files)
@@ -284,3 +287,38 @@ async def test_a_stream_nobody_reads_holds_a_bounded_buffer_and_still_shows_the_
                     ):
                         break
             assert len(stream.events) >= 1
+
+
+RUG = Path(__file__).resolve().parents[3] / "tests" / "peers" / "rug_pull_server.py"
+
+
+async def test_accept_takes_only_the_definition_the_page_showed(kxen_home, ws, tmp_path):
+    """The rug-pull server (real, stdio) changes echo twice: the page's "Accept" carries the
+    digest of the definition it showed, so the second change is not accepted under the first."""
+    import sys
+
+    pytest.importorskip("mcp.server.mcpserver", reason="the mcp SDK (a dev dependency) is not installed")
+    state_file = tmp_path / "rug.json"
+    state_file.write_text(json.dumps({"description": "Echo the text back."}))
+    entry = {"command": sys.executable, "args": [str(RUG), "stdio", "--state", str(state_file)],
+             "pinning": "hold", "defaultToolPolicy": "allow", "protocolEra": "legacy"}  # fmt: skip
+    kxen_home.write_servers({"rug": entry})
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"]))
+    async with served(rt) as page:
+        await page.until("rug ready", lambda s: states(s) == {"rug": "ready"})
+        await rt.call_tool("rug__flip", {"text": "First change."})
+        snap = await page.until("echo held", lambda s: [p["tool"] for p in s["pins"]] == ["echo"])
+        assert snap["pins"][0]["held"] is True and snap["pins"][0]["state"] == "changed"
+        shown = rt.pin_diff("rug", "echo")["listed"]
+        await rt.call_tool("rug__flip", {"text": "Second change."})
+        with anyio.fail_after(WAIT):
+            while rt.pin_diff("rug", "echo")["listed"] == shown:
+                await anyio.sleep(0.02)
+        stale = await page.post("/api/pins/rug/accept", {"tool": "echo", "digest": shown})
+        assert stale.status_code == 400 and "now waits with definition" in stale.json()["error"], stale.text
+        assert "rug__echo" not in {t["qualifiedName"] for t in rt.tools()}
+        current = rt.pin_diff("rug", "echo")["listed"]
+        done = await page.post("/api/pins/rug/accept", {"tool": "echo", "digest": current})
+        assert done.json() == {"ok": True, "accepted": ["echo"]}
+        await page.until("nothing held", lambda s: s["pins"] == [])
+        assert (await rt.call_tool("rug__echo", {"text": "hi"}))["content"][0]["text"] == "hi"

@@ -2,7 +2,8 @@
 
 Every route is a thin call of the runtime's Settings API (``settings_snapshot``,
 ``settings_events``, ``answer_approval``, ``set_remote_enabled``, ``acknowledge_remote``,
-``login_start`` / ``login_cancel`` / ``logout``, ``restart``, ``reload``, ``agent_call``): the page
+``login_start`` / ``login_cancel`` / ``logout``, ``restart``, ``reload``, ``held_tools`` /
+``pin_diff`` / ``accept_pin``, ``agent_call``): the page
 adds nothing a host's own UI does not get from the API. :class:`kxen_settings_web.guard.Guard`
 stands in front of every route.
 
@@ -16,6 +17,7 @@ stands in front of every route.
 ``POST /api/reload``               read the configuration again
 ``POST /api/remote``               ``{"enabled": bool, "acknowledge"?: [name]}``
 ``POST /api/remote/acknowledge``   ``{"names": [name]}``
+``POST /api/pins/{name}/accept``   ``{"tool": str, "digest": str}``: accept the definition shown
 ``POST /api/call``                 ``{"tool": qualifiedName, "arguments": {...}}``: the agent's view
 =================================  =======================================================
 
@@ -91,6 +93,7 @@ class SettingsPage:
             Route("/api/reload", self.reload, methods=["POST"]),
             Route("/api/remote", self.remote, methods=["POST"]),
             Route("/api/remote/acknowledge", self.acknowledge, methods=["POST"]),
+            Route("/api/pins/{name}/accept", self.accept_pin, methods=["POST"]),
             Route("/api/call", self.call, methods=["POST"]),
             Mount("/static", StaticFiles(directory=static)),
         ]
@@ -114,7 +117,24 @@ class SettingsPage:
 
     async def _context(self, wait: float = 0.0) -> dict[str, Any]:
         snap = await self.runtime.settings_snapshot(wait=wait)
-        return render.context(snap, self.runtime.tools(), workspace=str(self.runtime.workspace))
+        pins = self._with_diffs(snap.get("pins", [])[: render.MAX_PINS])
+        return render.context(snap, self.runtime.tools(), workspace=str(self.runtime.workspace), pins=pins)
+
+    def _with_diffs(self, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each held or changed tool with what changed (``diff``) and the digest of the definition
+        shown (``digest``: what "Accept" accepts, nothing newer). A tool the store has nothing
+        waiting for (unchecked: the store cannot be used) gets neither, and keeps its next step."""
+        out = []
+        for entry in held:
+            row = dict(entry)
+            try:
+                shown = self.runtime.pin_diff(entry["server"], entry["tool"])
+            except (KxenError, OSError):
+                shown = None
+            if shown is not None and isinstance(shown.get("listed"), str):
+                row["diff"], row["digest"] = shown["diff"], shown["listed"]
+            out.append(row)
+        return out
 
     async def page(self, request: Request) -> Response:
         ctx = await self._context(wait=FIRST_PAGE_WAIT)
@@ -204,6 +224,14 @@ class SettingsPage:
             raise InvalidArguments("names: tick at least one remote server to confirm")
         await self.runtime.acknowledge_remote(names, confirmed=True)
         return _ok()
+
+    async def accept_pin(self, request: Request) -> Response:
+        body = await _object(request)
+        tool = _field(body, "tool", str)
+        digest = _field(body, "digest", str)
+        # bound to the digest the page showed: a definition that changed since is not accepted
+        accepted = await self.runtime.accept_pin(request.path_params["name"], tool, digest=digest)
+        return _ok(accepted=accepted)
 
     async def call(self, request: Request) -> Response:
         body = await _object(request)

@@ -18,11 +18,15 @@ import markupsafe
 from kxen_core.safe_text import safe_text
 
 #: the page's parts, each an element id and its template
-PARTS = ("summary", "servers", "approvals", "remote", "logins", "problems", "tool-choice")
+PARTS = ("summary", "servers", "approvals", "pins", "remote", "logins", "problems", "tool-choice")
 #: the most characters a value takes on the page (the rest is cut, and said so)
 MAX_VALUE_CHARS = 2000
 #: the most tools offered in "try a tool"
 MAX_TOOLS = 500
+#: the most held (or changed) tools shown, each with its diff; the rest are counted
+MAX_PINS = 20
+#: the most characters of one diff shown
+DIFF_CHARS = 12000
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("kxen_settings_web", "templates"),
@@ -78,7 +82,7 @@ def when(epoch: float) -> str:
 
 
 _env.filters.update(text=text, pretty=pretty, when=when)
-_env.globals.update(STATES=STATES, KINDS=KINDS, CHOICES=CHOICES)
+_env.globals.update(STATES=STATES, KINDS=KINDS, CHOICES=CHOICES, DIFF_CHARS=DIFF_CHARS)
 
 
 def tool_options(tools: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -91,8 +95,18 @@ def tool_options(tools: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def context(snapshot: dict[str, Any], tools: list[dict[str, Any]], *, workspace: str) -> dict[str, Any]:
+def context(
+    snapshot: dict[str, Any],
+    tools: list[dict[str, Any]],
+    *,
+    workspace: str,
+    pins: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """What the templates read: the snapshot, its servers and their counts by group, the tools
+    offered, and ``pins``: the held or changed tools (:data:`MAX_PINS` of them), each with its
+    ``diff`` and the ``digest`` an acceptance is bound to when the pin store has them."""
     servers = snapshot["servers"]
+    waiting = pins if pins is not None else snapshot.get("pins", [])
     counts: dict[str, int] = {}
     for s in servers:
         group = STATES.get(s["state"], ("off", s["state"]))[0]
@@ -104,6 +118,8 @@ def context(snapshot: dict[str, Any], tools: list[dict[str, Any]], *, workspace:
         "tools": tool_options(tools),
         "more_tools": max(0, len(tools) - MAX_TOOLS),
         "workspace": text(workspace, 300),
+        "pins": waiting[:MAX_PINS],
+        "more_pins": max(0, len(snapshot.get("pins", [])) - MAX_PINS),
     }
 
 
@@ -121,4 +137,4 @@ def render_page(ctx: dict[str, Any], *, csrf: str) -> str:
     return _env.get_template("page.html").render(parts=parts, csrf=csrf, **ctx)
 
 
-__all__ = ["PARTS", "context", "render_page", "render_part", "render_parts", "text"]
+__all__ = ["MAX_PINS", "PARTS", "context", "render_page", "render_part", "render_parts", "text"]

@@ -121,6 +121,8 @@ const ACTIONS = {
   "remote-on": () => post("/api/remote", { enabled: true, acknowledge: ticked() }).then(() => "Remote MCP is on."),
   "remote-off": () => post("/api/remote", { enabled: false }).then(() => "Remote MCP is off."),
   acknowledge: () => post("/api/remote/acknowledge", { names: ticked() }).then(() => "Confirmed."),
+  "accept-pin": (b) => post("/api/pins/" + encodeURIComponent(b.dataset.server) + "/accept", { tool: b.dataset.tool, digest: b.dataset.digest })
+    .then(() => "Accepted " + b.dataset.tool + " of " + b.dataset.server + ": the model sees it again."),
 };
 
 document.addEventListener("click", async (event) => {
