@@ -185,3 +185,34 @@ async def test_a_project_server_is_denied_and_cannot_turn_the_guard_off(kxen_hom
         with pytest.raises(PolicyDenied, match="it is not sent to a project server"):
             await rt.call_tool("proj__echo", {"text": TOKEN})
         assert all(r.kind != "tool_call" for r in channel.requests)
+
+
+async def test_no_false_hit_on_server_everythings_tool_calls(kxen_home, ws, everything_js):
+    """server-everything over stdio with a secret in its env and every tool allowed: the calls the
+    peer's own tools take (text, numbers, enums, ids, a URI) go out without a question."""
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH")
+    entry = {"command": node, "args": [everything_js, "stdio"], "env": {"API_TOKEN": TOKEN},
+             "defaultToolPolicy": "allow"}  # fmt: skip
+    kxen_home.write_servers({"ev": entry})
+    channel = Channel(approved=False)
+    rt = Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"], extra=[channel]))
+    calls = [
+        ("echo", {"message": "Hello, MCP! Summarise https://example.com/docs?page=2 in 3 lines."}),
+        ("get-sum", {"a": 1234567890, "b": -0.5}),
+        ("get-annotated-message", {"messageType": "error", "includeImage": False}),
+        ("get-structured-content", {"location": "New York"}),
+        ("get-resource-reference", {"resourceType": "Text", "resourceId": 7}),
+        ("get-resource-links", {"count": 3}),
+        ("get-tiny-image", {}),
+    ]
+    async with rt:
+        with anyio.fail_after(WAIT):
+            assert await rt.wait_ready()
+        for tool, arguments in calls:
+            out = await rt.agent_call(f"ev__{tool}", arguments)
+            assert not out.is_error, (tool, out.text)
+    assert channel.requests == []

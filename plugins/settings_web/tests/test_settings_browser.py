@@ -2,7 +2,8 @@
 servers: the demo server and server-everything over stdio, a project server awaiting its launch
 approval, an ``ask`` tool answered on the page while an embedding host's call waits, a killed
 server restarted from the page, a remote server on loopback (the official SDK's) confirmed and
-turned on and off, a sign-in to the OAuth peer followed in a new tab, screenshots at both sizes
+turned on and off, a sign-in to the OAuth peer followed in a new tab, a real rug pull held, shown
+as a diff and accepted on the page, screenshots at both sizes
 (docs/images, shown by the README), keyboard focus, and ``kxen settings`` itself.
 
 Each test but the last serves the page in-process, the way an embedding host does
