@@ -312,6 +312,7 @@ def test_the_cli_lists_diffs_accepts_and_resets_on_the_store(kx, kxen_home, fake
     assert row["held"] == ["echo"] and "kxen mcp pins diff s echo" in row["next"]
     code, text, err = kx("mcp", "status", "--wait", "10")
     assert "held: echo: its definition changed since it was accepted (description)" in text, text
+    assert '-  "description": "Echo the text back.",' in text and '+  "description": "Changed under you.",' in text
     code, out, err = kx("mcp", "pins", "--json")
     (pins,) = json.loads(out)["servers"]
     assert code == 0 and pins["held"] == ["echo"] and pins["waiting"][0]["fields"] == ["description"]

@@ -127,20 +127,44 @@ def status(rt: Any, args: argparse.Namespace) -> int:
 
 #: the most held or unaccepted tools named per server in the human output (kxen mcp pins has them all)
 SHOWN_HELD = 5
+#: the most changed lines of one tool's diff shown under it, and the most characters of each
+SHOWN_DIFF_LINES = 8
+DIFF_LINE_CHARS = 160
 
 
 def _waiting(rt: Any) -> dict[str, list[str]]:
-    """Per server, a line for each tool whose definition waits for a person (at most SHOWN_HELD)."""
+    """Per server, a line for each tool whose definition waits for a person (at most SHOWN_HELD),
+    each followed by the changed lines of its diff (at most SHOWN_DIFF_LINES)."""
     out: dict[str, list[str]] = {}
+    shown: dict[str, int] = {}
     for h in rt.held_tools():
         lines = out.setdefault(h["server"], [])
-        if len(lines) < SHOWN_HELD:
+        count = shown.get(h["server"], 0)
+        shown[h["server"]] = count + 1
+        if count < SHOWN_HELD:
             if h["held"]:
                 lines.append(f"held: {h['tool']}: {h['reason']} (not shown to the model; calls refused)")
             else:
                 lines.append(f"changed: {h['tool']}: {h['reason']} (pinning warn: still shown; calls ask again)")
-        elif len(lines) == SHOWN_HELD:
+            lines.extend(_changed_lines(rt, h["server"], h["tool"]))
+        elif count == SHOWN_HELD:
             lines.append("... and more: kxen mcp pins " + h["server"])
+    return out
+
+
+def _changed_lines(rt: Any, server: str, tool: str) -> list[str]:
+    """The removed and added lines of ``tool``'s diff (escaped by the diff), indented, bounded;
+    nothing when the store has no diff for it."""
+    from kxen_core.errors import KxenError
+
+    try:
+        diff = rt.pin_diff(server, tool)["diff"]
+    except (KxenError, OSError):
+        return []
+    changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    out = [f"  {line[:DIFF_LINE_CHARS]}{' ...' if len(line) > DIFF_LINE_CHARS else ''}" for line in changed]
+    if len(out) > SHOWN_DIFF_LINES:
+        out = [*out[:SHOWN_DIFF_LINES], f"  ... the whole diff: kxen mcp pins diff {server} {tool}"]
     return out
 
 
