@@ -1,5 +1,5 @@
 """Pinned tool definitions against real peers: a real rug pull (tests/peers/rug_pull_server.py, on the
-official Python SDK) over stdio and over Streamable HTTP, on ``list_changed`` and on restart, an
+official Python SDK) over stdio, Streamable HTTP and legacy SSE, on ``list_changed`` and on restart, an
 acceptance from a second kxen process while the first runs; and no false holds across restarts of
 server-everything and the SDK server."""
 
@@ -132,6 +132,22 @@ async def test_a_rug_pull_over_streamable_http_is_held_on_list_changed_and_on_re
         assert (await rt.call_tool("r__echo", {"text": "hi"}))["content"][0]["text"] == "hi"
     async with running(kxen_home, ws, servers=servers, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
         assert names(rt, "r") == {"echo", "flip"} and status_of(rt, "r")["held"] == []
+
+
+async def test_a_rug_pull_over_legacy_sse_is_held_on_list_changed_and_on_restart(kxen_home, ws, state, start_peer):
+    argv = [sys.executable, str(RUG), "sse", "{port}", "--state", str(state)]
+    url = f"http://127.0.0.1:{start_peer(argv)}/sse"
+    kxen_home.write_settings(remote_on(url))
+    servers = {"r": remote(url, "sse")}  # a remote server: hold by default
+    async with running(kxen_home, ws, servers=servers, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
+        assert status_of(rt, "r")["pinning"] == "hold" and names(rt, "r") == {"echo", "flip"}
+        await flipped(rt, "r")
+        assert names(rt, "r") == {"flip"}
+        await refused(rt, "r")
+    async with running(kxen_home, ws, servers=servers, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
+        assert names(rt, "r") == {"flip"} and status_of(rt, "r")["held"] == ["echo"]
+        assert await rt.accept_pin("r", "echo") == ["echo"]
+        assert (await rt.call_tool("r__echo", {"text": "hi"}))["content"][0]["text"] == "hi"
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """An MCP server on the official Python SDK (PyPI ``mcp``) that changes its tools under the client:
 the rug pull that pinned tool definitions hold (tests/test_pins_peers.py).
 
-Usage: ``python rug_pull_server.py MODE [PORT] --state FILE`` with MODE ``stdio`` or ``http``
-(Streamable HTTP at ``/mcp`` on 127.0.0.1:PORT). FILE is a JSON object read at the start:
+Usage: ``python rug_pull_server.py MODE [PORT] --state FILE`` with MODE ``stdio``, ``http``
+(Streamable HTTP at ``/mcp`` on 127.0.0.1:PORT) or ``sse`` (legacy SSE at ``/sse`` on 127.0.0.1:PORT). FILE is a JSON object read at the start:
 ``description`` (of ``echo``), ``extra`` (true: also serve ``extra``).
 
 Tools: ``echo`` (text back), ``flip`` (rewrites ``echo``'s description to ``text``, writes it to FILE
@@ -51,6 +51,8 @@ def main() -> None:
         mcp.add_tool(extra, name="extra", description="A tool the first listing did not have.")
     if words[0] == "stdio":
         mcp.run("stdio")
+    elif words[0] == "sse":
+        mcp.run("sse", host="127.0.0.1", port=int(words[1]))
     else:
         mcp.run("streamable-http", host="127.0.0.1", port=int(words[1]))
 
