@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -71,6 +71,16 @@ class Config:
     def unset_problems(self) -> tuple[str, ...]:
         """``file: key path: rule`` for every user entry's ``${VAR}`` whose variable is not set."""
         return tuple(p for s in self.user_servers.values() for p in unset_problems(s))
+
+
+#: what a problem of the host's own mappings names instead of a file (``Runtime(servers=..., settings=...)``)
+HOST_SERVERS = "Runtime(servers=...)"
+HOST_SETTINGS = "Runtime(settings=...)"
+
+
+def held_by_host(source: str | None) -> bool:
+    """Whether a config's ``source`` is one of the host's mappings, not a file kxen may write."""
+    return source in (HOST_SERVERS, HOST_SETTINGS)
 
 
 def default_home() -> Path:
@@ -153,6 +163,23 @@ def settings_from(data: Any, file: str, problems: list[str], conv: cattrs.Conver
     """The settings of a parsed ``config.toml`` (``data``) named ``file``: what :func:`load_settings`
     does after reading, so a change is checked by the same rules before it is written."""
     return _structure(conv or shared_converter(), data, Settings, file, "$", problems) or Settings()
+
+
+#: the deepest a host's mapping may nest (a config file's JSON is far shallower)
+MAX_HOST_DEPTH = 64
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """A host's mapping as the plain JSON-like values a parsed file gives (dicts, lists, scalars),
+    copied: a later change to the host's object changes nothing loaded. Anything else is kept as
+    it is, for the loader's rules to name; nesting past :data:`MAX_HOST_DEPTH` stops the copy."""
+    if depth > MAX_HOST_DEPTH:
+        return None
+    if isinstance(value, Mapping):
+        return {k: _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    return value
 
 
 def _entries(data: Any, file: str, problems: list[str]) -> dict[Any, Any] | None:
@@ -317,8 +344,16 @@ def load_config(
     *,
     pm: KxenPluginManager | None = None,
     canonical: bool = False,
+    servers: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Config:
     """Load settings, user servers and project servers.
+
+    ``servers`` (the content of a user ``mcp.json``: ``{"mcpServers": {...}}``) and ``settings``
+    (the content of ``config.toml`` as a mapping) are a host's own config: each stands in for its
+    file in ``home``, checked by the same rules, with the same scope (user); a problem names
+    :data:`HOST_SERVERS` or :data:`HOST_SETTINGS` and the key path. The project file is read from
+    the workspace as always (trusted per the settings' ``trusted_workspaces``).
 
     With ``pm`` (as the Runtime and the CLI load), every entry's transport kind and options are
     checked against the kinds its plugins registered; without, only the core's own rules apply.
@@ -333,22 +368,30 @@ def load_config(
     workspace = workspace if canonical and workspace is not None else resolved(workspace or Path.cwd())
     conv = shared_converter()
     problems: list[str] = []
-    settings = load_settings(home, problems, conv)
-    settings_file = os.path.join(home, "config.toml")
-    user_file = os.path.join(home, "mcp.json")
-    user = load_servers(user_file, "user", problems, conv, settings, pm, settings_file=settings_file)
+    if settings is not None:
+        settings_file = HOST_SETTINGS
+        loaded = settings_from(_plain(settings), settings_file, problems, conv)
+    else:
+        settings_file = os.path.join(home, "config.toml")
+        loaded = load_settings(home, problems, conv)
+    if servers is not None:
+        user_file = HOST_SERVERS
+        user = servers_from(_plain(servers), user_file, "user", problems, conv, loaded, pm, settings_file=settings_file)
+    else:
+        user_file = os.path.join(home, "mcp.json")
+        user = load_servers(user_file, "user", problems, conv, loaded, pm, settings_file=settings_file)
     if problems:
         raise ConfigError(problems)
 
     # the recorded strings as they are (only normalized as text): resolving them again here would
     # let a symlink planted later at a trusted path carry the trust to wherever it points
-    trusted = str(workspace) in {os.path.normpath(p) for p in settings.trusted_workspaces}
+    trusted = str(workspace) in {os.path.normpath(p) for p in loaded.trusted_workspaces}
     pfile = project_file_name(workspace)
     pproblems: list[str] = []
     if not trusted:  # a repository the user merely opened: its servers' names, nothing more
         project = unread_project_servers(pfile, pproblems)
     else:
-        project = load_servers(pfile, "project", pproblems, conv, settings, pm, settings_file=settings_file)
+        project = load_servers(pfile, "project", pproblems, conv, loaded, pm, settings_file=settings_file)
         for name, server in project.items():
             for suffix, rule in project_problems(server):
                 pproblems.append(_render(pfile, f"{rule} @ $.mcpServers.{name}.{suffix}"))
@@ -359,10 +402,10 @@ def load_config(
     return Config(
         home=home,
         workspace=workspace,
-        settings=settings,
+        settings=loaded,
         servers=merged,
         user_servers=user,
         project_problems=tuple(map(printable, pproblems)),  # keys from a repository: one safe line each
         trusted=trusted,
-        files=(os.path.join(home, "config.toml"), user_file, pfile),
+        files=(settings_file, user_file, pfile),
     )

@@ -267,8 +267,9 @@ async def authorize(
             },
             fingerprint=fp,
             tool_key=tool_key(call),
-            # "always" writes the user's toolPolicies: never for a project server (nor a project file)
-            remember_choices=("once", "call", "tool") + (("always",) if call.server.scope == "user" else ()),
+            # "always" writes the user's toolPolicies: never for a project server (nor a project
+            # file), nor for a server of the host's own mapping (kxen writes no host's config)
+            remember_choices=("once", "call", "tool") + (("always",) if _writable(call.server) else ()),
         )
         if call.pin_state == "first" and approvals.is_approved(call_fingerprint(attrs.evolve(call, pin=""))):
             return  # --approve of the fingerprint printed before the server first listed (a launch that waited)
@@ -281,6 +282,13 @@ async def authorize(
                 f"{label} needs approval{changed}: {answer.reason}. {how_to_allow(call, fp)}",
                 for_agent=f"{label} was not run: it needs the user's approval",
             )
+
+
+def _writable(server: ServerConfig) -> bool:
+    """Whether "always" may write ``server``'s ``toolPolicies``: a user server of the user's file."""
+    from kxen_core.config.loader import held_by_host
+
+    return server.scope == "user" and not held_by_host(server.source)
 
 
 def _unaccepted(call: ToolCall) -> str:

@@ -7,14 +7,14 @@ what they use loads on the first call, not with the runtime (docs/performance.md
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
 
-from kxen_core.errors import ApprovalDenied, ConfigError, ConnectError
+from kxen_core.errors import ApprovalDenied, ConfigError, ConnectError, InvalidArguments
 from kxen_core.runtime.settings_view import SettingsView
 
 if TYPE_CHECKING:
@@ -73,6 +73,15 @@ class SettingsHost(SettingsView):
         current = bool(self.config and self.config.settings.mcp.remote_enabled)
         if enabled and current:
             return True  # already on: nothing to approve (a server not confirmed: acknowledge_remote)
+        host = getattr(self, "host_settings", None)
+        if host is not None and not enabled:
+            # the host's mapping is never written: this runtime's copy of it turns remote MCP off
+            mcp = dict(host["mcp"]) if isinstance(host.get("mcp"), Mapping) else {}
+            try:
+                await self.reload(settings={**host, "mcp": {**mcp, "remote_enabled": False}})
+            finally:
+                self._events.publish("remote", enabled=bool(self.config and self.config.settings.mcp.remote_enabled))
+            return bool(self.config and self.config.settings.mcp.remote_enabled)
         home = self._settings_home()
         if enabled:
             keys = await self._confirm_remote(acknowledge, "turn remote MCP on", confirmed)
@@ -109,8 +118,8 @@ class SettingsHost(SettingsView):
         from kxen_core.config.trust import acknowledge_remote
 
         names = list(names)
+        home = self._settings_home()  # refused before anyone is asked when the settings are the host's
         keys = await self._confirm_remote(names, "confirm remote MCP servers", confirmed)
-        home = self._settings_home()
         await anyio.to_thread.run_sync(lambda: acknowledge_remote(home, keys))
         try:
             await self.reload()
@@ -146,8 +155,15 @@ class SettingsHost(SettingsView):
         return [r["key"] for r in rows]
 
     def _settings_home(self) -> Path:
-        from kxen_core.config.loader import default_home
+        """The home whose ``config.toml`` the remote switch writes; ``InvalidArguments`` when the
+        settings are the host's own mapping (kxen writes no host's config)."""
+        from kxen_core.config.loader import HOST_SETTINGS, default_home
 
+        if getattr(self, "host_settings", None) is not None:
+            raise InvalidArguments(
+                f"the settings are the host's ({HOST_SETTINGS}): set mcp.remote_enabled and "
+                "mcp.remote_acknowledged there, then reload(settings=...)"
+            )
         return self.home if self.home is not None else default_home()
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:

@@ -20,7 +20,7 @@ pinned tool definitions (:mod:`.pins_api`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -50,7 +50,14 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
     """Servers of one workspace. An async context manager; nothing starts before entering it.
     Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
     (:mod:`.logins`). ``audit=True`` keeps the audit trail of decided calls unless the user's
-    ``[audit] enabled`` says otherwise (docs/config.md; the ``kxen`` command passes it)."""
+    ``[audit] enabled`` says otherwise (docs/config.md; the ``kxen`` command passes it).
+
+    ``servers`` and ``settings`` are a host's own config, for a host that holds it itself: the
+    content of a user ``mcp.json`` (``{"mcpServers": {...}}``) and of ``config.toml`` as mappings.
+    Each stands in for its file in ``home``, checked by the same rules and with the same scope
+    (user), and is copied when loaded; :meth:`reload` takes new ones. kxen never writes a host's
+    mapping: an approval of such a server offers no "always", and the remote switch is refused
+    (change the mapping and reload)."""
 
     def __init__(
         self,
@@ -62,6 +69,8 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         only: set[str] | None = None,
         approve: Iterable[str] = (),
         audit: bool = False,
+        servers: Mapping[str, Any] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         from pathlib import Path
 
@@ -78,6 +87,9 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         self.pm = pm if pm is not None else make_plugin_manager()
         self.role = role
         self.only = only  # start only these servers (e.g. for one call); None = all
+        #: the host's own config (None: the files in home), read by each load
+        self.host_servers: Mapping[str, Any] | None = servers
+        self.host_settings: Mapping[str, Any] | None = settings
         self.approvals = Approvals(self.pm, approve)
         self.approvals.allow_always = always_writer(self)
         self._votes = PreparedVotes(self.pm)  # the fixed part of each tool's policy vote, counted once
@@ -150,13 +162,24 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         keep the result as ``self.config`` when nothing is running yet. Raises ``ConfigError``."""
         from kxen_core.config import load_config
 
-        config = load_config(self.home, self.workspace, pm=self.pm, canonical=True)
+        config = load_config(
+            self.home,
+            self.workspace,
+            pm=self.pm,
+            canonical=True,
+            servers=self.host_servers,
+            settings=self.host_settings,
+        )
         if self.config is None:
             self.config = config
         return config
 
-    async def reload(self) -> None:
+    async def reload(
+        self, *, servers: Mapping[str, Any] | None = None, settings: Mapping[str, Any] | None = None
+    ) -> None:
         """Load the config again. On a bad config raise ``ConfigError`` and change nothing.
+        ``servers`` and ``settings`` replace the host's mappings (see the class), kept only when
+        the config they make is applied.
 
         A rejected project file is rejected whole, and the running runtime is kept: the project
         entries in force before stay (admitted again under the new settings: untrusting the
@@ -165,9 +188,15 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         (and a ``problems`` event of :meth:`settings_events`) until a reload succeeds."""
         from kxen_core.errors import ConfigError
 
+        before = (self.host_servers, self.host_settings)
+        if servers is not None:
+            self.host_servers = servers
+        if settings is not None:
+            self.host_settings = settings
         try:
             config = self.load()
         except ConfigError as exc:
+            self.host_servers, self.host_settings = before
             self._rejected = [str(p) for p in exc.problems]
             self._events.publish("problems", problems=self.problems)
             raise
