@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kxen_core.errors import AuthRequired, ServerNotReady
 from kxen_core.protocol.era import era_fields
+from kxen_core.runtime.server_words import server_words
 from kxen_core.runtime.failures import auth_failure, credential_plugin_failure
 from kxen_core.runtime.remote_ack import ACKNOWLEDGE_STEP, NOT_ACKNOWLEDGED
 from kxen_core.runtime.states import Phase, State
@@ -83,6 +84,7 @@ class ServerView:
             "note": safe_text(self.note) if self.note else None,
             "fingerprint": self.fingerprint,
             **era_fields(self.session),  # era, protocolVersion: what the session speaks
+            **server_words(self.session),  # serverInfo, instructions: what the server says of itself
             "auth": self._auth(),
             "next": self.next_step(),
             "scopes": list(self.auth.scopes) if self.auth is not None and self.state == State.NEEDS_LOGIN else [],

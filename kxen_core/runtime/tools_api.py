@@ -61,6 +61,25 @@ class ToolsHost:
         # the Runtime it is mixed into is one
         return out + kxen_tools.available(cast("AgentHost", self), include_hidden=include_hidden)
 
+    def instructions(self) -> list[dict[str, Any]]:
+        """What each ready server that sent ``instructions`` says to the model, for a host's system
+        prompt: ``server``, ``scope`` (whose words: a project or remote server's are unverified),
+        ``serverInfo`` and ``instructions`` (escaped, bounded, with what kxen holds as secret
+        scrubbed; :mod:`.server_words`)."""
+        from kxen_core.runtime.server_words import server_words
+
+        out = []
+        for s in self.servers.values():
+            if s.state != State.READY:
+                continue
+            words = server_words(s.session)
+            if words["instructions"] is None:
+                continue
+            secrets = s.env.secrets if s.env is not None else None
+            entry = {"server": s.name, "scope": s.config.scope, "remote": s.config.is_remote, **words}
+            out.append(secrets.data(entry) if secrets else entry)
+        return out
+
     def _server(self, name: str) -> Server:
         server = self.servers.get(name)
         if server is None:
