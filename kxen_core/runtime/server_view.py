@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from kxen_core.errors import AuthRequired, ServerNotReady
 from kxen_core.protocol.era import era_fields
-from kxen_core.runtime.server_words import server_words
 from kxen_core.runtime.failures import auth_failure, credential_plugin_failure
 from kxen_core.runtime.remote_ack import ACKNOWLEDGE_STEP, NOT_ACKNOWLEDGED
+from kxen_core.runtime.server_words import server_words
 from kxen_core.runtime.states import Phase, State
 from kxen_core.safe_text import safe_text
 
