@@ -10,6 +10,9 @@ Every event is a dict with ``seq`` (1, 2, 3... for the runtime's life) and ``typ
 - ``login``: a sign-in started or ended (``login``: its :meth:`Runtime.logins` entry);
 - ``pins``: a server's held or unaccepted tools changed (a listing, an acceptance, a reset):
   ``server``, ``held`` and ``unaccepted`` (tool names; :meth:`Runtime.held_tools` has the details);
+- ``tools``: what the model is shown of a server changed (it became ready or stopped, it listed
+  other tools, a filter, a deny or a pin hides others): ``server``. A host refreshes the model's
+  tool list (:meth:`Runtime.tools`, the model formats) once per such event, instead of polling;
 - ``overflow``: this subscriber did not read in time and missed events: ``missed`` (how many were
   dropped) and ``seq`` (the last one). The reader takes a fresh :meth:`Runtime.settings_snapshot`
   (whose ``seq`` says which events it already holds) and reads on.

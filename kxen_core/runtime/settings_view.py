@@ -42,6 +42,7 @@ class SettingsView:
         _events: EventHub
         _held: PendingApprovals | None
         _loaded: anyio.Event
+        _tool_views: dict[str, tuple[Any, ...]]
 
         @property
         def problems(self) -> list[str]: ...
@@ -55,10 +56,27 @@ class SettingsView:
         def held_tools(self, server: str | None = None) -> list[dict[str, Any]]: ...
 
     def _server_changed(self, server: Server) -> None:
+        self._tools_changed(server)
         if self._events.active and self.servers.get(server.name) is server:
             self._events.publish("server", name=server.name, server=server.snapshot())
         elif not self._events.active:
             self._events.publish("server", name=server.name)  # numbered, never built: nobody listens
+
+    def _tools_changed(self, server: Server) -> None:
+        """A ``tools`` event when what the model is shown of ``server`` changed: it became ready
+        or stopped being so, listed other tools, or a filter, a deny or a pin hides others. The
+        dicts are compared only when one of them was replaced (they are never changed in place)."""
+        seen = self._tool_views
+        now = (server.state == State.READY, server.tools_by_name, server.hidden_tools, server.tool_names)
+        before = seen.get(server.name)
+        if before is not None and all(a is b for a, b in zip(before, now, strict=True)):
+            return
+        seen[server.name] = now
+        if before is None and not now[0]:
+            return  # a server that never showed a tool: nothing changed for the model
+        if before is not None and before[0] == now[0] and (not now[0] or before[1:] == now[1:]):
+            return  # replaced by equal ones (a list_changed that changed nothing), or not ready either way
+        self._events.publish("tools", server=server.name)
 
     def _loading(self) -> bool:
         """Not entered yet, or a server is still starting. A server whose launch waits for its

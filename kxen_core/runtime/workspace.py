@@ -106,6 +106,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
         from kxen_core.runtime.settings_events import EventHub
 
         self._events = EventHub()  # the Settings API's event stream (settings_api)
+        self._tool_views: dict[str, tuple[Any, ...]] = {}  # what each server last showed the model (tools events)
         self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
         self._loaded = anyio.Event()  # set once the servers of the first load were made
         self._rejected: list[str] = []  # the problems of the last reload, when it was refused
