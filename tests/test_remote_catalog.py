@@ -187,7 +187,7 @@ async def test_catalog_rules_item_by_item_for_remote_and_local_servers(kxen_home
             # what was kept is kept as the server sent it
             for t in rt.tools(server):
                 sent = next(item for item, _ in CATALOG_ITEMS if item["name"] == t["name"])
-                assert {k: v for k, v in t.items() if k not in ("server", "qualifiedName")} == sent
+                assert {k: v for k, v in t.items() if k not in ("server", "qualifiedName", "policy")} == sent
                 assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", t["qualifiedName"])
         with anyio.fail_after(WAIT):
             assert text_of(await rt.call_tool("r__local-ref", {})) == "called local-ref"

@@ -32,6 +32,8 @@ WAIT = 10
 #: every status entry has these keys; the rest may only be these optional, secret-free extras
 STATUS_KEYS = {"name", "scope", "transport", "state", "phase", "error", "tools", "resources", "prompts"}
 OPTIONAL_STATUS_KEYS = {
+    "serverInfo",
+    "instructions",
     "diagnostics",
     "note",
     "fingerprint",
@@ -129,6 +131,7 @@ async def test_server_goes_ready_with_counts(kxen_home, ws, fakes):
             "qualifiedName": "demo__echo",
             "description": "fake tool echo",
             "inputSchema": {"type": "object"},
+            "policy": "ask",  # the config's default: a call asks
         }
 
 

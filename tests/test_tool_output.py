@@ -76,7 +76,7 @@ async def test_tools_keep_every_field_and_the_schemas_exactly(kxen_home, fakes, 
     fakes.add("f", kept_fake())
     async with running(kxen_home, tmp_path, servers={"s": mem("f")}) as rt:
         (tool,) = rt.tools()
-    assert tool == {**FULL_TOOL, "server": "s", "qualifiedName": "s__full"}
+    assert tool == {**FULL_TOOL, "server": "s", "qualifiedName": "s__full", "policy": "ask"}
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from cattrs.v import transform_error
 from kxen_core.config.converter import SURROGATE_RULE, format_exception, lone_surrogates, shared_converter
 from kxen_core.config.expand import expand_server, unset_problems
 from kxen_core.config.files import MAX_CONFIG_BYTES, UnreadableFile, read_limited, unsafe_owner  # noqa: F401 (their home was here)
+from kxen_core.config.host import HOST_SERVERS, HOST_SETTINGS, held_by_host, plain  # noqa: F401
 from kxen_core.config.models import (
     UNREAD,
     Scope,
@@ -71,16 +72,6 @@ class Config:
     def unset_problems(self) -> tuple[str, ...]:
         """``file: key path: rule`` for every user entry's ``${VAR}`` whose variable is not set."""
         return tuple(p for s in self.user_servers.values() for p in unset_problems(s))
-
-
-#: what a problem of the host's own mappings names instead of a file (``Runtime(servers=..., settings=...)``)
-HOST_SERVERS = "Runtime(servers=...)"
-HOST_SETTINGS = "Runtime(settings=...)"
-
-
-def held_by_host(source: str | None) -> bool:
-    """Whether a config's ``source`` is one of the host's mappings, not a file kxen may write."""
-    return source in (HOST_SERVERS, HOST_SETTINGS)
 
 
 def default_home() -> Path:
@@ -163,23 +154,6 @@ def settings_from(data: Any, file: str, problems: list[str], conv: cattrs.Conver
     """The settings of a parsed ``config.toml`` (``data``) named ``file``: what :func:`load_settings`
     does after reading, so a change is checked by the same rules before it is written."""
     return _structure(conv or shared_converter(), data, Settings, file, "$", problems) or Settings()
-
-
-#: the deepest a host's mapping may nest (a config file's JSON is far shallower)
-MAX_HOST_DEPTH = 64
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """A host's mapping as the plain JSON-like values a parsed file gives (dicts, lists, scalars),
-    copied: a later change to the host's object changes nothing loaded. Anything else is kept as
-    it is, for the loader's rules to name; nesting past :data:`MAX_HOST_DEPTH` stops the copy."""
-    if depth > MAX_HOST_DEPTH:
-        return None
-    if isinstance(value, Mapping):
-        return {k: _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, depth + 1) for v in value]
-    return value
 
 
 def _entries(data: Any, file: str, problems: list[str]) -> dict[Any, Any] | None:
@@ -370,13 +344,13 @@ def load_config(
     problems: list[str] = []
     if settings is not None:
         settings_file = HOST_SETTINGS
-        loaded = settings_from(_plain(settings), settings_file, problems, conv)
+        loaded = settings_from(plain(settings), settings_file, problems, conv)
     else:
         settings_file = os.path.join(home, "config.toml")
         loaded = load_settings(home, problems, conv)
     if servers is not None:
         user_file = HOST_SERVERS
-        user = servers_from(_plain(servers), user_file, "user", problems, conv, loaded, pm, settings_file=settings_file)
+        user = servers_from(plain(servers), user_file, "user", problems, conv, loaded, pm, settings_file=settings_file)
     else:
         user_file = os.path.join(home, "mcp.json")
         user = load_servers(user_file, "user", problems, conv, loaded, pm, settings_file=settings_file)

@@ -286,7 +286,7 @@ async def authorize(
 
 def _writable(server: ServerConfig) -> bool:
     """Whether "always" may write ``server``'s ``toolPolicies``: a user server of the user's file."""
-    from kxen_core.config.loader import held_by_host
+    from kxen_core.config.host import held_by_host
 
     return server.scope == "user" and not held_by_host(server.source)
 

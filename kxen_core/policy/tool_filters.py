@@ -204,6 +204,26 @@ def denied(pm: pluggy.PluginManager, call: ToolCall, impls: Sequence[Any] | None
     return None
 
 
+def fixed_decision(call: ToolCall, impls: Sequence[Any]) -> tuple[str, list[Any]]:
+    """What the fixed votes (``impls``: :func:`fixed_impls`) decide for ``call`` with no other vote:
+    ``(allow|ask|deny, the votes that made it)``, as :func:`kxen_core.policy.combine` counts them;
+    a vote that raises or answers no vote is a deny, as on the call path."""
+    from kxen_core.policy import Vote, combine
+
+    votes = []
+    for impl in impls:
+        try:
+            vote = impl.function(*[{"call": call}[a] for a in impl.argnames])
+        except Exception as exc:
+            vote = Vote.deny(f"policy plugin {impl.plugin_name} failed ({type(exc).__name__})")
+        if vote is None:
+            continue
+        if getattr(vote, "decision", None) not in ("allow", "ask", "deny"):
+            vote = Vote.deny(f"policy plugin {impl.plugin_name} answered no vote")
+        votes.append(attrs.evolve(vote, plugin=impl.plugin_name))
+    return combine(votes, call.server.defaultToolPolicy)
+
+
 def may_deny(server: ServerConfig, role: str | None, settings: Settings | None) -> bool:
     """False when the fixed votes surely deny none of ``server``'s tools: no acting role, no
     ``deny`` default or entry, and for a project server no ``[[project_tools]]`` rule of this name
@@ -227,6 +247,7 @@ __all__ = [
     "Matcher",
     "denied",
     "filtered",
+    "fixed_decision",
     "fixed_impls",
     "layer",
     "layers_for",

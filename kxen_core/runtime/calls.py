@@ -184,8 +184,11 @@ async def timed_call_tool(
 async def tool_policy(rt: CallHost, server: str, tool: str) -> tuple[str, list[str]]:
     """What the policy votes decide for a call of ``tool`` with no arguments (``allow``, ``ask`` or
     ``deny``) and why: what a person sees in ``kxen mcp tools``. A vote that looks at the arguments
-    may still decide otherwise for a real call."""
-    from kxen_core.policy import combine
+    may still decide otherwise for a real call. ``allowReadOnly`` and a definition not accepted
+    (pinning warn) count as they do for a call (:func:`kxen_core.policy.approvals.authorize`)."""
+    from kxen_core.policy import Vote, combine
+    from kxen_core.policy.claims import read_only_vote
+    from kxen_core.policy.pins import UNACCEPTED
     from kxen_core.policy.votes import full_votes
 
     target = rt._server(server)
@@ -197,8 +200,13 @@ async def tool_policy(rt: CallHost, server: str, tool: str) -> tuple[str, list[s
         tool_info=target.tools_by_name.get(tool, {}),
         settings=rt.config.settings if rt.config else None,
         launch=target.launch,
+        pin_state=target.pin_states.get(tool, ""),
     )
     decision, why = combine(await full_votes(rt.pm, call), target.config.defaultToolPolicy)
+    if decision == "ask" and (lifted := read_only_vote(call, why)) is not None:
+        decision, why = "allow", [lifted]
+    if decision == "allow" and call.pin_state in UNACCEPTED:
+        decision, why = "ask", [Vote(decision="ask", reason="its definition is not accepted", plugin="pins")]
     return decision, [f"{v.plugin}: {v.reason}" for v in why]
 
 

@@ -85,6 +85,7 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
     filtered_tools: dict[str, str] = attrs.field(factory=dict)  # those a filter hides (calls refused as such)
     denied_methods: frozenset[str] = frozenset()  # kxen's read-only methods the fixed votes deny here
     _size: Any = None  # (what it was computed from, toolChars) of context_view
+    _policies: Any = None  # (what it was computed from, tool -> allow/ask) of tool_policies
     _unmatched: frozenset[str] = frozenset()  # exact names in its filters that no listed tool has
     diagnostics: deque[str] = attrs.field(factory=lambda: deque(maxlen=MAX_DIAGNOSTICS))
     # lambdas: ``anyio.Event`` named here would load anyio's synchronization modules on import

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from kxen_core.policy import READ_ONLY_METHODS, ToolCall
-from kxen_core.policy.tool_filters import denied, filtered, fixed_impls, layers_for, may_deny
+from kxen_core.policy import READ_ONLY_METHODS, ToolCall, Vote
+from kxen_core.policy.tool_filters import denied, filtered, fixed_decision, fixed_impls, layers_for, may_deny
 from kxen_core.runtime.states import State
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ class ToolView:
         filtered_tools: dict[str, str]
         denied_methods: frozenset[str]
         _size: tuple[tuple[Any, ...], int] | None
+        _policies: tuple[tuple[Any, ...], dict[str, str]] | None
+        pin_states: dict[str, str]
         _unmatched: frozenset[str]
 
         @property
@@ -138,18 +140,66 @@ class ToolView:
         self.entry, self.admission = entry, admission
         self.refilter()
 
+    def tool_policies(self) -> dict[str, str]:
+        """Each tool the model may see, and what a call of it with nothing else voting would be:
+        ``allow`` or ``ask`` -- the config's and the role's votes (those that cannot change between
+        calls), ``allowReadOnly``, and ``ask`` for a definition not accepted (pinning warn). A
+        plugin's vote or one on the arguments (the argument guard) may still ask or deny a call.
+        Worked out once per listing and config, when first asked for."""
+        env = self.env
+        if env is None:
+            return {}
+        tools, config, launch, states = self.tools_by_name, self.config, self.launch, self.pin_states
+        role, settings = env.role, env.settings
+        key = (tools, config, role, settings, launch, states)
+        cached = self._policies
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
+        from kxen_core.policy.claims import read_only_vote
+        from kxen_core.policy.pins import UNACCEPTED
+
+        impls = fixed_impls(env.pm)
+        # the common case, without a ToolCall per tool: the core's two votes, no role, no user rule
+        plain = (
+            role is None
+            and len(impls) == 2
+            and not (config.scope == "project" and settings is not None and settings.project_tools)
+        )
+        default = [Vote(decision=config.defaultToolPolicy, reason="defaultToolPolicy", plugin="kxen.config-policy")]
+        out: dict[str, str] = {}
+        decision: str
+        for tool, info in tools.items():
+            if plain:
+                given = config.toolPolicies.get(tool)
+                decision, why = (given, []) if given is not None else (config.defaultToolPolicy, default)
+            else:
+                call = self._call(tool, info)
+                decision, why = fixed_decision(call, impls)
+            state = states.get(tool, "")
+            if decision == "ask" and why and config.allowReadOnly:
+                lifted = read_only_vote(ToolCall(server=config, tool=tool, arguments={}, tool_info=info,
+                                                 pin_state=state), why)  # fmt: skip
+                decision = "allow" if lifted is not None else decision
+            if decision == "allow" and state in UNACCEPTED:
+                decision = "ask"
+            out[tool] = decision
+        self._policies = (key, out)
+        return out
+
     def model_entries(self) -> list[dict[str, Any]]:
         """The tools the model sees of this server, as ``Runtime.tools(server)`` gives them (new
-        dicts: the host may change them)."""
+        dicts: the host may change them), each with its ``policy`` (:meth:`tool_policies`)."""
         name, model_names, hidden = self.name, self.tool_names, self.hidden_tools
         catalog = self.catalogs.get("tools")
         notes = catalog.notes if catalog is not None else {}
+        policies = self.tool_policies()
         out = []
         for tool, t in self.tools_by_name.items():  # keyed by each tool's "name"
             if hidden and tool in hidden:
                 continue
-            entry = t.copy()  # a new dict per tool; copied, then 2 keys set
+            entry = t.copy()  # a new dict per tool; copied, then 3 keys set
             entry["server"], entry["qualifiedName"] = name, model_names[tool]
+            entry["policy"] = policies.get(tool, "deny")
             if notes and tool in notes:
                 entry["notes"] = notes[tool]  # what catalog plugins annotated
             out.append(entry)
@@ -161,6 +211,7 @@ class ToolView:
         if catalog is None:
             return []
         notes = catalog.notes
+        policies = self.tool_policies()
         out = []
         for t in catalog.items:
             tool = t["name"]
@@ -170,6 +221,8 @@ class ToolView:
                 entry["notes"] = notes[tool]
             why = self.hidden_tools.get(tool) or (None if tool in self.tools_by_name else self._held_why(tool))
             entry["hidden"], entry["why"] = why is not None, why
+            if why is None:
+                entry["policy"] = policies.get(tool, "deny")
             out.append(entry)
         return out
 

@@ -30,6 +30,7 @@ class SettingsHost(SettingsView):
 
     if TYPE_CHECKING:
         home: Path | None
+        host_settings: Mapping[str, Any] | None
         workspace: Path
         config: Config | None
         approvals: Approvals
@@ -37,7 +38,9 @@ class SettingsHost(SettingsView):
 
         def load(self) -> Config: ...
 
-        async def reload(self) -> None: ...
+        async def reload(
+            self, *, servers: Mapping[str, Any] | None = None, settings: Mapping[str, Any] | None = None
+        ) -> None: ...
 
         async def _replace(self, config: Config) -> None: ...
 
@@ -73,7 +76,7 @@ class SettingsHost(SettingsView):
         current = bool(self.config and self.config.settings.mcp.remote_enabled)
         if enabled and current:
             return True  # already on: nothing to approve (a server not confirmed: acknowledge_remote)
-        host = getattr(self, "host_settings", None)
+        host = self.host_settings
         if host is not None and not enabled:
             # the host's mapping is never written: this runtime's copy of it turns remote MCP off
             mcp = dict(host["mcp"]) if isinstance(host.get("mcp"), Mapping) else {}
@@ -157,9 +160,10 @@ class SettingsHost(SettingsView):
     def _settings_home(self) -> Path:
         """The home whose ``config.toml`` the remote switch writes; ``InvalidArguments`` when the
         settings are the host's own mapping (kxen writes no host's config)."""
-        from kxen_core.config.loader import HOST_SETTINGS, default_home
+        from kxen_core.config.host import HOST_SETTINGS
+        from kxen_core.config.loader import default_home
 
-        if getattr(self, "host_settings", None) is not None:
+        if self.host_settings is not None:
             raise InvalidArguments(
                 f"the settings are the host's ({HOST_SETTINGS}): set mcp.remote_enabled and "
                 "mcp.remote_acknowledged there, then reload(settings=...)"

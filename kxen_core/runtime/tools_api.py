@@ -40,7 +40,9 @@ class ToolsHost:
         """The tools the model sees: each ready server's, as the server listed it, less those held
         by their pins (a definition changed or new since pinned: docs/config.md) (``title``,
         ``annotations``, ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as
-        sent) plus ``server`` and ``qualifiedName``, the provider-safe name the model sees (see
+        sent) plus ``server``, ``policy`` (``allow`` or ``ask``: what a call with nothing else voting
+        would be; a plugin's vote or the argument guard may still ask or deny) and
+        ``qualifiedName``, the provider-safe name the model sees (see
         :mod:`kxen_core.agent.tool_names`; ``name`` stays the server's own); then, without ``server``,
         kxen's own resource and prompt tools (``"server": None``, see :mod:`.kxen_tools`).
 
