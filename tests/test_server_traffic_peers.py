@@ -79,7 +79,7 @@ def raw_tools(argv: list[str], capabilities: dict[str, Any]) -> list[dict[str, A
 
 
 def as_sent(tool: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in tool.items() if k not in ("server", "qualifiedName", "policy")  # the three kxen adds}
+    return {k: v for k, v in tool.items() if k not in ("server", "qualifiedName", "policy")}  # what kxen adds
 
 
 @pytest.fixture
