@@ -79,7 +79,11 @@ async def test_the_model_calls_the_demo_server_through_kxen_and_gets_its_result(
     servers = {"demo": demo(log, toolPolicies={"fail": "deny"}, disabledTools=["slow"])}
     async with running(kxen_home, ws, servers=servers, allow=["stdio"], wait=WAIT) as rt:
         model = ScriptedChat(calls=[("demo__add", {"a": 2, "b": 40})])
-        output = await run(model, kxen_tools(rt))
+        tools = kxen_tools(rt)
+        output = await run(model, tools)
+        assert [t.metadata for t in tools] == [
+            {"server": "demo", "tool": t["name"], "title": None, "annotations": None} for t in rt.tools()
+        ]
         # the names, descriptions and schemas kxen shows: no demo__slow (filtered), no demo__fail (denied)
         assert shown(model) == model_view(rt)
         assert [name for name, _, _ in shown(model)] == ["demo__echo", "demo__add"]
@@ -199,3 +203,13 @@ async def test_resources_come_as_blobs_and_prompts_as_messages(kxen_home, ws, ev
     descriptor = json.loads(resource.content.removeprefix("[binary content not shown: ").removesuffix("]"))
     assert descriptor["uri"] == "demo://resource/dynamic/blob/2" and descriptor["type"] == "blob"
     assert raw[0].data.decode() not in resource.content  # the model gets the descriptor, not the bytes
+
+
+async def test_a_prompt_longer_than_the_output_bound_is_refused_whole(kxen_home, ws, everything_js):
+    kxen_home.write_settings("[mcp]\nmax_output_chars = 10000\n")
+    servers = {"everything": everything(everything_js)}
+    async with running(kxen_home, ws, servers=servers, allow=["stdio"], wait=WAIT) as rt:
+        [short] = await load_prompt(rt, "everything", "args-prompt", {"city": "Paris" * 100})
+        with pytest.raises(ValueError, match=r"over the output bound of 10000 \(\[mcp\] max_output_chars\)"):
+            await load_prompt(rt, "everything", "args-prompt", {"city": "Paris" * 4000})
+    assert short.content == f"What's weather in {'Paris' * 100}?"

@@ -28,11 +28,13 @@ class Script:
     def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
         self.calls = calls
         self.tools: list[tuple[str, str | None, dict[str, Any]]] = []
+        self.metadata: list[dict[str, Any] | None] = []
         self.returned: list[ToolReturnPart] = []
         self.model = FunctionModel(self._respond)
 
     async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.tools = [(t.name, t.description, t.parameters_json_schema) for t in info.function_tools]
+        self.metadata = [t.metadata for t in info.function_tools]
         returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
         if returns or not self.calls:
             self.returned = returns
@@ -55,6 +57,10 @@ async def test_the_model_calls_the_demo_server_through_kxen_and_gets_its_result(
         # the names, descriptions and schemas kxen shows: no demo__slow (filtered), no demo__fail (denied)
         assert script.tools == model_view(rt)
         assert [name for name, _, _ in script.tools] == ["demo__echo", "demo__add"]
+        # for the host's own filters, never sent to the model
+        assert script.metadata == [
+            {"server": "demo", "tool": t["name"], "title": None, "annotations": None} for t in rt.tools()
+        ]
     assert [(p.tool_name, p.outcome, p.content) for p in script.returned] == [("demo__add", "success", '{"sum": 42}')]
     assert output == '{"sum": 42}'
     assert sent_calls(log) == [("add", {"a": 2, "b": 40})]
