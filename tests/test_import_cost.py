@@ -54,6 +54,14 @@ NOT_ON_IMPORT = (
     "kxen_oauth.flow",
     "kxen_testing.fake",
     "httpx",
+    # the agent-framework adapters and their frameworks: libraries a host imports, never the core
+    "kxen_adapter_pydantic_ai",
+    "kxen_adapter_langchain",
+    "kxen_adapter_openai_agents",
+    "pydantic_ai",
+    "langchain_core",
+    "agents",
+    "pydantic",
 )
 
 

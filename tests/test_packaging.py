@@ -2,7 +2,8 @@
 them with plain pip into a fresh virtual environment, and run the installed ``kxen`` command.
 
 One environment serves every scenario, growing step by step: ``kxen`` alone (no transport plugin),
-then ``kxen[stdio]`` (the demo call works), then ``kxen[all]`` (every transport and the tty channel).
+then ``kxen[stdio]`` (the demo call works), then ``kxen[all]`` (every transport and the tty channel);
+neither ``kxen`` nor ``kxen[all]`` brings an agent framework (the adapters' extras do).
 Third-party dependencies come from the package index pip is configured with; the kxen dists come
 only from the freshly built wheels (pinned to their version, so nothing else can stand in for them).
 """
@@ -35,7 +36,19 @@ DISTS = {
     "kxen_testing",
     "kxen_oauth",
     "kxen_settings_web",
+    "kxen_adapter_pydantic_ai",
+    "kxen_adapter_langchain",
+    "kxen_adapter_openai_agents",
 }
+#: the agent-framework adapters: libraries over a Runtime, not kxen plugins (no entry point), each
+#: pulling its framework -- which neither ``kxen`` nor ``kxen[all]`` brings
+ADAPTERS = {
+    "kxen_adapter_pydantic_ai": "pydantic-ai-slim",
+    "kxen_adapter_langchain": "langchain-core",
+    "kxen_adapter_openai_agents": "openai-agents",
+}
+#: the frameworks' import names
+FRAMEWORKS = ("pydantic_ai", "langchain_core", "agents")
 #: what each plugin dist registers in the ``kxen`` entry-point group
 ENTRY_POINTS = {
     "kxen_transport_stdio": "stdio = kxen_transport_stdio.hooks",
@@ -127,6 +140,14 @@ def _plugins(env_dir: Path) -> dict[str, str]:
     return {p["name"]: p["dist"] for p in report["plugins"] if p["source"] == "entry point"}
 
 
+def _installed(env_dir: Path, modules: tuple[str, ...], cwd: Path) -> list[str]:
+    """Which of ``modules`` the environment can import (found, not imported)."""
+    code = (
+        f"import importlib.util, json; print(json.dumps([m for m in {list(modules)!r} if importlib.util.find_spec(m)]))"
+    )
+    return json.loads(_run([str(env_dir / "bin" / "python"), "-c", code], timeout=RUN_TIMEOUT, cwd=cwd))
+
+
 def _dist_info(wheel: Path, name: str) -> str:
     with zipfile.ZipFile(wheel) as zf:
         (member,) = [n for n in zf.namelist() if n.endswith(f".dist-info/{name}")]
@@ -166,6 +187,9 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
         "testing",
         "oauth",
         "settings",
+        "pydantic-ai",
+        "langchain",
+        "openai-agents",
         "all",
     }
     pulls = {
@@ -176,6 +200,9 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
         "testing": {"kxen-testing"},
         "oauth": {"kxen-oauth"},
         "settings": {"kxen-settings-web"},
+        "pydantic-ai": {"kxen-adapter-pydantic-ai"},
+        "langchain": {"kxen-adapter-langchain"},
+        "openai-agents": {"kxen-adapter-openai-agents"},
         "all": {
             "kxen-transport-stdio",
             "kxen-transport-http",
@@ -195,6 +222,11 @@ def test_wheels_carry_entry_points_dependencies_and_extras(wheels):
         assert text.splitlines()[0] == "[kxen]" and entry_point in text.splitlines(), (dist, text)
         assert _requires(wheels[dist])["kxen"].specifier == COMPATIBLE, dist
     assert _requires(wheels["kxen_transport_sse"])["kxen-transport-http"].specifier == COMPATIBLE
+    for dist, framework in ADAPTERS.items():
+        assert set(_requires(wheels[dist])) == {"kxen", framework}, dist
+        assert _requires(wheels[dist])["kxen"].specifier == COMPATIBLE, dist
+        with zipfile.ZipFile(wheels[dist]) as zf:
+            assert not [n for n in zf.namelist() if n.endswith("entry_points.txt")], dist
     with zipfile.ZipFile(wheels["kxen_settings_web"]) as zf:  # the page's templates and assets travel with it
         names = set(zf.namelist())
     for part in ("templates/page.html", "templates/servers.html", "static/settings.js", "static/settings.css"):
@@ -212,6 +244,7 @@ def test_pip_installs_kxen_and_its_extras_pull_the_plugins(wheels, env_dir, tmp_
     )
     assert Path(where.strip()).is_relative_to(env_dir), where
     assert _plugins(env_dir) == {}, "kxen without extras brought a plugin"
+    assert _installed(env_dir, FRAMEWORKS, tmp_path) == [], "kxen without extras brought an agent framework"
 
     _pip_install(env_dir, wheels, f"kxen[stdio]=={version}")
     assert _plugins(env_dir) == {"stdio": "kxen-transport-stdio"}
@@ -233,3 +266,4 @@ def test_pip_installs_kxen_and_its_extras_pull_the_plugins(wheels, env_dir, tmp_
 
     _pip_install(env_dir, wheels, f"kxen[all]=={version}")
     assert set(_plugins(env_dir)) == PLUGINS
+    assert _installed(env_dir, FRAMEWORKS, tmp_path) == [], "kxen[all] brought an agent framework"
