@@ -188,7 +188,8 @@ class ToolView:
 
     def model_entries(self) -> list[dict[str, Any]]:
         """The tools the model sees of this server, as ``Runtime.tools(server)`` gives them (new
-        dicts: the host may change them), each with its ``policy`` (:meth:`tool_policies`)."""
+        dicts the host may change; their schemas are the catalog's own, copy one before changing it),
+        each with its ``policy`` (:meth:`tool_policies`)."""
         name, model_names, hidden = self.name, self.tool_names, self.hidden_tools
         catalog = self.catalogs.get("tools")
         notes = catalog.notes if catalog is not None else {}

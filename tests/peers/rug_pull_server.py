@@ -2,7 +2,8 @@
 the rug pull that pinned tool definitions hold (tests/test_pins_peers.py).
 
 Usage: ``python rug_pull_server.py MODE [PORT] --state FILE`` with MODE ``stdio``, ``http``
-(Streamable HTTP at ``/mcp`` on 127.0.0.1:PORT) or ``sse`` (legacy SSE at ``/sse`` on 127.0.0.1:PORT). FILE is a JSON object read at the start:
+(Streamable HTTP at ``/mcp`` on 127.0.0.1:PORT) or ``sse`` (legacy SSE at ``/sse`` on
+127.0.0.1:PORT). FILE is a JSON object read at the start:
 ``description`` (of ``echo``), ``extra`` (true: also serve ``extra``).
 
 Tools: ``echo`` (text back), ``flip`` (rewrites ``echo``'s description to ``text``, writes it to FILE
