@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,27 @@ from kxen_core.errors import ConnectError
 #: the stdlib demo server; ``--log FILE`` makes it record every message it receives
 DEMO = Path(__file__).resolve().parents[1] / "demo" / "server.py"
 WAIT = 30
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: seconds a documented program or an example may take
+PROGRAM_SECONDS = 60
+
+
+def run_program(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A program run as a person would, from the repository root (an example, or ``-c`` with a
+    documented one), bounded in time; ``env`` adds to the test's environment."""
+    import os
+
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=PROGRAM_SECONDS,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def demo_entry(log: Path | None = None, **extra: Any) -> dict[str, Any]:

@@ -3,17 +3,12 @@ the repository root over the bundled demo configuration, and prints the text blo
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from support import ROOT, run_program
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "embedding.md"
-RUN_SECONDS = 60
 
 
 def section() -> str:
@@ -33,15 +28,6 @@ def programs() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("index", range(3), ids=["pydantic-ai", "langchain", "openai-agents"])
 def test_the_section_s_programs_print_what_it_says(index):
     program, printed = programs()[index]
-    env = {**os.environ, "OPENAI_AGENTS_DISABLE_TRACING": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
+    proc = run_program(["-c", program], {"OPENAI_AGENTS_DISABLE_TRACING": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout == printed

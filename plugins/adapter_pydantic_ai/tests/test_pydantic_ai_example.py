@@ -3,23 +3,13 @@ demo configuration: the scripted model's call reaches the real demo server throu
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from support import ROOT, run_program
 
-ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "pydantic_ai_agent.py"
 
 
 def test_the_example_runs_the_agent_over_the_demo_server():
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--home", "demo/home"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = run_program([str(EXAMPLE), "--home", "demo/home"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "tools: demo__echo, demo__add, demo__slow",  # no demo__fail: the demo config denies it
