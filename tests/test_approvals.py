@@ -211,6 +211,8 @@ async def test_a_broken_channel_is_a_no(kxen_home, ws, tmp_path, channel):
         assert not rt.approved
         if isinstance(channel, Raising):
             assert "broken-channel" in p["error"] and "the dialog crashed" in p["error"]
+        else:  # a bare True is a no that says why, not "no channel"
+            assert "the approval channel answered a bool, not an ApprovalDecision" in p["error"], p["error"]
     assert not plog.exists()
 
 

@@ -110,7 +110,13 @@ class Approvals:
             finally:
                 self._tell(False)
         if not isinstance(answer, ApprovalDecision):
-            return ApprovalDecision(approved=False, reason="no approval channel is available")
+            if answer is None:
+                return ApprovalDecision(approved=False, reason="no approval channel is available")
+            # fail closed, and say why: a bare True is not a yes (the hook returns a decision)
+            what = type(answer).__name__
+            log.warning("an approval channel answered a %s, not an ApprovalDecision: denied", what)
+            why = f"the approval channel answered a {what}, not an ApprovalDecision"
+            return ApprovalDecision(approved=False, reason=why)
         if answer.approved:
             answer = self._remember(request, answer)
         if not answer.approved and not answer.reason:
