@@ -40,6 +40,7 @@ MAX_ENUM_VALUES = 1000
 STRICT_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
 _TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 _COMMON = ("description", "title")
+_JSON_TYPE = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 _BY_TYPE = {
     "string": ("pattern",),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
@@ -113,10 +114,9 @@ class _Strict:
         if "const" in node:
             out["const"] = node["const"]
         if types is None:
-            if "enum" in out or "const" in out:
-                self._drop(node, out)
-                return out
-            raise SchemaLimit(f"a schema with no type at {where}")
+            types = _value_types(out.get("enum", [out["const"]] if "const" in out else []))
+            if not types:
+                raise SchemaLimit(f"a schema with no type at {where}")
         out["type"] = types if len(types) > 1 else types[0]
         for t in types:
             for key in _BY_TYPE.get(t, ()):
@@ -173,6 +173,19 @@ class _Strict:
 
     def _drop(self, node: dict[str, Any], out: dict[str, Any]) -> None:
         self.dropped.update(k for k in node if k not in out and k not in _STRUCTURAL)
+
+
+def _value_types(values: list[Any]) -> list[str] | None:
+    """The JSON types of an enum's values, in order of first use; None for none, or an object or
+    array among them."""
+    out: list[str] = []
+    for v in values:
+        t = _JSON_TYPE.get(type(v))
+        if t is None:
+            return None
+        if t not in out:
+            out.append(t)
+    return out or None
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
