@@ -29,29 +29,62 @@ class Scripted:
         if self.format == "openai-chat":
             message: dict[str, Any] = {"role": "assistant", "content": None if first else "done"}
             if first:
-                message["tool_calls"] = [{"id": "call-1", "type": "function",
-                                          "function": {"name": self.name, "arguments": args}}]  # fmt: skip
-            return {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "tool_calls" if first else "stop", "message": message}]}  # fmt: skip
+                message["tool_calls"] = [
+                    {"id": "call-1", "type": "function", "function": {"name": self.name, "arguments": args}}
+                ]
+            return {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "finish_reason": "tool_calls" if first else "stop", "message": message}],
+            }
         if self.format == "openai-responses":
             item = (
-                {"type": "function_call", "id": "fc-1", "call_id": "call-1", "name": self.name, "arguments": args,
-                 "status": "completed"}
+                {
+                    "type": "function_call",
+                    "id": "fc-1",
+                    "call_id": "call-1",
+                    "name": self.name,
+                    "arguments": args,
+                    "status": "completed",
+                }
                 if first
-                else {"type": "message", "id": "m-1", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": "done", "annotations": []}]}
-            )  # fmt: skip
-            return {"id": "r", "object": "response", "created_at": 0, "model": "m", "status": "completed",
-                    "output": [item], "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
+                else {
+                    "type": "message",
+                    "id": "m-1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "done", "annotations": []}],
+                }
+            )
+            return {
+                "id": "r",
+                "object": "response",
+                "created_at": 0,
+                "model": "m",
+                "status": "completed",
+                "output": [item],
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": [],
+            }
         if self.format == "anthropic":
             block = (
                 {"type": "tool_use", "id": "call-1", "name": self.name, "input": self.arguments}
                 if first
                 else {"type": "text", "text": "done"}
             )
-            return {"id": "m", "type": "message", "role": "assistant", "model": "c", "content": [block],
-                    "stop_reason": "tool_use" if first else "end_turn", "stop_sequence": None,
-                    "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
+            return {
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "model": "c",
+                "content": [block],
+                "stop_reason": "tool_use" if first else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
         part = (
             {"functionCall": {"name": self.name, "args": self.arguments, "id": "call-1"}} if first else {"text": "done"}
         )
