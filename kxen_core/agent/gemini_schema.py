@@ -69,12 +69,12 @@ class _Gemini:
                 self.cut.append(str(exc))
                 return {k: node[k] for k in ("description",) if isinstance(node.get(k), str)}
             try:
-                out = self.node(target, where, nesting)
+                inlined = self.node(target, where, nesting)
             finally:
                 self.walk.leave_ref()
             if isinstance(node.get("description"), str):
-                out["description"] = node["description"]
-            return out
+                inlined["description"] = node["description"]
+            return inlined
         out: dict[str, Any] = {}
         union = node.get("anyOf", node.get("oneOf"))
         types = self._types(node)
@@ -101,7 +101,7 @@ class _Gemini:
                 out[key] = node[key]
         self._enum(node, out)
         kind = out.get("type")
-        if node.get("format") in GEMINI_FORMATS.get(kind, ()):
+        if isinstance(kind, str) and node.get("format") in GEMINI_FORMATS.get(kind, ()):
             out["format"] = node["format"]
         if isinstance(node.get("properties"), dict):
             out.setdefault("type", "OBJECT")

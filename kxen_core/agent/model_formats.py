@@ -46,7 +46,7 @@ _GEMINI_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
 _GEMINI_PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
-class ModelTools(list):  # type: ignore[type-arg]
+class ModelTools(list[dict[str, Any]]):
     """The tool definitions of one format (a list, to pass as the API's ``tools``), with ``notes``:
     per model-facing name, what kxen did to the tool (a strict form it has not, keywords dropped,
     left out, and why)."""
@@ -65,9 +65,8 @@ def check_format(format: str) -> str:
 
 def description(entry: dict[str, Any]) -> str:
     """The tool's description (or its title), at most :data:`MAX_DESCRIPTION_CHARS`."""
-    text = entry.get("description")
-    if not isinstance(text, str) or not text:
-        text = entry.get("title") if isinstance(entry.get("title"), str) else ""
+    given, title = entry.get("description"), entry.get("title")
+    text = given if isinstance(given, str) and given else title if isinstance(title, str) else ""
     if len(text) > MAX_DESCRIPTION_CHARS:
         return text[:MAX_DESCRIPTION_CHARS] + f"\n[cut: {len(text)} characters]"
     return text

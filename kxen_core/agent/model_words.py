@@ -29,7 +29,8 @@ def _fence_safe(text: str) -> str:
 
 
 def _label(entry: dict[str, Any]) -> str:
-    info = entry.get("serverInfo") if isinstance(entry.get("serverInfo"), dict) else {}
+    given = entry.get("serverInfo")
+    info: dict[str, Any] = given if isinstance(given, dict) else {}
     scope = entry.get("scope") if isinstance(entry.get("scope"), str) else "unknown"
     remote = entry.get("remote") is True
     attrs = {"server": str(entry.get("server") or "?"), "scope": scope}

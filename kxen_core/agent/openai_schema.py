@@ -84,13 +84,13 @@ class _Strict:
         if "$ref" in node:
             target = self.walk.enter_ref(node["$ref"], where)
             try:
-                out = self.node(target, where, nesting)
+                inlined = self.node(target, where, nesting)
             finally:
                 self.walk.leave_ref()
             for key in _COMMON:
                 if isinstance(node.get(key), str):
-                    out[key] = node[key]
-            return out
+                    inlined[key] = node[key]
+            return inlined
         for key in _OPEN:
             if key in node:
                 raise SchemaLimit(f"{key!r} at {where} has no strict form")
@@ -162,7 +162,8 @@ class _Strict:
         self.properties += len(props)
         if self.properties > MAX_PROPERTIES:
             raise SchemaLimit(f"more than {MAX_PROPERTIES} properties")
-        required = node.get("required") if isinstance(node.get("required"), list) else []
+        given = node.get("required")
+        required: list[Any] = given if isinstance(given, list) else []
         converted = {}
         for key, sub in props.items():
             schema = self.node(sub, f"{where}.{key}", nesting + 1)
@@ -246,7 +247,8 @@ def _strip(walk: Walk, node: Any, value: Any, where: str) -> Any:
         return value
     props = node.get("properties")
     if isinstance(value, dict) and isinstance(props, dict):
-        required = node.get("required") if isinstance(node.get("required"), list) else []
+        given = node.get("required")
+        required: list[Any] = given if isinstance(given, list) else []
         out = {}
         for key, item in value.items():
             sub = props.get(key)
