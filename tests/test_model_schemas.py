@@ -308,6 +308,15 @@ def test_gemini_leaves_out_a_name_it_refuses_and_gives_a_tool_without_parameters
     assert "start with a letter" in tools.notes["1srv__t"]
 
 
+def test_gemini_says_so_of_a_nested_object_with_no_properties():
+    out, note = gemini_schema({"type": "object", "properties": {"m": {"type": "object", "additionalProperties": True}}})
+    assert out["properties"]["m"] == {"type": "OBJECT"}
+    assert (
+        note
+        == "dropped for Gemini: additionalProperties; an object with no properties at $.m: the Gemini API may refuse it"
+    )
+
+
 def test_a_description_is_bounded():
     (tool,) = model_tools([{"qualifiedName": "s__t", "description": "d" * 9000, "inputSchema": {}}], "anthropic")
     assert len(tool["description"]) < 8100 and tool["description"].endswith("[cut: 9000 characters]")

@@ -112,6 +112,8 @@ class _Gemini:
                 kept = [k for k in required if isinstance(k, str) and k in props]
                 if kept:
                     out["required"] = kept
+        elif out.get("type") == "OBJECT" and nesting > 0:
+            self.cut.append(f"an object with no properties at {where}: the Gemini API may refuse it")
         if isinstance(node.get("items"), dict):
             out.setdefault("type", "ARRAY")
             out["items"] = self.node(node["items"], f"{where}[]", nesting + 1)
