@@ -39,6 +39,8 @@ DOCUMENTED = {
     "kxen_core.transport": ["MessageStream", "Transport", "TransportContext", "RequestFailed", "CredentialRequest"],
     "kxen_core.errors": ["KxenError", "ConfigError", "AuthRequired", "PluginHookError", "printable"],
     "kxen_core.hookspecs": ["hookimpl"],
+    "kxen_core.agent.model_formats": ["FORMATS", "ModelTools", "model_tools"],
+    "kxen_core.agent.model_calls": ["ModelCall", "parse_call", "tool_result"],
     "kxen_core.cli": ["main"],
 }
 

@@ -14,8 +14,8 @@ and routes the agent's calls through the policy votes. States: see :class:`.stat
 
 This module holds the runtime's life (enter, load, reload, restart, close); its API is mixed in
 from one module per job: tools and calls (:mod:`.tools_api`), resources and prompts
-(:mod:`.contents_api`), settings actions (:mod:`.settings_api`), sign-ins (:mod:`.login_api`) and
-pinned tool definitions (:mod:`.pins_api`).
+(:mod:`.contents_api`), the model-API formats (:mod:`.model_api`), settings actions
+(:mod:`.settings_api`), sign-ins (:mod:`.login_api`) and pinned tool definitions (:mod:`.pins_api`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import attrs
 from kxen_core.plugins.manager import KxenPluginManager, make_plugin_manager
 from kxen_core.runtime.contents_api import ContentsHost
 from kxen_core.runtime.login_api import LoginHost
+from kxen_core.runtime.model_api import ModelHost
 from kxen_core.runtime.pins_api import PinsHost
 from kxen_core.runtime.settings_api import SettingsHost
 from kxen_core.runtime.states import State
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from kxen_core.safe_text import Secrets
 
 
-class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
+class Runtime(ToolsHost, ContentsHost, ModelHost, SettingsHost, LoginHost, PinsHost):
     """Servers of one workspace. An async context manager; nothing starts before entering it.
     Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
     (:mod:`.logins`). ``audit=True`` keeps the audit trail of decided calls unless the user's
