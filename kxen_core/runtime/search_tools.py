@@ -104,7 +104,7 @@ def state(rt: Any) -> dict[str, Any]:
         hidden = server.hidden_tools
         count += sum(1 for tool in server.tools_by_name if tool not in hidden)
         tokens += server.context_view()["toolTokens"]
-    out = {
+    out: dict[str, Any] = {
         "enabled": settings.enabled,
         "tools": count,
         "toolTokens": tokens,

@@ -107,6 +107,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
 
         self._events = EventHub()  # the Settings API's event stream (settings_api)
         self._tool_views: dict[str, tuple[Any, ...]] = {}  # what each server last showed the model (tools events)
+        self._search_seen: tuple[bool, Any] = (False, None)  # tool search on, and its settings (tools events)
         self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
         self._loaded = anyio.Event()  # set once the servers of the first load were made
         self._rejected: list[str] = []  # the problems of the last reload, when it was refused
@@ -203,6 +204,7 @@ class Runtime(ToolsHost, ContentsHost, SettingsHost, LoginHost, PinsHost):
             raise
         had, self._rejected = self._rejected, []
         await self._replace(self._keep_project(config))
+        self._search_changed()
         if had:
             self._events.publish("problems", problems=self.problems)
 
