@@ -61,6 +61,7 @@ def test_words_split_names_and_cut_endings():
     assert words("listDirectory get_user-by_ID HTTPServer2") == [
         "list",
         "directory",
+        "get",
         "user",
         "id",
         "http",
@@ -83,6 +84,7 @@ def test_the_tool_a_person_means_comes_first():
     assert first("post to a channel") == "s__send_message"
     assert first("weather in Paris") == "s__get_weather"
     assert first("read a file") == "s__read_file"
+    assert first("add an issue to my repo") == "s__create_issue"  # an everyday verb finds the action
     assert index.search("zebra quantum", 5) == []  # no shared word: nothing, not noise
     assert len(index.search("a file or an issue or a message", 2)) == 2  # bounded by limit
 
