@@ -18,9 +18,11 @@ docs/config.md, "Tool search"). Everything is bounded: the query's characters
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -79,18 +81,18 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=65536)
+def _token(raw: str) -> tuple[str, ...]:
+    """The index words of one alphanumeric run (a bounded cache: catalogs repeat their words)."""
+    parts = (raw,) if raw.islower() and raw.isalpha() else _CAMEL.split(raw)
+    return tuple(stem(w) for w in (p.lower() for p in parts) if w and w not in _STOP)
+
+
 def words(text: str, limit: int = MAX_DOC_WORDS) -> list[str]:
     """The index words of ``text``: split at non-alphanumerics and camel case, lower-cased,
     function words dropped, stemmed; at most ``limit``."""
-    out: list[str] = []
-    for raw in _WORD.findall(text):
-        for part in _CAMEL.split(raw):
-            word = part.lower()
-            if word and word not in _STOP:
-                out.append(stem(word))
-                if len(out) >= limit:
-                    return out
-    return out
+    out = [w for raw in _WORD.findall(text[: limit * 16]) for w in _token(raw[:64])]
+    return out[:limit] if len(out) > limit else out
 
 
 def document(entry: Mapping[str, Any]) -> list[str]:
@@ -104,7 +106,7 @@ def document(entry: Mapping[str, Any]) -> list[str]:
         out.extend(words(title, 64) * TITLE_WEIGHT)
     description = entry.get("description")
     if isinstance(description, str):
-        out.extend(words(description[: MAX_DOC_WORDS * 12]))
+        out.extend(words(description))
     schema = entry.get("inputSchema")
     props = schema.get("properties") if isinstance(schema, Mapping) else None
     if isinstance(props, Mapping):
@@ -141,11 +143,12 @@ class ToolIndex:
         for doc, entry in enumerate(entries):
             terms = document(entry)
             lengths.append(len(terms))
-            counts: dict[str, int] = {}
-            for term in terms:
-                counts[term] = counts.get(term, 0) + 1
-            for term, tf in counts.items():
-                self.postings.setdefault(term, []).append((doc, tf))
+            for term, tf in Counter(terms).items():
+                postings = self.postings.get(term)
+                if postings is None:
+                    self.postings[term] = [(doc, tf)]
+                else:
+                    postings.append((doc, tf))
         average = (sum(lengths) / len(lengths)) if lengths else 0.0
         # the length part of BM25's denominator, once per document
         self._norm = [K1 * (1 - B + B * n / average) if average else K1 for n in lengths]

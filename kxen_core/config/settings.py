@@ -173,7 +173,7 @@ class ToolSearchSettings:
     ``always_visible``: qualified names (``server__tool``) or globs of them that stay listed."""
 
     enabled: Literal["auto", "on", "off"] = "auto"
-    threshold_tools: int = attrs.field(default=40, validator=_bounded_int(1, 1_000_000))
+    threshold_tools: int = attrs.field(default=50, validator=_bounded_int(1, 1_000_000))
     threshold_tokens: int = attrs.field(default=10_000, validator=_bounded_int(100, 100_000_000))
     results: int = attrs.field(default=5, validator=_bounded_int(1, 20))
     always_visible: list[str] = attrs.field(factory=list, validator=_visible_patterns)

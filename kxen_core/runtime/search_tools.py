@@ -97,12 +97,15 @@ def state(rt: Any) -> dict[str, Any]:
     ``toolTokens`` (the model-visible server tools and their estimated size, as the servers'
     status counts them), ``deferred`` (how many of them are left out of plain ``tools()``), the
     thresholds and ``results``. This is ``toolSearch`` of ``Runtime.settings_snapshot()``."""
-    settings = settings_of(rt)
+    settings, key = settings_of(rt), _key(rt)
+    cached = rt.__dict__.get("_search_state")
+    if cached is not None and cached[1] is settings and _same(cached[0], key):
+        return dict(cached[2])
     count = tokens = 0
     ready = [s for s in rt.servers.values() if s.state == State.READY]
     for server in ready:
-        hidden = server.hidden_tools
-        count += sum(1 for tool in server.tools_by_name if tool not in hidden)
+        shown, hidden = server.tools_by_name, server.hidden_tools
+        count += len(shown) - (len(shown.keys() & hidden.keys()) if hidden else 0)
         tokens += server.context_view()["toolTokens"]
     out: dict[str, Any] = {
         "enabled": settings.enabled,
@@ -133,7 +136,12 @@ def state(rt: Any) -> dict[str, Any]:
         if not deferred:
             on, why = False, f"{why}; but always_visible names every tool"
     out["on"], out["why"], out["deferred"] = on, why, deferred
-    return out
+    rt._search_state = (key, settings, out)
+    return dict(out)
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def arrange(rt: Any, servers_entries: list[dict[str, Any]], *, with_deferred: bool) -> list[dict[str, Any]]:
