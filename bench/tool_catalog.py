@@ -109,8 +109,8 @@ PHRASES: dict[str, tuple[str, ...]] = {
                "Exports {product} {plural} for a date range."),
     "count": ("Count the {plural} in {product}.", "Returns how many {plural} {product} holds, optionally filtered.",
               "Number of {product} {plural} matching a filter."),
-    "restore": ("Restore an archived or deleted {thing} in {product}.", "Brings back a {product} {thing} from the trash.",
-                "Undo the deletion of a {thing} in {product}."),
+    "restore": ("Restore an archived or deleted {thing} in {product}.",
+                "Brings back a {product} {thing} from the trash.", "Undo the deletion of a {thing} in {product}."),
 }  # fmt: skip
 
 EXTRAS = (
