@@ -293,3 +293,24 @@ async def test_search_finds_and_calls_tools_of_the_real_peers(peers, tmp_path):
         assert denied.text.startswith("ApprovalDenied:")
         sums = names(rt.search_tools("add two numbers", limit=2))
         assert set(sums) == {"demo__add", "ev__get-sum"}, sums
+
+
+async def test_a_new_listing_rebuilds_the_index_and_can_turn_search_on(kxen_home, fakes, tmp_path):
+    fake = fakes.add("f", tools=fake_tools(), tool_defs=CATALOG[:2])
+    kxen_home.write_settings("[tool_search]\nthreshold_tools = 3\n")
+    async with running(kxen_home, tmp_path, servers={"s": mem("f", pinning="off")}) as rt:
+        rt.search_tools("issue")
+        rt.search_tools("repository")
+        assert rt._search_index.builds == 1  # the same list: the same index
+        async with rt.settings_events() as sub:
+            fake.tool_defs = CATALOG
+            await fake.notify("notifications/tools/list_changed")
+            with anyio.fail_after(10):
+                while len(rt.servers["s"].tools_by_name) != len(CATALOG):
+                    await anyio.sleep(0.01)
+            servers = []
+            while (event := sub.take()) is not None:
+                servers += [event["server"]] if event["type"] == "tools" else []
+        assert servers == ["s", None]  # the server's list, then search turning on
+        assert names(rt.search_tools("weather")) == ["s__get_weather"]
+        assert rt._search_index.builds == 2
