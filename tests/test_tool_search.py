@@ -314,3 +314,16 @@ async def test_a_new_listing_rebuilds_the_index_and_can_turn_search_on(kxen_home
         assert servers == ["s", None]  # the server's list, then search turning on
         assert names(rt.search_tools("weather")) == ["s__get_weather"]
         assert rt._search_index.builds == 2
+
+
+async def test_found_entries_carry_the_policy_of_the_config_in_force(kxen_home, fakes, tmp_path):
+    fakes.add("f", tools=fake_tools(), tool_defs=CATALOG)
+    async with running(kxen_home, tmp_path, servers={"s": mem("f", defaultToolPolicy="allow", pinning="off")}) as rt:
+        assert rt.search_tools("weather", limit=1)[0]["policy"] == "allow"
+        kxen_home.write_servers(
+            {"s": mem("f", defaultToolPolicy="allow", pinning="off", toolPolicies={"get_weather": "ask"})}
+        )
+        await rt.reload()  # a changed entry: the server starts again
+        with anyio.fail_after(10):
+            assert await rt.wait_ready()
+        assert rt.search_tools("weather", limit=1)[0]["policy"] == "ask"

@@ -98,7 +98,7 @@ def state(rt: Any) -> dict[str, Any]:
     status counts them), ``deferred`` (how many of them are left out of plain ``tools()``), the
     thresholds and ``results``. This is ``toolSearch`` of ``Runtime.settings_snapshot()``."""
     settings, key = settings_of(rt), _key(rt)
-    cached = rt.__dict__.get("_search_state")
+    cached = rt._search_state
     if cached is not None and cached[1] is settings and _same(cached[0], key):
         return dict(cached[2])
     count = tokens = 0
@@ -146,8 +146,8 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 def arrange(rt: Any, servers_entries: list[dict[str, Any]], *, with_deferred: bool) -> list[dict[str, Any]]:
     """The servers' part of ``Runtime.tools()`` with search applied: the deferred entries dropped
-    (or, ``with_deferred``, kept and marked), then ``kxen_search_tools`` last unless
-    ``with_deferred``. Unchanged when search is off."""
+    (or, ``with_deferred``, kept and marked ``"deferred": True``); the list itself when search is
+    off (``Runtime.tools`` adds ``kxen_search_tools`` otherwise)."""
     settings = settings_of(rt)
     if settings.enabled == "off" or not state(rt)["on"]:
         return servers_entries
@@ -162,9 +162,13 @@ def arrange(rt: Any, servers_entries: list[dict[str, Any]], *, with_deferred: bo
 
 
 def _key(rt: Any) -> tuple[Any, ...]:
-    parts: list[Any] = []
+    """What the visible tools and their entries are made of, compared by identity: the config
+    (a reload), and each server, its state, catalog view, names and pin states (``policy``)."""
+    parts: list[Any] = [rt.config]
     for server in rt.servers.values():
-        parts.extend((server, server.state, server.tools_by_name, server.hidden_tools, server.tool_names))
+        parts.extend(
+            (server, server.state, server.tools_by_name, server.hidden_tools, server.tool_names, server.pin_states)
+        )
     return tuple(parts)
 
 
@@ -178,7 +182,7 @@ def search(rt: Any, query: Any, limit: Any = None) -> list[dict[str, Any]]:
     ``InvalidArguments`` for a bad query or limit."""
     if limit is None:
         limit = settings_of(rt).results
-    cache = rt.__dict__.get("_search_index")
+    cache = rt._search_index
     if cache is None:
         cache = rt._search_index = tool_search.IndexCache()
     index, entries = cache.get(_key(rt), lambda: _searchable(rt))
