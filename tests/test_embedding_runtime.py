@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from support import ROOT, run_program
 
 DOC = ROOT / "docs" / "embedding.md"
