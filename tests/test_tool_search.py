@@ -327,3 +327,15 @@ async def test_found_entries_carry_the_policy_of_the_config_in_force(kxen_home, 
         with anyio.fail_after(10):
             assert await rt.wait_ready()
         assert rt.search_tools("weather", limit=1)[0]["policy"] == "ask"
+
+
+def test_kxen_mcp_tools_says_when_search_keeps_tools_out_of_its_list(kx, kxen_home, fakes):
+    fakes.add("f", tools=fake_tools(), tool_defs=CATALOG)
+    kxen_home.write_servers({"s": mem("f", defaultToolPolicy="allow")})
+    kxen_home.write_settings(ON + 'always_visible = ["s__read_file"]\n')
+    code, out, err = kx("mcp", "tools", "--wait", "10")
+    assert code == 0, err
+    assert "s__read_file" in out and "kxen_search_tools" in out and "s__get_weather" not in out
+    assert "tool search is on (on in [tool_search] enabled): 5 tools not listed here" in " ".join(out.split())
+    code, out, err = kx("mcp", "tools", "--all", "--wait", "10")
+    assert code == 0 and "s__get_weather" in out and "tool search is on" not in out
