@@ -2,6 +2,9 @@
 
     uv run python bench/run.py [--quick] [--workloads W1,W2] [--reps N] [--sides raw,kxen] [--json out.json]
 
+``search`` (not in the default list) measures tool search instead of a side against the floor:
+recall and latency at 10,000 tools (bench/tool_search.py), informational rows.
+
 Sides (bench/sides.py): ``raw`` the floor, ``kxen`` a Runtime (what the targets judge), ``session``
 kxen's Session without the Runtime and ``sdk`` the official SDK's client (both informational).
 Each workload runs one untimed warm-up per side, then ``reps`` repetitions rotating the order of
@@ -173,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         console.log(m)
 
     wanted = [w.strip() for w in opts.workloads.split(",") if w.strip()]
-    unknown = [w for w in wanted if w not in WORKLOADS and w != "import"]
+    unknown = [w for w in wanted if w not in WORKLOADS and w not in ("import", "search")]
     if unknown:
-        ap.error(f"unknown workloads {unknown}; choose from {', '.join([*WORKLOADS, 'import'])}")
+        ap.error(f"unknown workloads {unknown}; choose from {', '.join([*WORKLOADS, 'import', 'search'])}")
     if "W4" in wanted and "W4mem" not in wanted:
         wanted.insert(wanted.index("W4") + 1, "W4mem")
     asked = [s.strip() for s in opts.sides.split(",") if s.strip()]
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run_all() -> None:
         for key in wanted:
-            if key == "import":
+            if key in ("import", "search"):
                 continue
             wl = WORKLOADS[key]
             reps = opts.reps or (wl.quick_reps if opts.quick else wl.reps)
@@ -204,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         all_samples["import"] = import_times(reps, cached=True)
         all_samples["import_nocache"] = import_times(max(3, reps // 3), cached=False)
         log(f"import: {reps} reps done")
+    if "search" in wanted:
+        import tool_search
+
+        all_samples["search"] = tool_search.run(3 if opts.quick else (opts.reps or 20))
+        log("search: done")
     total = time.perf_counter() - started
     load_after = _loadavg()
 
@@ -284,6 +292,17 @@ def main(argv: list[str] | None = None) -> int:
                 "met": met,
             }
         )
+    for name, f in (all_samples.get("search") or {}).items():
+        label = f"search, {f['tools']:,} tools ({name})"
+        table.add_row(
+            label,
+            f"recall@1 {f['recall_at_1']:.0%}, @5 {f['recall_at_5']:.0%}",
+            f"{_fmt(f['search_ms_median'])} ms/search, index {_fmt(f['index_build_ms'])} ms",
+            "",
+            "(info)",
+            "",
+        )
+        summary.append({"row": label, **{k: v for k, v in f.items() if k != "misses"}})
     console.print(table)
     missed = [label for label, ok in verdicts if not ok]
     if verdicts:

@@ -42,6 +42,8 @@ NOT_ON_IMPORT = (
     "kxen_core.runtime.calls",
     "kxen_core.runtime.contents",
     "kxen_core.runtime.kxen_tools",
+    "kxen_core.runtime.search_tools",
+    "kxen_core.agent.tool_search",
     "kxen_core.agent.output",
     "kxen_core.runtime.logins",
     "kxen_core.auth",

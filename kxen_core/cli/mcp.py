@@ -216,6 +216,13 @@ async def _tools(rt: Any, args: argparse.Namespace) -> int:
                             "(filtered or denied): kxen mcp tools --all shows why"
                         )
                     )
+        search = rt.tool_search_state()
+        if search["on"] and args.server is None and not every:
+            n = search["deferred"]
+            say(
+                f"tool search is on ({search['why']}): {n} tool{'s' if n != 1 else ''} not listed here are found "
+                "by kxen_search_tools and called by name (docs/config.md, Tool search); kxen mcp tools --all lists them"
+            )
         for w in waiting:  # a server whose tools are not listed yet says why, not nothing
             say(safe_text(f"{w['server']}: no tools listed: {w['state']}: {w['reason']}"))
             if w["next"]:

@@ -1,6 +1,6 @@
 """User settings, ``$KXEN_HOME/config.toml`` (snake_case keys): ``[mcp]`` (the remote switch, loopback
 HTTP, bounds), trusted workspaces, roles, the user's policy for project tools and ``[audit]`` (the
-audit trail). attrs classes
+audit trail) and ``[tool_search]``. attrs classes
 whose attribute names are the file's keys, so error paths match; only the user writes them."""
 
 from __future__ import annotations
@@ -153,6 +153,32 @@ class AuditSettings:
     max_files: int = attrs.field(default=5, validator=_bounded_int(2, 100))
 
 
+def _visible_patterns(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    if len(value) > 1000:
+        raise ValueError(f"{attribute.name}: at most 1000 patterns (got {len(value)})")
+    for i, pattern in enumerate(value):
+        if not re.fullmatch(r"[A-Za-z0-9_\-.*?\[\]!]{1,200}", pattern):
+            raise ValueError(
+                f"{attribute.name}[{i}] must be a qualified tool name (server__tool) or a glob of one: "
+                "1-200 characters of A-Z a-z 0-9 _ - . * ? [ ] !"
+            )
+
+
+@attrs.frozen(kw_only=True)
+class ToolSearchSettings:
+    """``[tool_search]``: whether the model is shown every tool, or the pinned ones and a search
+    tool (``kxen_search_tools``) that finds the others (:mod:`kxen_core.runtime.search_tools`).
+    ``auto``: on once the workspace's model-visible server tools pass ``threshold_tools`` in
+    number or ``threshold_tokens`` in estimated tokens (docs/config.md, "Tool search").
+    ``always_visible``: qualified names (``server__tool``) or globs of them that stay listed."""
+
+    enabled: Literal["auto", "on", "off"] = "auto"
+    threshold_tools: int = attrs.field(default=50, validator=_bounded_int(1, 1_000_000))
+    threshold_tokens: int = attrs.field(default=10_000, validator=_bounded_int(100, 100_000_000))
+    results: int = attrs.field(default=5, validator=_bounded_int(1, 20))
+    always_visible: list[str] = attrs.field(factory=list, validator=_visible_patterns)
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """User settings, ``$KXEN_HOME/config.toml``. Only the user writes these; no project can."""
@@ -165,6 +191,7 @@ class Settings:
     #: ``[[project_filters]]``: the user's filters on project servers' tools (see ProjectFilters)
     project_filters: list[ProjectFilters] = attrs.field(factory=list)
     audit: AuditSettings = attrs.field(factory=AuditSettings)
+    tool_search: ToolSearchSettings = attrs.field(factory=ToolSearchSettings)
 
 
 __all__ = [
@@ -176,4 +203,5 @@ __all__ = [
     "RemoteCatalogLimits",
     "Role",
     "Settings",
+    "ToolSearchSettings",
 ]

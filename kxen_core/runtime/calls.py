@@ -58,7 +58,7 @@ async def call_tool(
     # Every call of every host passes here: the lookups are inlined (one function call less each),
     # and each falls back on the helper that raises the right error when anything is off.
     if server is None:
-        if name in kxen_tools.TOOLS:
+        if kxen_tools.is_kxen_tool(name):
             return (await kxen_tools.call(rt, name, arguments, rt.output_limit)).as_result()
         # a model-facing name: its server part, then that server's name map
         server, sep, rest = name.partition(tool_names.SEPARATOR)

@@ -23,7 +23,7 @@ from kxen_core.agent.output import AgentOutput
 from kxen_core.agent.tool_names import server_of
 from kxen_core.errors import ApprovalDenied, InvalidArguments, KxenError, PolicyDenied, UnknownTool
 from kxen_core.protocol.catalog import CAPABILITY
-from kxen_core.runtime import contents
+from kxen_core.runtime import contents, search_tools
 from kxen_core.safe_text import Secrets
 
 
@@ -127,7 +127,8 @@ _LIST_METHOD = {
 
 
 def is_kxen_tool(name: str) -> bool:
-    return name in TOOLS
+    """Whether ``name`` is one of kxen's own tools (``kxen_search_tools`` too: :mod:`.search_tools`)."""
+    return name in TOOLS or name == search_tools.SEARCH_TOOL
 
 
 #: the MCP method each of kxen's tools is voted on under (per server, like a tool call)
@@ -189,6 +190,8 @@ def _args(name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
 
 async def call(rt: AgentHost, name: str, arguments: Mapping[str, Any] | None, limit: int) -> AgentOutput:
     """Run kxen's tool ``name`` for the agent; raises kxen errors for what was refused."""
+    if name == search_tools.SEARCH_TOOL:
+        return search_tools.call(rt, arguments, limit)
     if name not in {t["name"] for t in available(rt)}:
         cap = CAPABILITY[TOOLS[name][0]] if name in TOOLS else None
         offering = [s for s in rt.servers.values() if cap is not None and contents.declares(s, cap)]
@@ -221,7 +224,7 @@ async def _agent_call(
 ) -> AgentOutput:
     limit = rt.output_limit
     try:
-        if server is None and name in TOOLS:
+        if server is None and is_kxen_tool(name):
             return await call(rt, name, arguments, limit)
         raw = await rt.call_tool(name, arguments, server=server, timeout=timeout)
     except KxenError as exc:

@@ -43,6 +43,7 @@ class SettingsView:
         _held: PendingApprovals | None
         _loaded: anyio.Event
         _tool_views: dict[str, tuple[Any, ...]]
+        _search_seen: tuple[bool, Any]
 
         @property
         def problems(self) -> list[str]: ...
@@ -54,6 +55,8 @@ class SettingsView:
         def logins(self) -> list[dict[str, Any]]: ...
 
         def held_tools(self, server: str | None = None) -> list[dict[str, Any]]: ...
+
+        def tool_search_state(self) -> dict[str, Any]: ...
 
     def _server_changed(self, server: Server) -> None:
         self._tools_changed(server)
@@ -77,6 +80,18 @@ class SettingsView:
         if before is not None and before[0] == now[0] and (not now[0] or before[1:] == now[1:]):
             return  # replaced by equal ones (a list_changed that changed nothing), or not ready either way
         self._events.publish("tools", server=server.name)
+        self._search_changed()
+
+    def _search_changed(self) -> None:
+        """A ``tools`` event with ``server`` None when tool search turned on or off or its settings
+        changed: the model's whole list changes then (:mod:`.search_tools`)."""
+        from kxen_core.runtime.search_tools import settings_of
+
+        now = (self.tool_search_state()["on"], settings_of(self))
+        if now != self._search_seen:
+            before, self._search_seen = self._search_seen, now
+            if before[0] or now[0]:
+                self._events.publish("tools", server=None)
 
     def _loading(self) -> bool:
         """Not entered yet, or a server is still starting. A server whose launch waits for its
@@ -136,6 +151,7 @@ class SettingsView:
             "approvals": {"held": self._held is not None, "pending": self.pending_approvals()},
             "logins": self.logins(),
             "pins": self.held_tools(),
+            "toolSearch": self.tool_search_state(),
         }
 
     @staticmethod

@@ -36,7 +36,9 @@ class ToolsHost:
     def status(self) -> list[dict[str, Any]]:
         return [server.snapshot() for server in self.servers.values()]
 
-    def tools(self, server: str | None = None, *, include_hidden: bool = False) -> list[dict[str, Any]]:
+    def tools(
+        self, server: str | None = None, *, include_hidden: bool = False, with_deferred: bool = False
+    ) -> list[dict[str, Any]]:
         """The tools the model sees: each ready server's, as the server listed it, less those held
         by their pins (a definition changed or new since pinned: docs/config.md) (``title``,
         ``annotations``, ``outputSchema``, ``execution``, ``_meta``... and the schemas exactly as
@@ -50,18 +52,52 @@ class ToolsHost:
         ``[[project_filters]]``) or a fixed ``deny`` (the config's, the role's) keeps from the model
         is not in it, and its calls are refused (:mod:`.server_filters`). Every listing made for a
         model API is built on this one. With ``include_hidden`` (``kxen mcp tools --all``) every
-        listed tool is in it, each with ``hidden`` and ``why`` (None when shown)."""
-        out = []
-        for s in self.servers.values():
-            if (server is not None and s.name != server) or s.state != State.READY:
-                continue
-            out.extend(s.listed_entries() if include_hidden else s.model_entries())
+        listed tool is in it, each with ``hidden`` and ``why`` (None when shown).
+
+        Without ``server``, while tool search is on (``[tool_search]``, :mod:`.search_tools`), only
+        the ``always_visible`` server tools are in it, then kxen's tools and ``kxen_search_tools``;
+        with ``with_deferred`` every one is in it, the others marked ``"deferred": True``, and
+        ``kxen_search_tools`` is not (a model API that defers tools searches them itself)."""
+        out = self._server_tools(server, include_hidden=include_hidden)
         if server is not None:
             return out
         from kxen_core.runtime import kxen_tools
 
         # the Runtime it is mixed into is one
-        return out + kxen_tools.available(cast("AgentHost", self), include_hidden=include_hidden)
+        own = kxen_tools.available(cast("AgentHost", self), include_hidden=include_hidden)
+        if include_hidden:
+            return out + own
+        from kxen_core.runtime import search_tools
+
+        arranged = search_tools.arrange(self, out, with_deferred=with_deferred)
+        if arranged is out or with_deferred:
+            return arranged + own
+        return arranged + own + [search_tools.entry()]
+
+    def _server_tools(self, server: str | None, *, include_hidden: bool = False) -> list[dict[str, Any]]:
+        out = []
+        for s in self.servers.values():
+            if (server is not None and s.name != server) or s.state != State.READY:
+                continue
+            out.extend(s.listed_entries() if include_hidden else s.model_entries())
+        return out
+
+    def search_tools(self, query: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """The model-visible server tools best matching ``query`` (BM25 over names, titles,
+        descriptions and parameters: :mod:`kxen_core.agent.tool_search`), best first, at most
+        ``limit`` (1-20; default ``[tool_search] results``), each a :meth:`tools` entry plus its
+        ``score``. Searches whether or not tool search is on for the model; a filtered, denied or
+        held tool is never found. Raises ``InvalidArguments`` for a bad query or limit."""
+        from kxen_core.runtime import search_tools
+
+        return search_tools.search(self, query, limit)
+
+    def tool_search_state(self) -> dict[str, Any]:
+        """Whether tool search is on for the model and why (``toolSearch`` of
+        :meth:`settings_snapshot`; see :func:`kxen_core.runtime.search_tools.state`)."""
+        from kxen_core.runtime import search_tools
+
+        return search_tools.state(self)
 
     def instructions(self) -> list[dict[str, Any]]:
         """What each ready server that sent ``instructions`` says to the model, for a host's system

@@ -108,6 +108,9 @@ class Runtime(ToolsHost, ContentsHost, ModelHost, SettingsHost, LoginHost, PinsH
 
         self._events = EventHub()  # the Settings API's event stream (settings_api)
         self._tool_views: dict[str, tuple[Any, ...]] = {}  # what each server last showed the model (tools events)
+        self._search_seen: tuple[bool, Any] = (False, None)  # tool search on, and its settings (tools events)
+        self._search_index: Any = None  # the tool-search index and state, made on first use (search_tools)
+        self._search_state: Any = None
         self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
         self._loaded = anyio.Event()  # set once the servers of the first load were made
         self._rejected: list[str] = []  # the problems of the last reload, when it was refused
@@ -204,6 +207,7 @@ class Runtime(ToolsHost, ContentsHost, ModelHost, SettingsHost, LoginHost, PinsH
             raise
         had, self._rejected = self._rejected, []
         await self._replace(self._keep_project(config))
+        self._search_changed()
         if had:
             self._events.publish("problems", problems=self.problems)
 
