@@ -1,28 +1,28 @@
-"""Ranking tools for a query: an Okapi BM25 index over what a model would search a tool by.
+"""Ranking tools for a query: SQLite's full-text search (FTS5) and its BM25 over what a model
+would search a tool by.
 
-Each tool is one document made of the words of its ``qualifiedName`` (split at ``_``, ``-``,
-``.``, ``/`` and camel case), its ``title``, its ``description``, and its input parameters'
-names and descriptions. The name's words count three times, the title's and the parameter
-names' twice (a fielded BM25 by repetition): a query word that names the tool outweighs one
-that its description mentions in passing. Words are lower-cased, a few English function words
-are dropped, and plural and verb endings are cut the same way in tools and queries
-(``files`` and ``file`` match). A query's everyday verbs also search for the action a tool name
-says (``send``, ``open``, ``add`` -> ``create``; :data:`ACTIONS`), at half weight.
+Each tool is one row of four columns: the words of its ``qualifiedName`` (split at ``_``, ``-``,
+``.``, ``/`` and camel case: ``listDirectory`` is ``list directory``), its ``title``, its input
+parameters' names (split the same way), and its ``description`` with the parameters'
+descriptions. FTS5 ranks with BM25 (``bm25()``), the columns weighted 3, 2, 2 and 1: a query word
+that names the tool outweighs one its description mentions in passing. Its ``porter`` tokenizer
+lower-cases and stems words the same way in tools and queries (``files`` and ``file`` match). A
+query's function words (``the``, ``to``, ``please``...) are not searched for: they would match
+nearly every tool and rank none. A query is the OR of its words, each quoted, so nothing in a query
+is FTS5 syntax.
 
-Pure Python, no dependency: an inverted index of at most a few hundred thousand postings for
-10,000 tools, built in well under a second and searched in about a millisecond (figures:
-docs/config.md, "Tool search"). Everything is bounded: the query's characters
-(:data:`MAX_QUERY_CHARS`) and words (:data:`MAX_QUERY_WORDS`), the words taken from one tool
-(:data:`MAX_DOC_WORDS`), and the results (:data:`MAX_RESULTS`).
+SQLite (with FTS5, as Python's own builds and the common distributions ship it) is in the standard
+library: no dependency, and the index of 10,000 tools is built and searched in C (figures:
+docs/config.md, "Tool search"). :func:`available` says whether this Python's SQLite has FTS5;
+without it tool search stays off and every tool is listed. Everything is bounded: the query's
+characters (:data:`MAX_QUERY_CHARS`) and words (:data:`MAX_QUERY_WORDS`), what is taken from one
+tool (:data:`MAX_FIELD_CHARS`, :data:`MAX_PARAMS`), and the results (:data:`MAX_RESULTS`).
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
-import math
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,155 +30,123 @@ from typing import Any
 MAX_QUERY_CHARS = 500
 #: the most distinct words of a query that are ranked on
 MAX_QUERY_WORDS = 32
-#: the most words taken from one tool's definition (a huge description cannot crowd the index)
-MAX_DOC_WORDS = 2000
+#: the most characters taken from one text of a tool (a huge description cannot crowd the index)
+MAX_FIELD_CHARS = 16000
 #: the most results one search returns
 MAX_RESULTS = 20
 #: the results of a search when none is asked for
 DEFAULT_RESULTS = 5
 #: the most parameters of one tool whose names and descriptions are indexed
 MAX_PARAMS = 100
+#: the BM25 weights of the columns: name, title, parameter names, descriptions
+WEIGHTS = (3.0, 2.0, 2.0, 1.0)
 
-K1 = 1.2
-B = 0.75
-NAME_WEIGHT, TITLE_WEIGHT, PARAM_NAME_WEIGHT = 3, 2, 2
-
+#: words a query says that find nothing by themselves
 _STOP = frozenset(
     "a an and are as at be by for from how i in into is it me my of on or please that the this to "
     "use using want what when which with you your can do does some".split()
 )
-#: what a person says for the actions tool names are made of (create, get, list, update, delete,
-#: search, count, restore, export): a query word here also searches for its action, at
-#: :data:`ACTION_WEIGHT` (the word itself is searched too: ``post`` is also a thing)
-ACTIONS = {
-    "add": "create", "new": "create", "make": "create", "open": "create", "write": "create",
-    "send": "create", "post": "create", "upload": "create", "start": "create", "schedule": "create",
-    "remove": "delete", "erase": "delete", "drop": "delete", "destroy": "delete", "cancel": "delete",
-    "edit": "update", "change": "update", "rename": "update", "modify": "update", "set": "update",
-    "fetch": "get", "read": "get", "look": "get", "show": "list", "find": "search", "lookup": "search",
-    "undelete": "restore", "recover": "restore", "undo": "restore", "many": "count", "number": "count",
-    "download": "export",
-}  # fmt: skip
-ACTION_WEIGHT = 0.5
 # a boundary between words inside a name: lower->Upper, letters->digits, ACRONYMWord
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
 _WORD = re.compile(r"[A-Za-z0-9]+")
+_SEARCH = ("SELECT rowid, bm25(tools, {}) AS rank FROM tools WHERE tools MATCH ? ORDER BY rank, rowid LIMIT ?").format(
+    ", ".join(map(str, WEIGHTS))
+)
 
 
-def stem(word: str) -> str:
-    """``word`` with a plural or verb ending cut (``files`` -> ``file``, ``queries`` -> ``query``,
-    ``listing`` -> ``list``); short words stay as they are."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 5 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
-        return word[:-2]
-    if len(word) > 4 and word.endswith(("ches", "shes", "sses", "xes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
+@functools.lru_cache(maxsize=1)
+def available() -> str | None:
+    """None when this Python's SQLite has FTS5; else why tool search cannot run."""
+    try:
+        import sqlite3
+
+        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+    except Exception as exc:  # ImportError (a Python built without sqlite3), OperationalError (no fts5)
+        return f"this Python's SQLite has no full-text search (FTS5): {type(exc).__name__}: {exc}"
+    return None
 
 
 @functools.lru_cache(maxsize=65536)
-def _token(raw: str) -> tuple[str, ...]:
-    """The index words of one alphanumeric run (a bounded cache: catalogs repeat their words)."""
-    parts = (raw,) if raw.islower() and raw.isalpha() else _CAMEL.split(raw)
-    return tuple(stem(w) for w in (p.lower() for p in parts) if w and w not in _STOP)
+def _split(raw: str) -> str:
+    """One alphanumeric run as words (a bounded cache: catalogs repeat their names)."""
+    return " ".join(p for p in _CAMEL.split(raw) if p)
 
 
-def words(text: str, limit: int = MAX_DOC_WORDS) -> list[str]:
-    """The index words of ``text``: split at non-alphanumerics and camel case, lower-cased,
-    function words dropped, stemmed; at most ``limit``."""
-    out = [w for raw in _WORD.findall(text[: limit * 16]) for w in _token(raw[:64])]
-    return out[:limit] if len(out) > limit else out
+def words(text: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """``text`` as words for the index: split at non-alphanumerics and camel case, at most
+    ``limit`` characters of it read."""
+    return " ".join(_split(raw[:64]) for raw in _WORD.findall(text[:limit]))
 
 
-def document(entry: Mapping[str, Any]) -> list[str]:
-    """The words one tool entry (a ``Runtime.tools()`` entry) is found by, weighted by repetition."""
-    out: list[str] = []
+def document(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """The four columns one tool entry (a ``Runtime.tools()`` entry) is found by."""
     name = entry.get("qualifiedName") or entry.get("name")
-    if isinstance(name, str):
-        out.extend(words(name, 64) * NAME_WEIGHT)
     title = entry.get("title")
-    if isinstance(title, str):
-        out.extend(words(title, 64) * TITLE_WEIGHT)
     description = entry.get("description")
-    if isinstance(description, str):
-        out.extend(words(description))
+    params: list[str] = []
+    texts = [description[:MAX_FIELD_CHARS] if isinstance(description, str) else ""]
     schema = entry.get("inputSchema")
     props = schema.get("properties") if isinstance(schema, Mapping) else None
     if isinstance(props, Mapping):
         for i, (param, spec) in enumerate(props.items()):
-            if i >= MAX_PARAMS or len(out) >= MAX_DOC_WORDS:
+            if i >= MAX_PARAMS:
                 break
-            out.extend(words(str(param), 16) * PARAM_NAME_WEIGHT)
+            params.append(words(str(param), 200))
             text = spec.get("description") if isinstance(spec, Mapping) else None
             if isinstance(text, str):
-                out.extend(words(text[:2000], 200))
-    return out[:MAX_DOC_WORDS]
+                texts.append(text[:2000])
+    return (
+        words(name, 256) if isinstance(name, str) else "",
+        title[:1000] if isinstance(title, str) else "",
+        " ".join(params),
+        "\n".join(texts),
+    )
 
 
 def query_words(query: str) -> list[str]:
-    """The distinct words a query is ranked on. Raises ``ValueError`` for a query that is not a
-    string, is longer than :data:`MAX_QUERY_CHARS`, or has no word to search for."""
+    """The distinct words a query is ranked on (lower-cased; FTS5 stems them). Raises
+    ``ValueError`` for a query that is not a string, is longer than :data:`MAX_QUERY_CHARS`, or has
+    no word to search for."""
     if not isinstance(query, str):
         raise ValueError(f"the query must be a string (got {type(query).__name__})")
     if len(query) > MAX_QUERY_CHARS:
         raise ValueError(f"the query is {len(query)} characters; at most {MAX_QUERY_CHARS}")
-    found = list(dict.fromkeys(words(query, MAX_QUERY_WORDS * 4)))[:MAX_QUERY_WORDS]
+    split = (w.lower() for raw in _WORD.findall(query) for w in _split(raw[:64]).split())
+    found = list(dict.fromkeys(w for w in split if w not in _STOP))[:MAX_QUERY_WORDS]
     if not found:
         raise ValueError("the query has no word to search for (letters or digits, not only words like 'the')")
     return found
 
 
 class ToolIndex:
-    """BM25 over a list of tool entries. ``search`` returns positions in that list."""
+    """BM25 over a list of tool entries, in an in-memory SQLite FTS5 table. ``search`` returns
+    positions in that list. Raises ``RuntimeError`` when SQLite has no FTS5 (:func:`available`)."""
 
     def __init__(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        self.size = len(entries)
-        self.postings: dict[str, list[tuple[int, int]]] = {}
-        lengths: list[int] = []
-        for doc, entry in enumerate(entries):
-            terms = document(entry)
-            lengths.append(len(terms))
-            for term, tf in Counter(terms).items():
-                postings = self.postings.get(term)
-                if postings is None:
-                    self.postings[term] = [(doc, tf)]
-                else:
-                    postings.append((doc, tf))
-        average = (sum(lengths) / len(lengths)) if lengths else 0.0
-        # the length part of BM25's denominator, once per document
-        self._norm = [K1 * (1 - B + B * n / average) if average else K1 for n in lengths]
+        why = available()
+        if why is not None:
+            raise RuntimeError(why)
+        import sqlite3
 
-    def idf(self, term: str) -> float:
-        n = len(self.postings.get(term, ()))
-        return math.log(1 + (self.size - n + 0.5) / (n + 0.5))
+        self.size = len(entries)
+        # the event loop's thread builds and searches it; a host may hand the runtime to another
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE tools USING fts5(name, title, params, text, tokenize = 'porter unicode61')"
+        )
+        rows = ((i, *document(entry)) for i, entry in enumerate(entries))
+        self._db.executemany("INSERT INTO tools(rowid, name, title, params, text) VALUES (?, ?, ?, ?, ?)", rows)
 
     def search(self, query: str, limit: int) -> list[tuple[int, float]]:
         """The best ``limit`` (1..:data:`MAX_RESULTS`) documents for ``query`` as ``(position,
-        score)``, best first; ties by position. Only documents sharing a word with the query
-        are returned. Raises ``ValueError`` as :func:`query_words` does, or for a bad ``limit``."""
+        score)``, best first (a higher score is a better match); ties by position. Only documents
+        sharing a word with the query are returned. Raises ``ValueError`` as :func:`query_words`
+        does, or for a bad ``limit``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RESULTS:
             raise ValueError(f"limit must be an integer between 1 and {MAX_RESULTS}")
-        scores: dict[int, float] = {}
-        norm = self._norm
-        terms = {term: 1.0 for term in query_words(query)}
-        for term in list(terms):
-            action = ACTIONS.get(term)
-            if action is not None and action not in terms:
-                terms[action] = ACTION_WEIGHT
-        for term, boost in terms.items():
-            postings = self.postings.get(term)
-            if not postings:
-                continue
-            weight = self.idf(term) * boost
-            for doc, tf in postings:
-                scores[doc] = scores.get(doc, 0.0) + weight * tf * (K1 + 1) / (tf + norm[doc])
-        best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
-        return [(doc, score) for doc, score in best]
+        match = " OR ".join(f'"{word}"' for word in query_words(query))  # alphanumeric: nothing to escape
+        rows = self._db.execute(_SEARCH, (match, limit)).fetchall()
+        return [(int(rowid), -float(rank)) for rowid, rank in rows]  # FTS5's bm25(): lower is better
 
 
 class IndexCache:
@@ -210,15 +178,14 @@ class IndexCache:
 
 
 __all__ = [
-    "ACTIONS",
     "DEFAULT_RESULTS",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_WORDS",
     "MAX_RESULTS",
     "IndexCache",
     "ToolIndex",
+    "available",
     "document",
     "query_words",
-    "stem",
     "words",
 ]

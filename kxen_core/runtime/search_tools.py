@@ -12,8 +12,9 @@ place.
 Search only ever sees the tools ``Runtime.tools()`` would show: a filtered, denied or held tool
 is not in the index, so it is never found. Deferral saves context, it is no permission: a call of
 a deferred tool goes the normal way (name map, arguments, votes, approvals, pins), found or not.
-The index (:class:`kxen_core.agent.tool_search.ToolIndex`) is built again only when a server's
-catalog or view was replaced.
+The index (:class:`kxen_core.agent.tool_search.ToolIndex`, SQLite FTS5) is built again only when
+a server's catalog or view was replaced. A Python whose SQLite has no FTS5 keeps search off: every
+tool stays listed.
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ def state(rt: Any) -> dict[str, Any]:
         on = False
         why = f"auto: {count} tools and about {tokens} tokens, within the thresholds"
     deferred = 0
+    broken = tool_search.available() if on else None
+    if broken is not None:  # never keep tools from the model behind a search that cannot run
+        on, why = False, f"{why}; but {broken}"
     if on:
         names = [n for s in ready for n in shown_names(s)] if settings.always_visible else None
         deferred = count if names is None else sum(not pinned(n, settings.always_visible) for n in names)

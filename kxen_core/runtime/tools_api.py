@@ -83,7 +83,7 @@ class ToolsHost:
         return out
 
     def search_tools(self, query: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """The model-visible server tools best matching ``query`` (BM25 over names, titles,
+        """The model-visible server tools best matching ``query`` (SQLite FTS5's BM25 over names, titles,
         descriptions and parameters: :mod:`kxen_core.agent.tool_search`), best first, at most
         ``limit`` (1-20; default ``[tool_search] results``), each a :meth:`tools` entry plus its
         ``score``. Searches whether or not tool search is on for the model; a filtered, denied or
