@@ -160,3 +160,32 @@ async def test_a_filtered_tool_and_a_held_tool_are_in_no_format(tmp_path):
         assert held["is_error"] is True and held["content"].startswith("ToolHeld")
         filtered = await rt.model_call("gemini", {"name": "demo__slow", "args": {}})
         assert "error" in filtered["functionResponse"]["response"]
+
+
+async def test_with_tool_search_on_each_format_gets_kxen_s_list_or_deferred_loading(tmp_path, everything_js):
+    """Search on: every format lists kxen_search_tools and not server-everything's tools; with
+    ``deferred`` the two formats that load deferred tools themselves get every tool, those behind
+    search with ``defer_loading`` (the SDKs' types take it), and no kxen_search_tools."""
+    servers = {"demo": demo(tmp_path / "demo.log"), "ev": everything(everything_js)}
+    settings = {"tool_search": {"enabled": "on", "always_visible": ["demo__echo"]}}
+    pm = make_plugin_manager(allow=["stdio"])
+    async with Runtime(servers={"mcpServers": servers}, settings=settings, pm=pm) as rt:
+        await _ready(rt)
+        for format in FORMATS:
+            tools = rt.model_tools(format)
+            shown = {t.get("name") or t.get("function", {}).get("name") for t in tools}
+            assert {"kxen_search_tools", "demo__echo"} <= shown and "ev__echo" not in shown, format
+            for tool in tools:
+                sdk_check(format, tool)
+        for format in ("anthropic", "openai-responses"):
+            tools = rt.model_tools(format, deferred=True)
+            for tool in tools:
+                sdk_check(format, tool)
+            marked = {t["name"]: t.get("defer_loading", False) for t in tools}
+            assert "kxen_search_tools" not in marked
+            assert (
+                marked["demo__echo"] is False and marked["ev__echo"] is True and marked["kxen_read_resource"] is False
+            )
+        for format in ("openai-chat", "gemini"):
+            with pytest.raises(ValueError, match="no deferred tool loading"):
+                rt.model_tools(format, deferred=True)

@@ -328,7 +328,8 @@ async def test_found_entries_carry_the_policy_of_the_config_in_force(kxen_home, 
         assert rt.search_tools("weather", limit=1)[0]["policy"] == "ask"
 
 
-def test_kxen_mcp_tools_says_when_search_keeps_tools_out_of_its_list(kx, kxen_home, fakes):
+def test_kxen_mcp_tools_says_when_search_keeps_tools_out_of_its_list(kx, kxen_home, fakes, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the table's names whole, whatever terminal runs the tests
     fakes.add("f", tools=fake_tools(), tool_defs=CATALOG)
     kxen_home.write_servers({"s": mem("f", defaultToolPolicy="allow")})
     kxen_home.write_settings(ON + 'always_visible = ["s__read_file"]\n')
@@ -349,3 +350,51 @@ async def test_without_fts5_search_stays_off_and_every_tool_is_listed(kxen_home,
         assert state["on"] is False and "no full-text search (FTS5)" in state["why"]
         names = {t["qualifiedName"] for t in rt.tools()}
         assert {e["qualifiedName"] for e in entries()} <= names and "kxen_search_tools" not in names
+
+
+async def test_what_the_model_found_joins_the_list_until_forgotten(kxen_home, fakes, tmp_path):
+    """A framework that lists the tools at each step (pydantic-ai) can call what a search found:
+    the found tools join plain tools(), a tools event says so, and forget_found_tools ends it."""
+    fakes.add("f", tools=fake_tools(), tool_defs=CATALOG)
+    kxen_home.write_settings(ON)
+    async with running(kxen_home, tmp_path, servers={"s": mem("f", defaultToolPolicy="allow")}) as rt:
+        assert "s__get_weather" not in {t["qualifiedName"] for t in rt.tools()}
+        async with rt.settings_events() as events:
+            out = await rt.agent_call("kxen_search_tools", {"query": "weather in Paris", "limit": 1})
+            assert json.loads(out.text)["tools"][0]["qualifiedName"] == "s__get_weather"
+            with anyio.fail_after(5):
+                event = await anext(aiter(events))
+            assert event["type"] == "tools" and event["server"] is None
+            listed = {t["qualifiedName"] for t in rt.tools()}
+            assert "s__get_weather" in listed and "s__read_file" not in listed
+            # marked as listed, not deferred, for a provider that defers the rest
+            marks = {t["qualifiedName"]: t.get("deferred") for t in rt.tools(with_deferred=True)}
+            assert marks["s__get_weather"] is None and marks["s__read_file"] is True
+            # the same search again changes nothing: no event
+            await rt.agent_call("kxen_search_tools", {"query": "weather in Paris", "limit": 1})
+            rt.forget_found_tools()
+            with anyio.fail_after(5):
+                event = await anext(aiter(events))
+            assert event["type"] == "tools" and event["server"] is None
+            assert "s__get_weather" not in {t["qualifiedName"] for t in rt.tools()}
+            assert events.take() is None
+
+
+def test_the_found_tools_are_bounded():
+    from kxen_core.runtime import search_tools
+
+    class Host:
+        _found_tools: dict[str, None] = {}
+        published: list[str] = []
+
+        class _events:  # noqa: N801 (stands for the runtime's hub)
+            @staticmethod
+            def publish(kind: str, **data: Any) -> None:
+                Host.published.append(kind)
+
+    for i in range(100):
+        search_tools.remember_found(Host, [f"s__t{i}", f"s__u{i}"])
+    assert len(Host._found_tools) == search_tools.MAX_FOUND
+    # a search's best result is the newest; the oldest found leave first
+    assert list(Host._found_tools)[-2:] == ["s__u99", "s__t99"] and "s__t0" not in Host._found_tools
+    assert len(Host.published) == 100

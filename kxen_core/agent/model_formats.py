@@ -148,6 +148,7 @@ def _gemini(entry: dict[str, Any], name: str, text: str, notes: dict[str, str]) 
 
 __all__ = [
     "ANTHROPIC",
+    "DEFERRING",
     "FORMATS",
     "GEMINI",
     "MAX_DESCRIPTION_CHARS",

@@ -23,7 +23,9 @@ class ModelHost:
         @property
         def output_limit(self) -> int: ...
 
-        def tools(self, server: str | None = None, *, include_hidden: bool = False) -> list[dict[str, Any]]: ...
+        def tools(
+            self, server: str | None = None, *, include_hidden: bool = False, with_deferred: bool = False
+        ) -> list[dict[str, Any]]: ...
 
         def instructions(self) -> list[dict[str, Any]]: ...
 
@@ -36,16 +38,27 @@ class ModelHost:
             timeout: float | None = None,
         ) -> AgentOutput: ...
 
-    def model_tools(self, format: str, *, server: str | None = None, strict: bool = False) -> ModelTools:
+    def model_tools(
+        self, format: str, *, server: str | None = None, strict: bool = False, deferred: bool = False
+    ) -> ModelTools:
         """The tools the model sees (:meth:`tools`, of one ``server`` or all) as ``format``'s tool
         definitions: ``"openai-chat"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``
         (a list of function declarations). ``strict`` (the OpenAI formats) gives each tool in
         OpenAI's strict subset where it has one. New objects: kxen's catalog is not changed. The
         list's ``notes`` say, per tool, what was dropped, why a tool is not strict or was left out.
-        ``ValueError`` for an unknown format."""
-        from kxen_core.agent.model_formats import model_tools
 
-        return model_tools(self.tools(server), format, strict=strict)
+        While tool search is on, the list is kxen's (``kxen_search_tools`` and the tools it found);
+        ``deferred`` (``anthropic`` and ``openai-responses``, whose APIs load deferred tools
+        themselves) gives every tool instead, those behind search with ``defer_loading`` and no
+        ``kxen_search_tools`` (:meth:`tools` with ``with_deferred``): the host adds its API's own
+        tool-search tool. ``ValueError`` for an unknown format, or ``deferred`` with another."""
+        from kxen_core.agent.model_formats import DEFERRING, check_format, model_tools
+
+        if deferred and check_format(format) not in DEFERRING:
+            takes = ", ".join(sorted(DEFERRING))
+            raise ValueError(f"{format} has no deferred tool loading: deferred=True is for {takes}")
+        entries = self.tools(server, with_deferred=True) if deferred else self.tools(server)
+        return model_tools(entries, format, strict=strict)
 
     async def model_call(
         self, format: str, call: Any, *, strict: bool = False, timeout: float | None = None

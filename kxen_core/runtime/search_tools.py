@@ -4,7 +4,10 @@ When ``[tool_search]`` is on (``on``, or ``auto`` once the workspace's model-vis
 pass ``threshold_tools`` in number or ``threshold_tokens`` in estimated tokens), plain
 ``Runtime.tools()`` lists only the tools ``always_visible`` names, kxen's own tools and
 ``kxen_search_tools``; every other visible tool is *deferred*: left out of the list, found by a
-search, and called by its ``qualifiedName`` as before. ``Runtime.tools(with_deferred=True)`` lists
+search, and called by its ``qualifiedName`` as before. The tools the model's searches returned
+join plain ``Runtime.tools()`` (the latest :data:`MAX_FOUND`; ``Runtime.forget_found_tools()``
+empties them), so a framework that lists the tools at each step can call them; a ``tools`` event
+(``server`` None) says the list changed. ``Runtime.tools(with_deferred=True)`` lists
 every visible tool and marks the deferred ones ``"deferred": True`` (for a model API that loads
 deferred tools itself); ``kxen_search_tools`` is not in that list, the provider's search takes its
 place.
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
     from kxen_core.config.settings import ToolSearchSettings
 
 SEARCH_TOOL = "kxen_search_tools"
+#: the most tools the model found that ``Runtime.tools()`` lists beside the always-visible ones
+MAX_FOUND = 32
 #: the most names of matches that did not fit the output bound listed after the shown ones
 MAX_MORE_NAMES = 50
 
@@ -149,20 +154,37 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def arrange(rt: Any, servers_entries: list[dict[str, Any]], *, with_deferred: bool) -> list[dict[str, Any]]:
-    """The servers' part of ``Runtime.tools()`` with search applied: the deferred entries dropped
-    (or, ``with_deferred``, kept and marked ``"deferred": True``); the list itself when search is
-    off (``Runtime.tools`` adds ``kxen_search_tools`` otherwise)."""
+    """The servers' part of ``Runtime.tools()`` with search applied: the ``always_visible`` tools
+    and those the model found, the deferred entries dropped (or, ``with_deferred``, kept and marked
+    ``"deferred": True``); the list itself when search is off (``Runtime.tools`` adds
+    ``kxen_search_tools`` otherwise)."""
     settings = settings_of(rt)
     if settings.enabled == "off" or not state(rt)["on"]:
         return servers_entries
-    patterns = settings.always_visible
+    patterns, found = settings.always_visible, rt._found_tools
     out = []
     for item in servers_entries:
-        if pinned(item["qualifiedName"], patterns):
+        name = item["qualifiedName"]
+        if name in found or pinned(name, patterns):
             out.append(item)
         elif with_deferred:
             out.append({**item, "deferred": True})
     return out
+
+
+def remember_found(rt: Any, names: list[str]) -> None:
+    """The tools a search of the model's returned join the list (``Runtime.tools()``), the latest
+    first, at most :data:`MAX_FOUND` (the oldest found leave it); a ``tools`` event (``server``
+    None) when that changed the list."""
+    found = rt._found_tools
+    before = list(found)
+    for name in reversed(names):
+        found.pop(name, None)
+        found[name] = None
+    while len(found) > MAX_FOUND:
+        del found[next(iter(found))]
+    if list(found) != before:
+        rt._events.publish("tools", server=None)
 
 
 def _key(rt: Any) -> tuple[Any, ...]:
@@ -232,6 +254,7 @@ def call(rt: Any, arguments: Mapping[str, Any] | None, limit: int) -> AgentOutpu
             continue
         shown.append(tool)
         used += cost
+    remember_found(rt, [tool["qualifiedName"] for tool in shown])
     out: dict[str, Any] = {"query": query, "tools": shown}
     if more:
         out["more"] = more
@@ -241,4 +264,4 @@ def call(rt: Any, arguments: Mapping[str, Any] | None, limit: int) -> AgentOutpu
     return render_json(out, limit=limit)
 
 
-__all__ = ["SEARCH_TOOL", "arrange", "call", "entry", "pinned", "search", "state"]
+__all__ = ["MAX_FOUND", "SEARCH_TOOL", "arrange", "call", "entry", "pinned", "remember_found", "search", "state"]

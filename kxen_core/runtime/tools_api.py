@@ -32,6 +32,8 @@ class ToolsHost:
         _tool_policy: Any
         _audit: Any
         _audited_call: Any
+        _found_tools: dict[str, None]
+        _events: Any
 
     def status(self) -> list[dict[str, Any]]:
         return [server.snapshot() for server in self.servers.values()]
@@ -55,7 +57,8 @@ class ToolsHost:
         listed tool is in it, each with ``hidden`` and ``why`` (None when shown).
 
         Without ``server``, while tool search is on (``[tool_search]``, :mod:`.search_tools`), only
-        the ``always_visible`` server tools are in it, then kxen's tools and ``kxen_search_tools``;
+        the ``always_visible`` server tools and those the model's searches found are in it, then
+        kxen's tools and ``kxen_search_tools``;
         with ``with_deferred`` every one is in it, the others marked ``"deferred": True``, and
         ``kxen_search_tools`` is not (a model API that defers tools searches them itself)."""
         out = self._server_tools(server, include_hidden=include_hidden)
@@ -91,6 +94,13 @@ class ToolsHost:
         from kxen_core.runtime import search_tools
 
         return search_tools.search(self, query, limit)
+
+    def forget_found_tools(self) -> None:
+        """Take the tools the model found by ``kxen_search_tools`` out of :meth:`tools` again (a
+        new conversation starts from the always-visible ones); a ``tools`` event when that changed it."""
+        if self._found_tools:
+            self._found_tools.clear()
+            self._events.publish("tools", server=None)
 
     def tool_search_state(self) -> dict[str, Any]:
         """Whether tool search is on for the model and why (``toolSearch`` of

@@ -111,6 +111,7 @@ class Runtime(ToolsHost, ContentsHost, ModelHost, SettingsHost, LoginHost, PinsH
         self._search_seen: tuple[bool, Any] = (False, None)  # tool search on, and its settings (tools events)
         self._search_index: Any = None  # the tool-search index and state, made on first use (search_tools)
         self._search_state: Any = None
+        self._found_tools: dict[str, None] = {}  # what the model's searches found, oldest first (search_tools)
         self._held = None  # the held-approvals channel while a host holds approvals (settings_view)
         self._loaded = anyio.Event()  # set once the servers of the first load were made
         self._rejected: list[str] = []  # the problems of the last reload, when it was refused

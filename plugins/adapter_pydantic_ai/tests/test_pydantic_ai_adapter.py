@@ -135,3 +135,30 @@ async def test_the_model_calls_server_everything_through_kxen(kxen_home, ws, eve
     assert (total.outcome, total.content) == ("success", "The sum of 2 and 40 is 42.")
     assert "[binary content not shown: " in picture.content and '"mimeType": "image/png"' in picture.content
     assert payload[:40] not in picture.content  # the bytes never reach the model
+
+
+async def test_with_tool_search_the_model_finds_a_tool_then_calls_it(kxen_home, ws, everything_js):
+    """Tool search on: the model sees kxen_search_tools and not server-everything's tools, searches,
+    and the toolset's next step lists what it found, so the call goes through kxen as any other."""
+    import json
+
+    kxen_home.write_settings('[tool_search]\nenabled = "on"\n')
+    shown: list[set[str]] = []
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        shown.append({t.name for t in info.function_tools})
+        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("kxen_search_tools", {"query": "sum of two numbers"}, "c0")])
+        if returns[0].tool_name == "kxen_search_tools":
+            found = json.loads(returns[0].content)["tools"][0]["qualifiedName"]
+            return ModelResponse(parts=[ToolCallPart(found, {"a": 2, "b": 40}, "c1")])
+        return ModelResponse(parts=[TextPart(str(returns[0].content))])
+
+    servers = {"everything": everything(everything_js)}
+    async with running(kxen_home, ws, servers=servers, allow=["stdio"], wait=WAIT) as rt:
+        assert rt.tool_search_state()["on"]
+        result = await Agent(FunctionModel(respond), toolsets=[KxenToolset(rt)]).run("what is 2 + 40?")
+    assert "kxen_search_tools" in shown[0] and "everything__get-sum" not in shown[0]
+    assert "everything__get-sum" in shown[1]
+    assert result.output == "The sum of 2 and 40 is 42."
