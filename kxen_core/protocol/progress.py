@@ -16,8 +16,8 @@ no delivery task at all: an update only touches the clock.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
@@ -102,15 +102,16 @@ class ProgressRoutes:
         route.latest = parsed[1]
         route.wake.set()
 
-    @contextmanager
-    def ticking(self, clock: RequestClock) -> Iterator[str]:
-        """Open a route for one call whose updates only touch ``clock``; yields its progress token."""
+    def ticking(self, clock: RequestClock) -> str:
+        """Open a route for one call whose updates only touch ``clock``; returns its progress token,
+        for :meth:`close` when the call is over (every call of a server that restarts its timeouts
+        on progress takes this path: no context manager, no task)."""
         token = f"{self._prefix}-{next(self._ids)}"
         self._routes[token] = _Route(None, clock)
-        try:
-            yield token
-        finally:
-            self._routes.pop(token, None)
+        return token
+
+    def close(self, token: str) -> None:
+        self._routes.pop(token, None)
 
     @asynccontextmanager
     async def route(self, callback: ProgressCallback, clock: RequestClock | None = None) -> AsyncIterator[str]:

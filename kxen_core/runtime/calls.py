@@ -131,10 +131,19 @@ async def call_tool(
     budget = target.config.timeouts
     wait = timeout if timeout is not None else budget.for_tool(tool)
     try:
-        if on_progress is None and not budget.resetOnProgress:
-            result = await session.request("tools/call", params, timeout=wait)
-        else:
+        if on_progress is not None:
             result = await _send(target, session, params, wait, on_progress)
+        elif budget.resetOnProgress:  # the common case, inlined: progress restarts the timeout
+            clock = RequestClock(wait, budget.maxTotalSeconds)
+            routes = target.progress
+            token = routes.ticking(clock)
+            params["_meta"] = {"progressToken": token}
+            try:
+                result = await session.request("tools/call", params, timeout=wait, clock=clock)
+            finally:
+                routes.close(token)
+        else:
+            result = await session.request("tools/call", params, timeout=wait)
     except SessionExpired:
         # not processed by the server: once more, in the session the server is opening now
         renewed = await target.next_session(session, wait)
@@ -279,12 +288,16 @@ async def _send(
     ``maxTotalSeconds`` from now (:mod:`kxen_core.protocol.clock`)."""
     budget = target.config.timeouts
     clock = RequestClock(timeout, budget.maxTotalSeconds) if budget.resetOnProgress else None
+    params = {k: v for k, v in params.items() if k != "_meta"}  # a retry: a new token
     if on_progress is None:
         if clock is None:
             return await session.request("tools/call", params, timeout=timeout)
-        with target.progress.ticking(clock) as token:
+        token = target.progress.ticking(clock)
+        try:
             asked = {**params, "_meta": {"progressToken": token}}
             return await session.request("tools/call", asked, timeout=timeout, clock=clock)
+        finally:
+            target.progress.close(token)
     async with target.progress.route(on_progress, clock) as token:
         asked = {**params, "_meta": {"progressToken": token}}
         return await session.request("tools/call", asked, timeout=timeout, clock=clock)
