@@ -119,12 +119,15 @@ class RequestError(KxenError):
 
 
 class RequestTimeout(RequestError):
-    def __init__(self, method: str, seconds: float, *, server: str | None = None):
+    """No reply in time; ``why``, when progress extended the wait, says which limit ended it."""
+
+    def __init__(self, method: str, seconds: float, *, server: str | None = None, why: str = ""):
         self.method = method
         self.seconds = seconds
         self.server = server
         where = f" from server {server!r}" if server else ""
-        super().__init__(f"{method}: no reply{where} within {seconds:g} s (request cancelled)")
+        within = why or f"{seconds:g} s"
+        super().__init__(f"{method}: no reply{where} within {within} (request cancelled)")
 
 
 class StartTimeout(RequestTimeout):

@@ -134,7 +134,9 @@ def test_call_json(kx, kxen_home, fakes):
     assert code == 0
     assert as_json(out) == {**text_result("echo: hi"), "isError": False}  # exactly what the agent gets
     calls = [m for m in fake.received if m.get("method") == "tools/call"]
-    assert [c["params"] for c in calls] == [{"name": "echo", "arguments": {"text": "hi"}}]
+    assert [c["params"] for c in calls] == [
+        {"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": "kxen-1"}}
+    ]
 
 
 def test_call_text_prints_the_result_text(kx, kxen_home, fakes):

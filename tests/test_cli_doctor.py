@@ -59,3 +59,27 @@ def test_each_failure_is_named_at_its_step(kx, kxen_home, ws, monkeypatch):
     assert code == 1 and "kxen --approve" in steps_of(out)["gate"]["detail"]
     code, out, _ = kx("mcp", "doctor", "mute", "--wait", "1")
     assert code == 1 and "FAIL initialize" in out and "ok   transport" in out
+
+
+def test_the_budgets_in_force_are_printed(kx, kxen_home, monkeypatch):
+    monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
+    budget = {"requestSeconds": 45, "maxTotalSeconds": 900, "toolSeconds": {"add": 120}}
+    kxen_home.write_servers({"d": {**demo_entry(), "timeouts": budget}, "plain": demo_entry()})
+    code, out, err = kx("mcp", "doctor", "d", "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["timeouts"] == {
+        "requestSeconds": 45,
+        "initializeSeconds": 60,
+        "resetOnProgress": True,
+        "maxTotalSeconds": 900,
+        "toolSeconds": {"add": 120},
+    }
+    code, out, err = kx("mcp", "doctor", "d")
+    assert code == 0, out + err
+    assert (
+        "timeouts: start 60 s, each request 45 s (a tool call's restarted by its progress, at most 900 s in all); "
+        "tools of their own: add 120 s"
+    ) in out
+    code, out, err = kx("mcp", "doctor", "plain")
+    plain = "timeouts: start 60 s, each request 30 s (a tool call's restarted by its progress, at most 600 s in all)"
+    assert plain + "\n" in out

@@ -299,7 +299,9 @@ async def test_call_tool_routes_by_qualified_name(kxen_home, ws, fakes):
     async with running(kxen_home, ws) as rt:
         result = await rt.call_tool("alpha__echo", {"text": "hi"})
         assert result == text_result("echo: hi")
-        assert [c["params"] for c in tool_calls(a)] == [{"name": "echo", "arguments": {"text": "hi"}}]
+        # the name and arguments as given, and a progress token (resetOnProgress: docs/config.md, "Timeouts")
+        ((sent,),) = [[c["params"] for c in tool_calls(a)]]
+        assert sent == {"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": "kxen-1"}}
         assert tool_calls(b) == []
         assert await rt.call_tool("echo", {}, server="beta") == text_result("from b")
         assert len(tool_calls(b)) == 1 and len(tool_calls(a)) == 1

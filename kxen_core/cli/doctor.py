@@ -1,6 +1,7 @@
 """``kxen mcp doctor SERVER``: start one server and check each step of its start on its own -- the
 gate (trust, approval, the remote switch), the transport, auth, initialize, the tool list, and
-optionally one call -- each with its time and its exact error, stopping at the first that fails.
+optionally one call -- each with its time and its exact error, stopping at the first that fails --
+and then the time budgets in force for the server (``timeouts``).
 
 The transport step names the process it started (its pid). A process that runs but never answers
 ``initialize`` is named as such (with its pid), not reported as a generic timeout. A reason that
@@ -13,9 +14,11 @@ import argparse
 import time
 from typing import Any
 
+from kxen_core.cli.entry_view import budgets
 from kxen_core.cli.output import print_json
 from kxen_core.cli.status import next_step, say_indented
 from kxen_core.runtime.states import State
+from kxen_core.safe_text import safe_text
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -110,15 +113,30 @@ async def doctor(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) -
             steps.append({"step": "call", "ok": not failed, "ms": _ms(start, time.monotonic()),
                           "detail": "the tool reported an error (isError)" if failed else "ok"})  # fmt: skip
     ok = all(s["ok"] for s in steps)
+    limits = budgets(rt.servers[args.server].config)
     if args.json:
-        print_json({"server": args.server, "ok": ok, "steps": steps})
+        print_json({"server": args.server, "ok": ok, "steps": steps, "timeouts": limits})
     else:
         for s in steps:
             took = f" ({s['ms']:g} ms)" if s["ms"] is not None else ""
             say_indented(
                 f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']}{took}" + (f": {s['detail']}" if s["detail"] else ""), ""
             )
+        say_indented(f"     timeouts: {_budget_words(limits)}", "")
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _budget_words(limits: dict[str, Any]) -> str:
+    """The budgets in force, in one line (docs/config.md, "Timeouts")."""
+    words = f"start {limits['initializeSeconds']:g} s, each request {limits['requestSeconds']:g} s"
+    if limits["resetOnProgress"]:
+        words += f" (a tool call's restarted by its progress, at most {limits['maxTotalSeconds']:g} s in all)"
+    own = limits.get("toolSeconds") or {}
+    if own:
+        shown = ", ".join(f"{safe_text(tool)[:64]} {seconds:g} s" for tool, seconds in list(own.items())[:10])
+        more = f" and {len(own) - 10} more" if len(own) > 10 else ""
+        words += f"; tools of their own: {shown}{more}"
+    return words
 
 
 __all__ = ["diagnose", "doctor"]

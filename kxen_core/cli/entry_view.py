@@ -61,14 +61,26 @@ def describe(server: ServerConfig, *, brief: bool = False) -> dict[str, Any]:
         options=dict(server.options),
         toolPolicies=dict(server.toolPolicies),
         defaultToolPolicy=None if unread else server.defaultToolPolicy,
-        timeouts=None
-        if unread
-        else {"requestSeconds": server.timeouts.requestSeconds, "initializeSeconds": server.timeouts.initializeSeconds},
+        timeouts=None if unread else budgets(server),
         protocolEra=None if unread else server.protocolEra,
         fromEnvironment=sorted(refs),
         read=not unread,
     )
     return shown
+
+
+def budgets(server: ServerConfig) -> dict[str, Any]:
+    """The time budgets in force for ``server`` (docs/config.md, "Timeouts")."""
+    t = server.timeouts
+    out: dict[str, Any] = {
+        "requestSeconds": t.requestSeconds,
+        "initializeSeconds": t.initializeSeconds,
+        "resetOnProgress": t.resetOnProgress,
+        "maxTotalSeconds": t.maxTotalSeconds,
+    }
+    if t.toolSeconds:
+        out["toolSeconds"] = dict(t.toolSeconds)
+    return out
 
 
 def _written(refs: dict[str, Any], path: str, value: Any) -> Any:

@@ -59,10 +59,39 @@ def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
         raise ValueError(f"{attribute.name} must be a number of seconds > 0 and <= 86400 (got {value!r})")
 
 
+def _tool_seconds(instance: Any, attribute: attrs.Attribute, value: dict[str, float]) -> None:
+    if len(value) > MAX_TOOL_TIMEOUTS:
+        raise ValueError(f"toolSeconds may name at most {MAX_TOOL_TIMEOUTS} tools (got {len(value)})")
+    for tool, seconds in value.items():
+        if not tool:
+            raise ValueError("toolSeconds: tool names must not be empty")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= 86400:
+            raise ValueError(f"toolSeconds.{tool[:64]} must be a number of seconds > 0 and <= 86400 (got {seconds!r})")
+
+
+#: the most tools one server's ``timeouts.toolSeconds`` may name
+MAX_TOOL_TIMEOUTS = 1000
+
+
 @attrs.frozen(kw_only=True)
 class Timeouts:
+    """A server's time budgets (docs/config.md, "Timeouts")."""
+
+    #: a request's reply; for a tool call, again from each progress notification (``resetOnProgress``)
     requestSeconds: float = attrs.field(default=30.0, validator=_positive)
+    #: the start: era probe and ``initialize`` together
     initializeSeconds: float = attrs.field(default=60.0, validator=_positive)
+    #: a progress notification of a tool call starts its timeout again
+    resetOnProgress: bool = True
+    #: no progress keeps a tool call waiting past this many seconds after it was sent (never
+    #: less than the call's own timeout: a longer ``requestSeconds`` is not cut short by it)
+    maxTotalSeconds: float = attrs.field(default=600.0, validator=_positive)
+    #: a tool's own ``requestSeconds`` (user config only), by the server's name of the tool
+    toolSeconds: dict[str, float] = attrs.field(factory=dict, validator=_tool_seconds)
+
+    def for_tool(self, tool: str) -> float:
+        """The request timeout of a call of ``tool``."""
+        return self.toolSeconds.get(tool, self.requestSeconds) if self.toolSeconds else self.requestSeconds
 
 
 OAuthGrant = Literal["authorization_code", "client_credentials"]

@@ -230,6 +230,10 @@ def project_problems(server: ServerConfig) -> list[tuple[str, str]]:
         problems.append(("egressGuard", "project config must not turn the argument guard off; only user config may"))
     if server.allowReadOnly:
         problems.append(("allowReadOnly", "project config must not allow tools without asking; only user config may"))
+    if server.timeouts.toolSeconds:
+        problems.append(
+            ("timeouts.toolSeconds", "per-tool timeouts belong in user config; a project may set requestSeconds")
+        )
     if server.pinning not in (None, "hold"):
         problems.append(("pinning", "project config may only make pinning stricter: 'hold' (its default) or nothing"))
     # a repository may tighten policy, never loosen it: allowing tools is the user's decision

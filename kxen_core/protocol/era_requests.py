@@ -18,17 +18,21 @@ Every request of a modern session goes through :meth:`Modern.request`:
   capability the server needs) fails with the capabilities it names.
 
 The whole exchange -- every round and the host's answers in between -- is bounded by the request's
-one timeout, as a handshake-era call that the server interrupts with an elicitation is.
+one timeout, as a handshake-era call that the server interrupts with an elicitation is (for a call
+that asked for progress, the timeout its progress keeps giving it: :mod:`kxen_core.protocol.clock`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from kxen_core.errors import ProtocolError, RemoteError, RequestError, RequestTimeout
+
+if TYPE_CHECKING:
+    from kxen_core.protocol.clock import RequestClock
 
 #: what kxen says of itself (``clientInfo`` at ``initialize``; ``_meta`` in the stateless era)
 CLIENT_INFO = {"name": "kxen", "version": "0.1.0"}
@@ -58,7 +62,8 @@ MAX_REQUEST_STATE_CHARS = 1_000_000
 #: a round that asks for nothing (state only) waits this long before retrying, doubling to the cap
 STATE_ONLY_BACKOFF = (0.05, 0.5)
 
-SendOnce = Callable[[str, Mapping[str, Any], float], Awaitable[dict[str, Any]]]
+#: one request as it is: method, params, timeout, and the clock of a request that asked for progress
+SendOnce = Callable[[str, Mapping[str, Any], float, "RequestClock | None"], Awaitable[dict[str, Any]]]
 Handler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 
 
@@ -126,21 +131,32 @@ class Modern:
         return out
 
     async def request(
-        self, send: SendOnce, method: str, params: Mapping[str, Any] | None, timeout: float
+        self,
+        send: SendOnce,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float,
+        clock: RequestClock | None = None,
     ) -> dict[str, Any]:
-        """Send ``method`` (through ``send``: one request as is) until it has a complete result."""
+        """Send ``method`` (through ``send``: one request as is) until it has a complete result.
+        With ``clock`` (the request asked for progress), the rounds end when the clock says so:
+        each progress notification gives them ``timeout`` again (:mod:`kxen_core.protocol.clock`)."""
         deadline = anyio.current_time() + timeout
+
+        def remaining() -> float:
+            return deadline - anyio.current_time() if clock is None else clock.left()
+
         base = dict(params or {})
         current = base
         rounds = 0
         retried: set[int] = set()
         delay = STATE_ONLY_BACKOFF[0]
         while True:
-            left = deadline - anyio.current_time()
+            left = remaining()
             if left <= 0:
-                raise RequestTimeout(method, timeout, server=self.server)
+                raise RequestTimeout(method, timeout, server=self.server, why=clock.why() if clock else "")
             try:
-                result = await send(method, self.stamp(current), left)
+                result = await send(method, self.stamp(current), left, clock)
             except RemoteError as err:
                 if not await self._recover(err, method, retried):
                     raise self._explained(err, method) from None
@@ -170,13 +186,12 @@ class Modern:
             current = {k: v for k, v in base.items() if k not in ("inputResponses", "requestState")}
             if requests:
                 delay = STATE_ONLY_BACKOFF[0]
-                left = deadline - anyio.current_time()
-                with anyio.move_on_after(left):
+                with anyio.move_on_after(remaining()):
                     current["inputResponses"] = await self._answer(method, requests)
                 if "inputResponses" not in current:
                     raise RequestTimeout(method, timeout, server=self.server)
             else:  # nothing to answer: the server is still working; wait a little, bounded by the timeout
-                await anyio.sleep(min(delay, max(0.0, deadline - anyio.current_time())))
+                await anyio.sleep(min(delay, max(0.0, remaining())))
                 delay = min(delay * 2, STATE_ONLY_BACKOFF[1])
             if state is not None:
                 current["requestState"] = state

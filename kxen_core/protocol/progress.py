@@ -7,6 +7,10 @@ so a flood neither grows memory nor blocks the reader) and wakes the call's deli
 hands the update to the host callback (a plain function or a coroutine function). An update that
 came in before the result is delivered before :meth:`ProgressRoutes.route` returns; updates for
 unknown tokens (late, or made up) are dropped and counted.
+
+A route may also carry the call's :class:`~kxen_core.protocol.clock.RequestClock`: each update
+starts its timeout again. A call with a clock and no callback (:meth:`ProgressRoutes.ticking`) has
+no delivery task at all: an update only touches the clock.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
+
+if TYPE_CHECKING:
+    from kxen_core.protocol.clock import RequestClock
 
 #: the longest progress message kept (characters)
 MAX_MESSAGE_CHARS = 1000
@@ -54,12 +61,13 @@ def parse(params: Any) -> tuple[Any, Progress] | None:
 
 
 class _Route:
-    __slots__ = ("callback", "latest", "wake")
+    __slots__ = ("callback", "latest", "wake", "clock")
 
-    def __init__(self, callback: ProgressCallback) -> None:
+    def __init__(self, callback: ProgressCallback | None, clock: RequestClock | None = None) -> None:
         self.callback = callback
         self.latest: Progress | None = None
-        self.wake = anyio.Event()
+        self.wake = anyio.Event() if callback is not None else None
+        self.clock = clock
 
 
 class ProgressRoutes:
@@ -85,17 +93,32 @@ class ProgressRoutes:
             if n & (n - 1) == 0:  # 1, 2, 4...: visible, and few
                 self._diag(f"{n} progress notification(s) for no active call (or malformed) dropped")
             return
+        if route.clock is not None:
+            route.clock.touch()
+        if route.wake is None:  # a clock only: nobody to deliver to
+            return
         if route.latest is not None:
             self.coalesced += 1
         route.latest = parsed[1]
         route.wake.set()
 
-    @asynccontextmanager
-    async def route(self, callback: ProgressCallback) -> AsyncIterator[str]:
-        """Open a route for one call; yields its progress token. On exit the last update that came
-        in is delivered, then the route is closed."""
+    def ticking(self, clock: RequestClock) -> str:
+        """Open a route for one call whose updates only touch ``clock``; returns its progress token,
+        for :meth:`close` when the call is over (every call of a server that restarts its timeouts
+        on progress takes this path: no context manager, no task)."""
         token = f"{self._prefix}-{next(self._ids)}"
-        route = self._routes[token] = _Route(callback)
+        self._routes[token] = _Route(None, clock)
+        return token
+
+    def close(self, token: str) -> None:
+        self._routes.pop(token, None)
+
+    @asynccontextmanager
+    async def route(self, callback: ProgressCallback, clock: RequestClock | None = None) -> AsyncIterator[str]:
+        """Open a route for one call; yields its progress token. On exit the last update that came
+        in is delivered, then the route is closed. Each update touches ``clock``, if given."""
+        token = f"{self._prefix}-{next(self._ids)}"
+        route = self._routes[token] = _Route(callback, clock)
         error: Exception | None = None
         try:
             async with anyio.create_task_group() as tg:
@@ -114,7 +137,7 @@ class ProgressRoutes:
 
     async def _deliver_all(self, route: _Route) -> None:
         while True:
-            await route.wake.wait()
+            await route.wake.wait()  # type: ignore[union-attr]  # a route with a callback has one
             route.wake = anyio.Event()
             await self._deliver(route)
 
@@ -123,7 +146,7 @@ class ProgressRoutes:
         if update is None:
             return
         try:
-            answer = route.callback(update)
+            answer = route.callback(update)  # type: ignore[misc]  # only a route with a callback has updates
             if inspect.isawaitable(answer):
                 await answer
         except Exception as exc:  # the host's callback must not fail the call

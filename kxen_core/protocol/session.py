@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from kxen_core.errors import ClosedError, RequestTimeout
+from kxen_core.protocol.clock import RequestClock
 from kxen_core.protocol.era_requests import CLIENT_INFO, Modern
 from kxen_core.protocol.handshake import (
     LATEST_PROTOCOL_VERSION,
@@ -175,18 +176,29 @@ class Session(Incoming):
         await self._stream.send(message)
 
     async def request(
-        self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        clock: RequestClock | None = None,
     ) -> dict[str, Any]:
         """Send a request and return its ``result``; raise on error, timeout or close. In the stateless
-        era it goes through :class:`kxen_core.protocol.era_requests.Modern` (envelope, input-required rounds)."""
+        era it goes through :class:`kxen_core.protocol.era_requests.Modern` (envelope, input-required rounds).
+        ``clock``: the request asked for progress, and each progress notification gives it its
+        timeout again (:mod:`kxen_core.protocol.clock`; ``timeout`` is then the clock's)."""
         if self.modern is None:
-            return await self.request_once(method, params, timeout)
+            return await self.request_once(method, params, timeout, clock)
         return await self.modern.request(
-            self.request_once, method, params, self.request_timeout if timeout is None else timeout
+            self.request_once, method, params, self.request_timeout if timeout is None else timeout, clock
         )
 
     async def request_once(
-        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        clock: RequestClock | None = None,
     ) -> dict[str, Any]:
         """One request, sent as it is (no era handling)."""
         if self._closed is not None:
@@ -201,7 +213,7 @@ class Session(Incoming):
         if params is not None:
             message["params"] = params
         if self._stream.send_nowait(message):  # queued without waiting: the common case
-            return await self.finish((rid, p), timeout)
+            return await self.finish((rid, p), timeout, clock=clock)
         # backpressure (nothing queued): the send counts against the timeout too, so a server that
         # stops reading cannot block us forever
         start = anyio.current_time()
@@ -215,7 +227,7 @@ class Session(Incoming):
                 self._pending.pop(rid, None)
         if not sent:
             raise RequestTimeout(method, timeout, server=self.server)
-        return await self.finish((rid, p), timeout - (anyio.current_time() - start), whole=timeout)
+        return await self.finish((rid, p), timeout - (anyio.current_time() - start), whole=timeout, clock=clock)
 
     def begin(
         self, method: str, params: Mapping[str, Any] | None = None, *, on_reply: Callable[[Message], None] | None = None
@@ -240,16 +252,24 @@ class Session(Incoming):
         self._next_id = rid - 1  # nothing went out: the id is the next request's (ids follow send order)
         return None
 
-    async def finish(self, begun: Begun, timeout: float | None = None, *, whole: float | None = None) -> dict[str, Any]:
+    async def finish(
+        self,
+        begun: Begun,
+        timeout: float | None = None,
+        *,
+        whole: float | None = None,
+        clock: RequestClock | None = None,
+    ) -> dict[str, Any]:
         """The ``result`` of a request :meth:`begin` sent (its timeout counting from now); raises as
         :meth:`request_once` does. A cancelled or timed-out request is cancelled on the wire.
-        ``whole``: the timeout a ``RequestTimeout`` names, when part of it went to sending."""
+        ``whole``: the timeout a ``RequestTimeout`` names, when part of it went to sending;
+        ``clock``: progress extends the wait (:meth:`request`)."""
         rid, p = begun
         method = p.method
         if timeout is None:
             timeout = self.initialize_timeout if method == "initialize" else self.request_timeout
         try:
-            response = await self._waiters.wait(p.waiter, timeout)
+            response = await self._waiters.wait(p.waiter, timeout, clock)
         except BaseException:  # the caller was cancelled
             self._pending.pop(rid, None)
             if method not in _NO_CANCEL and self._closed is None:
@@ -259,7 +279,8 @@ class Session(Incoming):
         if response is None:
             if method not in _NO_CANCEL and self._closed is None:
                 await self._send_cancelled(rid, "request timed out")
-            raise RequestTimeout(method, timeout if whole is None else whole, server=self.server)
+            why = clock.why() if clock is not None else ""
+            raise RequestTimeout(method, timeout if whole is None else whole, server=self.server, why=why)
         if isinstance(response, BaseException):
             raise response
         return result_of(method, response, self.server)

@@ -3,7 +3,10 @@
 A :class:`Waiters` is chosen once per session by :func:`for_current_backend`. It makes one waiter
 per request (``create``), completes it with the first answer (``resolve``: later ones are dropped),
 and waits for it with a timeout (``wait``: the answer, or ``None`` when the time ran out). The
-caller's cancellation propagates out of ``wait`` as usual.
+caller's cancellation propagates out of ``wait`` as usual. A wait with a
+:class:`~kxen_core.protocol.clock.RequestClock` asks it, when the timeout runs out, whether progress
+gave the request more time; only when it says no is the waiter completed with ``None`` -- in the
+timer callback itself, so no reply can fall between the expiry and the next wait.
 
 * :class:`AsyncioWaiters` (the fast path, see docs/performance.md): a waiter is a bare
   ``asyncio.Future``, so a request enters no cancel scope and creates no Event. Waits with the
@@ -27,6 +30,8 @@ import anyio
 if TYPE_CHECKING:
     import asyncio
 
+    from kxen_core.protocol.clock import RequestClock
+
 
 class Waiters(Protocol):
     def create(self) -> Any:
@@ -35,8 +40,9 @@ class Waiters(Protocol):
     def resolve(self, waiter: Any, value: Any) -> None:
         """Complete ``waiter`` with ``value`` (never ``None``) unless it is complete already."""
 
-    async def wait(self, waiter: Any, timeout: float) -> Any:
-        """Its value, or ``None`` once ``timeout`` seconds passed without one."""
+    async def wait(self, waiter: Any, timeout: float, clock: RequestClock | None = None) -> Any:
+        """Its value, or ``None`` once ``timeout`` seconds passed without one (and ``clock``, if
+        given, has no more time for it)."""
 
     def close(self) -> None:
         """Drop every timer (the session resolved all its waiters)."""
@@ -56,9 +62,15 @@ def for_current_backend(default_timeout: float) -> Waiters:
     return AsyncioWaiters(asyncio.get_running_loop(), default_timeout)
 
 
-def _expire(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
+def _expire(future: asyncio.Future, clock: RequestClock | None = None) -> None:
+    if future.done():
+        return
+    if clock is not None:
+        left = clock.left()
+        if left > 0:  # progress gave it more time: the same future waits on
+            clock.timer = future.get_loop().call_later(left, _expire, future, clock)
+            return
+    future.set_result(None)
 
 
 class AsyncioWaiters:
@@ -67,8 +79,8 @@ class AsyncioWaiters:
     def __init__(self, loop: asyncio.AbstractEventLoop, default_timeout: float) -> None:
         self._loop = loop
         self._default = default_timeout
-        #: (deadline, future) of waits with the default timeout, oldest first
-        self._deadlines: deque[tuple[float, asyncio.Future]] = deque()
+        #: (deadline, future, clock) of waits with the default timeout, oldest first
+        self._deadlines: deque[tuple[float, asyncio.Future, RequestClock | None]] = deque()
         self._sweeper: asyncio.TimerHandle | None = None
 
     def create(self) -> asyncio.Future:
@@ -79,36 +91,44 @@ class AsyncioWaiters:
         if not waiter.done():  # a cancelled wait has cancelled it
             waiter.set_result(value)
 
-    async def wait(self, waiter: asyncio.Future, timeout: float) -> Any:
+    async def wait(self, waiter: asyncio.Future, timeout: float, clock: RequestClock | None = None) -> Any:
         if waiter.done():
             return waiter.result()
         if timeout != self._default:
-            timer = self._loop.call_later(timeout, _expire, waiter)
+            timer = self._loop.call_later(timeout, _expire, waiter, clock)
             try:
                 return await waiter
             finally:
                 timer.cancel()
+                if clock is not None and clock.timer is not None:
+                    clock.timer.cancel()
         # the common case: a deque append, and a timer only when none is armed
         dq = self._deadlines
         while dq and dq[0][1].done():
             dq.popleft()
         deadline = self._loop.time() + timeout
-        dq.append((deadline, waiter))
+        dq.append((deadline, waiter, clock))
         if self._sweeper is None:
             self._sweeper = self._loop.call_at(deadline, self._sweep)
-        return await waiter
+        if clock is None:
+            return await waiter
+        try:
+            return await waiter
+        finally:
+            if clock.timer is not None:  # re-armed by progress (_expire)
+                clock.timer.cancel()
 
     def _sweep(self) -> None:
         self._sweeper = None
         dq = self._deadlines
         now = self._loop.time()
         while dq:
-            deadline, future = dq[0]
+            deadline, future, clock = dq[0]
             if not future.done():
                 if deadline > now:
                     self._sweeper = self._loop.call_at(deadline, self._sweep)
                     return
-                future.set_result(None)
+                _expire(future, clock)  # None, unless progress gave it more time (its own timer then)
             dq.popleft()
 
     def close(self) -> None:
@@ -138,9 +158,15 @@ class AnyioWaiters:
             waiter.value = value
             waiter.event.set()
 
-    async def wait(self, waiter: _Slot, timeout: float) -> Any:
+    async def wait(self, waiter: _Slot, timeout: float, clock: RequestClock | None = None) -> Any:
         with anyio.move_on_after(timeout):
             await waiter.event.wait()
+        while waiter.value is None and clock is not None:
+            left = clock.left()
+            if left <= 0:
+                break
+            with anyio.move_on_after(left):
+                await waiter.event.wait()
         return waiter.value
 
     def close(self) -> None:

@@ -6,6 +6,11 @@ A remote server that answers "no such session" (Streamable HTTP: 404 on a known 
 not process the request: the server connects again at once (:mod:`kxen_core.runtime.reconnect`) and the
 call waits for the new session -- at most its own timeout -- and is sent again, once. The caller
 sees the result, not the expiry.
+
+A call's timeout is the host's ``timeout``, else the tool's ``timeouts.toolSeconds``, else the
+server's ``requestSeconds``; with ``resetOnProgress`` (the default) every call asks for progress,
+and each progress notification starts that timeout again, up to ``maxTotalSeconds`` after it was
+sent. Every expiry is cancelled on the wire.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from kxen_core.agent.tool_output import check_result
 from kxen_core.errors import AuthRequired, ClosedError, PolicyDenied, SessionExpired, UnknownTool
 from kxen_core.policy import ToolCall
 from kxen_core.policy.approvals import authorize
+from kxen_core.protocol.clock import RequestClock
 from kxen_core.runtime import kxen_tools
 from kxen_core.runtime.failures import auth_failure
 from kxen_core.runtime.states import State
@@ -122,18 +128,28 @@ async def call_tool(
     if note is not None:
         note.sending()
     params: dict[str, Any] = {"name": tool, "arguments": args}
+    budget = target.config.timeouts
+    wait = timeout if timeout is not None else budget.for_tool(tool)
     try:
-        if on_progress is None:
-            result = await session.request("tools/call", params, timeout=timeout)
+        if on_progress is not None:
+            result = await _send(target, session, params, wait, on_progress)
+        elif budget.resetOnProgress:  # the common case, inlined: progress restarts the timeout
+            clock = RequestClock(wait, budget.maxTotalSeconds)
+            routes = target.progress
+            token = routes.ticking(clock)
+            params["_meta"] = {"progressToken": token}
+            try:
+                result = await session.request("tools/call", params, timeout=wait, clock=clock)
+            finally:
+                routes.close(token)
         else:
-            result = await _send(target, session, params, timeout, on_progress)
+            result = await session.request("tools/call", params, timeout=wait)
     except SessionExpired:
         # not processed by the server: once more, in the session the server is opening now
-        wait = timeout if timeout is not None else target.config.timeouts.requestSeconds
         renewed = await target.next_session(session, wait)
         if renewed is None:
             raise
-        result = await _send(target, renewed, params, timeout, on_progress)
+        result = await _send(target, renewed, params, wait, on_progress)
     except ClosedError as exc:  # the transport ended on an auth failure (another request met it first)
         auth = auth_failure(exc)
         if auth is None:
@@ -264,13 +280,27 @@ async def _send(
     target: Server,
     session: Session,
     params: dict[str, Any],
-    timeout: float | None,
+    timeout: float,
     on_progress: ProgressCallback | None,
 ) -> dict[str, Any]:
+    """The call, asking for progress: for the host's ``on_progress``, and, with ``resetOnProgress``
+    (the default), so that each progress notification gives the call its timeout again, at most
+    ``maxTotalSeconds`` from now (:mod:`kxen_core.protocol.clock`)."""
+    budget = target.config.timeouts
+    clock = RequestClock(timeout, budget.maxTotalSeconds) if budget.resetOnProgress else None
+    params = {k: v for k, v in params.items() if k != "_meta"}  # a retry: a new token
     if on_progress is None:
-        return await session.request("tools/call", params, timeout=timeout)
-    async with target.progress.route(on_progress) as token:
-        return await session.request("tools/call", {**params, "_meta": {"progressToken": token}}, timeout=timeout)
+        if clock is None:
+            return await session.request("tools/call", params, timeout=timeout)
+        token = target.progress.ticking(clock)
+        try:
+            asked = {**params, "_meta": {"progressToken": token}}
+            return await session.request("tools/call", asked, timeout=timeout, clock=clock)
+        finally:
+            target.progress.close(token)
+    async with target.progress.route(on_progress, clock) as token:
+        asked = {**params, "_meta": {"progressToken": token}}
+        return await session.request("tools/call", asked, timeout=timeout, clock=clock)
 
 
 __all__ = ["call_tool", "not_offered", "tool_policy"]

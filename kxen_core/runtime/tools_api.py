@@ -165,8 +165,11 @@ class ToolsHost:
         Goes through the policy votes and, for ``ask``, an approval channel, before anything is sent.
         kxen's own tools (:mod:`.kxen_tools`) return their agent view as a tool result.
         With ``on_progress`` (a function or coroutine function of a :class:`kxen_core.protocol.progress.Progress`)
-        the call asks for progress and gets the server's updates, the latest first, until the result
-        is in. A ``structuredContent`` that breaks the tool's ``outputSchema`` gives an ``isError`` result.
+        the call gets the server's progress updates, the latest first, until the result is in. With
+        the server's ``timeouts.resetOnProgress`` (the default) every call asks for progress, and
+        each update restarts its timeout (``timeout``, else the tool's ``toolSeconds``, else
+        ``requestSeconds``), up to ``maxTotalSeconds`` after it was sent (docs/config.md, "Timeouts").
+        A ``structuredContent`` that breaks the tool's ``outputSchema`` gives an ``isError`` result.
         When a remote server has forgotten the session (the request was not processed), the call
         waits for the new session the server opens at once and is sent again, once (see
         :mod:`kxen_core.runtime.calls`).
