@@ -122,7 +122,9 @@ def main() -> None:
                     },
                 )
             elif name == "slow":
-                threading.Thread(target=slow, args=(rid, float(args.get("seconds", 1))), daemon=True).start()
+                seconds = args.get("seconds")  # left out, or null (a strict-mode model's "left out"): 1
+                seconds = 1.0 if seconds is None else float(seconds)
+                threading.Thread(target=slow, args=(rid, seconds), daemon=True).start()
             elif name == "fail":
                 reply(rid, {"content": [{"type": "text", "text": "this tool always fails"}], "isError": True})
             elif name.startswith("tool_"):
