@@ -170,3 +170,25 @@ async def test_a_waiter_with_a_clock_waits_while_progress_comes(kind, default):
         assert await waiters.wait(waiters.create(), timeout, quiet) is None
     assert quiet.why() == ""  # no progress: the plain timeout's message
     waiters.close()
+
+
+async def test_a_call_whose_progress_stops_ends_its_timeout_after_the_last_one(kxen_home, fakes, tmp_path):
+    fake = FakeServer(tools={"work": lambda a: text_result("unused")})
+
+    async def call(params: dict[str, Any]) -> dict[str, Any]:
+        token = params["_meta"]["progressToken"]
+        for i in range(3):  # 0.3 s of progress, then silence
+            await anyio.sleep(0.1)
+            await fake.notify("notifications/progress", {"progressToken": token, "progress": i})
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    fake.methods["tools/call"] = call
+    fakes.add("f", fake)
+    budget = {"requestSeconds": 0.5}
+    async with running(kxen_home, tmp_path, servers={"s": mem("f", defaultToolPolicy="allow", timeouts=budget)}) as rt:
+        started = anyio.current_time()
+        with anyio.fail_after(WAIT), pytest.raises(RequestTimeout, match="within 0.5 s since its last progress"):
+            await rt.call_tool("s__work", {})
+        assert 0.7 < anyio.current_time() - started < 5  # the last progress (0.3 s) + 0.5 s, not 0.5 s
+        await until(lambda: len(cancelled(fake)) == 1)
