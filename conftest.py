@@ -241,14 +241,20 @@ def everything_peer(shared_peer: Callable[[list[str]], int], everything_js: str)
     return start
 
 
-#: tests that must run on one pytest-xdist worker, one after the other, by node id prefix. The
-#: conformance group: tests/test_conformance.py plans its harness runs from every selected row at
-#: once (a module fixture), and the plugin's rows join it so sse-retry, judged in milliseconds,
-#: never runs next to a suite run's crowd of clients. The browser group: the Settings page's
-#: browser tests share one Chromium (a session fixture), started once on one worker.
+#: tests that must run on one pytest-xdist worker, one after the other, by node id prefix. One
+#: group: tests/test_conformance.py plans its harness runs from every selected row at once (a
+#: module fixture), and a suite run starts every scenario's client at once -- dozens of processes
+#: on two cores for a minute or two. So what a crowd like that breaks runs in the same group, before
+#: or after it and never beside it: the plugin's conformance rows (sse-retry is judged in
+#: milliseconds) and the Settings page's browser tests (they share one Chromium, a session fixture,
+#: and start peers whose first answer a crowded machine delayed past 30 s: the OAuth peer's sign-in
+#: test failed so in CI while the suite runs were on the other worker).
 XDIST_GROUPS = {
-    "conformance": ("tests/test_conformance.py::", "plugins/transport_http/tests/test_http_conformance.py::"),
-    "browser": ("plugins/settings_web/tests/test_settings_browser.py::",),
+    "harness": (
+        "tests/test_conformance.py::",
+        "plugins/transport_http/tests/test_http_conformance.py::",
+        "plugins/settings_web/tests/test_settings_browser.py::",
+    ),
 }
 
 

@@ -499,7 +499,7 @@ def test_one_xdist_worker_runs_this_module(request: pytest.FixtureRequest) -> No
     scheduler = pytest.importorskip("xdist.scheduler")
     assert "_split_scope" in scheduler.LoadScopeScheduling.schedule.__code__.co_names
     root = request.config.pluginmanager.get_plugin(str(ROOT / "conftest.py"))
-    assert request.node.nodeid.startswith(root.XDIST_GROUPS["conformance"])
+    assert request.node.nodeid.startswith(root.XDIST_GROUPS["harness"])
 
 
 def test_the_leak_check_finds_a_secret_the_client_printed(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 async def browser(anyio_backend: str) -> AsyncIterator[object]:
     """Headless Chromium for the module (the browser tests are one module, on one worker: the
-    "browser" group); skips without /usr/bin/chromium (fails in CI)."""
+    "harness" group in the root conftest.py); skips without /usr/bin/chromium (fails in CI)."""
     if not Path(CHROMIUM).exists():
         reason = f"{CHROMIUM} is missing (apt-get install chromium; .ci/run does)"
         if os.environ.get("CI"):
