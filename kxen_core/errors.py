@@ -132,17 +132,20 @@ class RequestTimeout(RequestError):
 
 class StartTimeout(RequestTimeout):
     """A server's start -- the era probe (``server/discover``) and ``initialize`` together -- did not
-    finish within its one budget, ``timeouts.initializeSeconds``."""
+    finish within its budget: ``timeouts.initializeSeconds``, or for a local server that never
+    answered at all, ``timeouts.startupSeconds`` (``budget`` names which)."""
 
-    def __init__(self, seconds: float, *, server: str | None = None):
-        RequestError.__init__(
-            self,
-            f"server/discover, then initialize: no reply{f' from server {server!r}' if server else ''} within "
-            f"{seconds:g} s (the start's one budget, timeouts.initializeSeconds)",
-        )
+    def __init__(self, seconds: float, *, server: str | None = None, budget: str = "initializeSeconds"):
+        where = f" from server {server!r}" if server else ""
+        if budget == "startupSeconds":
+            why = f"{seconds:g} s of its start (timeouts.startupSeconds: it never answered; a first install counts)"
+        else:
+            why = f"{seconds:g} s (the start's one budget, timeouts.initializeSeconds)"
+        RequestError.__init__(self, f"server/discover, then initialize: no reply{where} within {why}")
         self.method = "initialize"
         self.seconds = seconds
         self.server = server
+        self.budget = budget
 
 
 class RemoteError(RequestError):

@@ -70,6 +70,7 @@ def test_the_budgets_in_force_are_printed(kx, kxen_home, monkeypatch):
     assert json.loads(out)["timeouts"] == {
         "requestSeconds": 45,
         "initializeSeconds": 60,
+        "startupSeconds": 120,
         "resetOnProgress": True,
         "maxTotalSeconds": 900,
         "toolSeconds": {"add": 120},
@@ -77,9 +78,13 @@ def test_the_budgets_in_force_are_printed(kx, kxen_home, monkeypatch):
     code, out, err = kx("mcp", "doctor", "d")
     assert code == 0, out + err
     assert (
-        "timeouts: start 60 s, each request 45 s (a tool call's restarted by its progress, at most 900 s in all); "
+        "timeouts: start 120 s to its first answer, then 60 s, each request 45 s "
+        "(a tool call's restarted by its progress, at most 900 s in all); "
         "tools of their own: add 120 s"
     ) in out
     code, out, err = kx("mcp", "doctor", "plain")
-    plain = "timeouts: start 60 s, each request 30 s (a tool call's restarted by its progress, at most 600 s in all)"
+    plain = (
+        "timeouts: start 120 s to its first answer, then 60 s, each request 30 s "
+        "(a tool call's restarted by its progress, at most 600 s in all)"
+    )
     assert plain + "\n" in out

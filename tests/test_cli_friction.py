@@ -164,7 +164,7 @@ def test_read_output_of_a_real_servers_blob(kx, kxen_home, monkeypatch, everythi
 
 def test_doctor_names_the_pid_and_says_initialize_once(kx, kxen_home, monkeypatch):
     monkeypatch.setenv("KXEN_LOAD_PLUGINS", "stdio")
-    kxen_home.write_servers({"crash": TWO_LINES, "slow": {**MUTE, "timeouts": {"initializeSeconds": 1}}})
+    kxen_home.write_servers({"crash": TWO_LINES, "slow": {**MUTE, "timeouts": {"startupSeconds": 1}}})
     code, out, _ = kx("mcp", "doctor", "crash", "--json")
     steps = {s["step"]: s for s in json.loads(out)["steps"]}
     assert code == 1 and steps["transport"]["ok"] and steps["transport"]["detail"].startswith("pid ")

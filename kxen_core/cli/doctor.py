@@ -128,7 +128,10 @@ async def doctor(rt: Any, args: argparse.Namespace, call_args: dict[str, Any]) -
 
 def _budget_words(limits: dict[str, Any]) -> str:
     """The budgets in force, in one line (docs/config.md, "Timeouts")."""
-    words = f"start {limits['initializeSeconds']:g} s, each request {limits['requestSeconds']:g} s"
+    start = f"start {limits['initializeSeconds']:g} s"
+    if "startupSeconds" in limits:  # a local server: up to its first answer, then the rest of the start
+        start = f"start {limits['startupSeconds']:g} s to its first answer, then {limits['initializeSeconds']:g} s"
+    words = f"{start}, each request {limits['requestSeconds']:g} s"
     if limits["resetOnProgress"]:
         words += f" (a tool call's restarted by its progress, at most {limits['maxTotalSeconds']:g} s in all)"
     own = limits.get("toolSeconds") or {}

@@ -75,6 +75,7 @@ def budgets(server: ServerConfig) -> dict[str, Any]:
     out: dict[str, Any] = {
         "requestSeconds": t.requestSeconds,
         "initializeSeconds": t.initializeSeconds,
+        **({} if server.is_remote else {"startupSeconds": t.startupSeconds}),
         "resetOnProgress": t.resetOnProgress,
         "maxTotalSeconds": t.maxTotalSeconds,
     }

@@ -79,7 +79,9 @@ class Timeouts:
 
     #: a request's reply; for a tool call, again from each progress notification (``resetOnProgress``)
     requestSeconds: float = attrs.field(default=30.0, validator=_positive)
-    #: the start: era probe and ``initialize`` together
+    #: a local server's start until its first answer (a package runner's first install counts here)
+    startupSeconds: float = attrs.field(default=120.0, validator=_positive)
+    #: the start once the server answered (a local server); a remote server's whole start
     initializeSeconds: float = attrs.field(default=60.0, validator=_positive)
     #: a progress notification of a tool call starts its timeout again
     resetOnProgress: bool = True

@@ -5,14 +5,17 @@
 
 * ``protocolEra: "legacy"`` (pinned) sends ``initialize`` as always; ``"modern"`` sends
   ``server/discover`` and fails if the server does not answer it; neither probes.
-* ``"auto"`` (the default) probes with ``server/discover``. The start has one budget, the initialize
-  timeout: the probe takes at most :data:`DISCOVER_SECONDS` and half of it for a local server (a
-  remote one, which answers every POST, may take it all), and ``initialize`` -- and the one more
-  probe below -- what is left; a start that runs out fails with :class:`~kxen_core.errors.StartTimeout`
-  naming the budget. A discover result naming a version kxen speaks, or an error only a
-  stateless-era server sends (``-32020..-32022``), means modern; any other error, a result without
-  a common version, or no answer in time means legacy, and ``initialize`` follows -- so the probe
-  costs at most one round trip. A closed connection is not an era: it fails the start as it would have.
+* ``"auto"`` (the default) probes with ``server/discover``. A remote server's start has one budget,
+  the initialize timeout. A local server's has two: ``startupSeconds`` from its spawn to its first
+  answer (a package runner's first install is slow, and a silent process cannot be told from one
+  still installing), then the initialize timeout from that answer. The probe takes at most
+  :data:`DISCOVER_SECONDS` and half of each budget for a local server (a remote one, which answers
+  every POST, may take it all), and ``initialize`` -- and the one more probe below -- what is left;
+  a start that runs out fails with :class:`~kxen_core.errors.StartTimeout` naming the budget. A
+  discover result naming a version kxen speaks, or an error only a stateless-era server sends
+  (``-32020..-32022``), means modern; any other error, a result without a common version, or no
+  answer in time means legacy, and ``initialize`` follows -- so the probe costs at most one round
+  trip. A closed connection is not an era: it fails the start as it would have.
 * The outcome is remembered in the runtime's :class:`EraMemory`, per endpoint for a remote server (a
   reconnection or a restart sends no probe) and per process for a local one (a new process may be a
   new program). An ``initialize`` that a remembered-legacy endpoint refuses with ``-32022`` naming a
@@ -243,14 +246,25 @@ async def open_session(
         refetch_tools=refetch_tools,
     )
     handshake = Handshake(session, prefetch)
+    # a local server that has not answered yet may still be coming up (a package runner's first
+    # install): until its first answer the start may take startupSeconds from the spawn, and once it
+    # answered, initializeSeconds counts from that answer. A remote server's start has one budget.
+    budget = session.initialize_timeout
+    began = anyio.current_time()
+    startup = None if server.is_remote else server.timeouts.startupSeconds
+    silent_until = began + (budget if startup is None else startup)
     if setting == "legacy" or legacy_only:
-        return await _legacy(handshake, memory, key)
+        return await _legacy(handshake, memory, key, silent_until, startup)
     if setting == "modern":
-        init = await _discover(session, modern, session.initialize_timeout, probing=False)
+        try:
+            init = await _discover(session, modern, silent_until - began, probing=False)
+        except RequestTimeout:
+            if startup is None:
+                raise
+            raise StartTimeout(startup, server=session.server, budget="startupSeconds") from None
     else:
         # one start, one budget: the probe, initialize and a second probe all end by this deadline
-        budget = session.initialize_timeout
-        deadline = anyio.current_time() + budget
+        deadline = began + budget
         found: InitializeResult | None = None
         answered = True
         probed = known != "legacy"
@@ -261,10 +275,15 @@ async def open_session(
                 session.era_note = verdict.why
                 answered = verdict.answered
                 say(f"protocol era: handshake ({verdict.why})")
+                if answered and startup is not None:
+                    deadline = anyio.current_time() + budget  # counted from its first answer
         if found is None:
+            silent = not answered and startup is not None
             try:
-                return await _legacy(handshake, memory, key, deadline)
+                return await _legacy(handshake, memory, key, silent_until if silent else deadline)
             except RequestTimeout:
+                if silent and startup is not None:
+                    raise StartTimeout(startup, server=session.server, budget="startupSeconds") from None
                 if probed:  # the probe had its share of the budget: the message says both, and the whole
                     raise StartTimeout(budget, server=session.server) from None
                 raise
@@ -281,6 +300,8 @@ async def open_session(
                 if version is None and answered:
                     raise
                 modern.version = version or modern.version
+                if silent:  # the refusal was its first answer
+                    deadline = anyio.current_time() + budget
                 left = deadline - anyio.current_time()
                 if left <= 0:
                     raise
@@ -299,20 +320,31 @@ async def open_session(
 
 
 def _probe_seconds(session: Session, server: ServerConfig) -> float:
-    """How long the probe waits, of the start's one budget (the initialize timeout). A local server
-    that ignores an unknown method never answers it: at most :data:`DISCOVER_SECONDS` and half the
-    budget, so ``initialize`` keeps the rest. A remote one answers every POST, if only with an HTTP
-    error, and its answer may wait for a sign-in the credential plugin runs first: the whole budget
-    (what it leaves is ``initialize``'s)."""
+    """How long the probe waits, of the start's budget. A local server that ignores an unknown
+    method never answers it: at most :data:`DISCOVER_SECONDS` and half its budgets (initialize
+    timeout and startup), so ``initialize`` keeps the rest. A remote one answers every POST, if only
+    with an HTTP error, and its answer may wait for a sign-in the credential plugin runs first: the
+    whole budget (what it leaves is ``initialize``'s)."""
     if server.is_remote:
         return session.initialize_timeout
-    return min(DISCOVER_SECONDS, session.initialize_timeout / 2)
+    return min(DISCOVER_SECONDS, session.initialize_timeout / 2, server.timeouts.startupSeconds / 2)
 
 
 async def _legacy(
-    handshake: Handshake, memory: EraMemory | None, key: str | None, deadline: float | None = None
+    handshake: Handshake,
+    memory: EraMemory | None,
+    key: str | None,
+    deadline: float | None = None,
+    startup: float | None = None,
 ) -> InitializeResult:
-    init = await handshake.run(deadline)
+    """The handshake by ``deadline``; ``startup``: the local server's ``startupSeconds``, when the
+    handshake is its whole start (no probe), named by the timeout."""
+    try:
+        init = await handshake.run(deadline)
+    except RequestTimeout:
+        if startup is None:
+            raise
+        raise StartTimeout(startup, server=handshake.session.server, budget="startupSeconds") from None
     if memory is not None:
         memory.remember(key, "legacy")
     return init
