@@ -46,6 +46,10 @@ async def serve(kxen_home: Any, start_peer: Any, transport: str, *cut: str) -> t
     return "p", REMOTE_PLUGINS
 
 
+def is_open(server: Any) -> bool:
+    return server.listener is not None and server.listener.state == "open"
+
+
 async def counts(rt: Any) -> dict[str, int]:
     with anyio.fail_after(WAIT):
         result = await rt.call_tool("p__listens", {})
@@ -61,7 +65,7 @@ async def test_a_tools_change_arrives_on_the_listen_stream(kxen_home, ws, start_
         server = rt.servers[name]
         caps = server.session.initialized.capabilities
         assert caps["tools"].get("listChanged") is True  # the server's own word, kept: kxen listens
-        await until(lambda: server.listener is not None and server.listener.state == "open", WAIT)
+        await until(lambda: is_open(server), WAIT)
         assert server.listener.granted.get("toolsListChanged") is True
         assert (await counts(rt)) == {"opened": 1, "open": 1}
         before = {t["name"] for t in rt.tools(name)}
@@ -86,12 +90,12 @@ async def test_a_restart_closes_the_listen_stream(kxen_home, ws, start_peer):
     name, allow = await serve(kxen_home, start_peer, "http")
     async with running(kxen_home, ws, allow=allow, wait=WAIT) as rt:
         server = rt.servers[name]
-        await until(lambda: server.listener is not None and server.listener.state == "open", WAIT)
+        await until(lambda: is_open(server), WAIT)
         assert (await counts(rt))["open"] == 1
         await rt.restart(name)
         await until(lambda: status_of(rt, name)["state"] == "ready", WAIT)
         # the old stream was closed with its session: one open, the new one
-        await until(lambda: rt.servers[name].listener is not None and rt.servers[name].listener.state == "open", WAIT)
+        await until(lambda: is_open(rt.servers[name]), WAIT)
         assert await counts(rt) == {"opened": 2, "open": 1}
 
 
@@ -110,3 +114,42 @@ async def test_a_proxy_that_cuts_every_stream_gets_bounded_reopens(kxen_home, ws
         assert (await counts(rt))["opened"] == opened
         assert status_of(rt, name)["state"] == "ready"  # the server works on, on its caching hints
         assert "tools" in server._expiring  # and the hints' timers are back
+
+
+async def test_stop_closes_the_listen_stream(kxen_home, ws, start_peer):
+    """Two entries on one peer: the one left running counts the streams after the other stopped."""
+    port = start_peer([sys.executable, str(PEER), "http", "{port}"])
+    url = f"http://127.0.0.1:{port}/mcp"
+    kxen_home.write_settings(remote_on(url))
+    kxen_home.write_servers({"p": remote(url), "q": remote(url)})
+    async with running(kxen_home, ws, allow=REMOTE_PLUGINS, wait=WAIT) as rt:
+        for name in ("p", "q"):
+            await until(
+                lambda n=name: rt.servers[n].listener is not None and rt.servers[n].listener.state == "open", WAIT
+            )
+        assert (await counts(rt))["open"] == 2
+        await rt.stop_server("q")
+        assert rt.servers["q"].listener is None and status_of(rt, "q")["state"] == "stopped"
+        with anyio.fail_after(WAIT):
+            while (await counts(rt))["open"] != 1:  # the server learns of the closed stream (bounded)
+                await anyio.sleep(0.05)
+        assert (await counts(rt))["opened"] == 2
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_resource_update_arrives_on_the_listen_stream(kxen_home, ws, start_peer, transport):
+    name, allow = await serve(kxen_home, start_peer, transport)
+    got: list[str] = []
+    async with running(kxen_home, ws, allow=allow, wait=WAIT) as rt:
+        server = rt.servers[name]
+        await until(lambda: is_open(server), WAIT)
+        async with await rt.subscribe(name, "note://a", got.append):
+            # the stream is opened again with the URI in its filter (not counted as a reopen)
+            await until(lambda: server.listener.granted.get("resourceSubscriptions") == ["note://a"], WAIT)
+            with anyio.fail_after(WAIT):
+                await rt.call_tool("p__touch", {"text": "second"})
+            await until(lambda: got == ["note://a"], WAIT)
+        reopened = server.listener.opened + 1
+        await until(lambda: server.listener.opened == reopened and server.listener.state == "open", WAIT)
+        assert "resourceSubscriptions" not in server.listener.granted
+        assert (await counts(rt))["opened"] == 2 + 1  # the first, with the URI, and without it again

@@ -162,6 +162,7 @@ class Listener:
         opens: deque[float] = deque()
         delay = FIRST_DELAY
         reopen = False
+        last = ""
         while not self.session.closed:
             self._refilter = False
             wanted = listen_filter(self.capabilities, self.uris())
@@ -174,7 +175,7 @@ class Listener:
             while opens and now - opens[0] > WINDOW_SECONDS:
                 opens.popleft()
             if reopen and len(opens) > MAX_REOPENS:
-                self._fall_back(f"the stream ended {MAX_REOPENS + 1} times within {WINDOW_SECONDS:.0f} s")
+                self._fall_back(f"it ended {len(opens)} times within {WINDOW_SECONDS:g} s (the last: {last})")
                 return
             opens.append(now)
             why, stable = await self._one(wanted, reopen)
@@ -184,6 +185,7 @@ class Listener:
                 opens.pop()
                 await anyio.sleep(REFILTER_DEBOUNCE)
                 continue
+            last = why
             self.diag(f"{METHOD}: {why}; opening it again")
             delay = FIRST_DELAY if stable else delay
             self.state = "waiting"
@@ -226,13 +228,13 @@ class Listener:
                     self._fall_back(f"the server refused it: error {err.code}: {err.message[:120]}")
                     why = None
                 except RequestTimeout:
-                    why = f"the stream reached its longest wait ({STREAM_SECONDS:.0f} s)"
+                    why = f"the stream reached its longest wait ({STREAM_SECONDS:g} s)"
                 except KxenError as exc:  # a cut stream, a bad answer, or the session's end
                     why = f"the stream ended: {type(exc).__name__}: {str(exc)[:200]}"
                 tg.cancel_scope.cancel()
             self._cut = None
         if cut.cancelled_caught and not self._refilter:
-            why = f"no acknowledgement within {ACK_SECONDS:.0f} s"
+            why = f"no acknowledgement within {ACK_SECONDS:g} s"
         self.rid = None
         if self.state != "fallback":
             self.state = "waiting"
