@@ -181,8 +181,9 @@ class Listener:
             why, stable = await self._one(wanted, reopen)
             if self.session.closed or why is None:
                 return
-            if self._refilter:  # the host asked: not a failure, not counted
+            if self._refilter:  # the host asked: not a failure, not counted, nothing missed
                 opens.pop()
+                reopen = False
                 await anyio.sleep(REFILTER_DEBOUNCE)
                 continue
             last = why
@@ -203,10 +204,12 @@ class Listener:
         self.rid = begun[0]
         self.opened += 1
         since: float | None = None
-        why = "the server ended the stream"
+        why: str | None = "the server ended the stream"
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as cut:
                 self._cut = cut
+                if self._refilter:  # the URIs changed while it was being sent: this filter is stale
+                    cut.cancel()
 
                 async def watch() -> None:
                     nonlocal since
