@@ -158,7 +158,14 @@ class Listener:
     # --- the stream ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Keep the stream open until the session closes or the reopens run out."""
+        """Keep the stream open until the session closes or the reopens run out. Never raises (but
+        cancellation): a bug here gives the stream up, never the connection."""
+        try:
+            await self._run()
+        except Exception as exc:
+            self._fall_back(f"it failed in kxen: {type(exc).__name__}: {str(exc)[:200]}")
+
+    async def _run(self) -> None:
         opens: deque[float] = deque()
         delay = FIRST_DELAY
         reopen = False
@@ -200,7 +207,10 @@ class Listener:
         assert session.modern is not None
         self.state, self.granted, self.rid = "opening", {}, None
         self._acked = anyio.Event()
-        begun = await session.begin_async(METHOD, session.modern.stamp({"notifications": wanted}), ACK_SECONDS)
+        try:
+            begun = await session.begin_async(METHOD, session.modern.stamp({"notifications": wanted}), ACK_SECONDS)
+        except KxenError as exc:  # closed, or the stream would not take it in time
+            return f"it could not be sent: {type(exc).__name__}: {str(exc)[:200]}", False
         self.rid = begun[0]
         self.opened += 1
         since: float | None = None

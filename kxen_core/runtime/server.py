@@ -264,9 +264,10 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
             self.subscriptions.notify({"uri": uri})
 
     def _from_stream(self, params: Any) -> bool:
-        """A change notification of a modern session counts only from its open listen stream."""
+        """A change notification of a modern session counts only from its listen stream (when it has
+        one: a server that offers none, or whose stream was given up, is taken at its word)."""
         listener = self.listener
-        return listener is None or listener.state == "fallback" or listener.owns(params)
+        return listener is None or listener.state in ("off", "fallback") or listener.owns(params)
 
     def _on_notification(self, method: str, params: Any) -> None:
         """The session reader's: O(1) per notification, never waits (see progress and notices)."""
