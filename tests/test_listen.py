@@ -191,3 +191,26 @@ async def test_a_resource_subscription_reopens_the_stream_with_its_uri(kxen_home
         await until(lambda: len(listens(fake)) == 3 and server.listener.state == "open")
         assert "resourceSubscriptions" not in listens(fake)[2]["params"]["notifications"]
         stream.end.set()
+
+
+async def test_a_change_while_the_catalogs_are_listed_is_not_missed(kxen_home, ws, fakes):
+    """The stream is opened before the listing: a change the server sends meanwhile is fetched once ready."""
+    fake = modern(fakes)
+    stream = Stream(fake)
+    calls = 0
+
+    async def tools_list(params: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        defs = list(fake.tool_defs)
+        if calls == 1:  # changed after this page was made, before kxen is ready
+            fake.tool_defs = [*defs, {"name": "late", "inputSchema": {"type": "object"}}]
+            await fake.notify("notifications/tools/list_changed", tagged(stream.rid))
+        return {"tools": defs}
+
+    fake.methods["tools/list"] = tools_list
+    async with running(kxen_home, ws, servers={"s": mem("f")}) as rt:
+        assert fake.received_methods().index(METHOD) < fake.received_methods().index("tools/list")
+        await until(lambda: "late" in {t["name"] for t in rt.tools("s")})
+        assert calls == 2
+        stream.end.set()

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+import anyio.abc
 
 from kxen_core.errors import ClosedError, KxenError, RemoteError, RequestTimeout
 
@@ -109,6 +110,7 @@ class Listener:
         self._cut: anyio.CancelScope | None = None
         self._refilter = False
         self._wake = anyio.Event()
+        self._started: anyio.abc.TaskStatus[None] | None = None
 
     # --- what the session's reader hands over (O(1), never waits) ----------------------------------
 
@@ -157,13 +159,22 @@ class Listener:
 
     # --- the stream ------------------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep the stream open until the session closes or the reopens run out. Never raises (but
-        cancellation): a bug here gives the stream up, never the connection."""
+        cancellation): a bug here gives the stream up, never the connection. With ``tg.start`` it
+        returns once the first request went out (what the server sends after it is on the stream)."""
+        self._started = task_status
         try:
             await self._run()
         except Exception as exc:
             self._fall_back(f"it failed in kxen: {type(exc).__name__}: {str(exc)[:200]}")
+        finally:
+            self._start()
+
+    def _start(self) -> None:
+        started, self._started = self._started, None
+        if started is not None:
+            started.started()
 
     async def _run(self) -> None:
         opens: deque[float] = deque()
@@ -175,6 +186,7 @@ class Listener:
             wanted = listen_filter(self.capabilities, self.uris())
             if not wanted:
                 self.state = "off"
+                self._start()
                 self._wake = anyio.Event()
                 await self._wake.wait()
                 continue
@@ -211,6 +223,7 @@ class Listener:
             begun = await session.begin_async(METHOD, session.modern.stamp({"notifications": wanted}), ACK_SECONDS)
         except KxenError as exc:  # closed, or the stream would not take it in time
             return f"it could not be sent: {type(exc).__name__}: {str(exc)[:200]}", False
+        self._start()
         self.rid = begun[0]
         self.opened += 1
         since: float | None = None

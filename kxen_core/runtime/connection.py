@@ -222,6 +222,19 @@ class Connection:
                     phase = Phase.CATALOG
                     self.set(State.LISTING)
                     async with anyio.create_task_group() as tg:
+                        # the stateless era's change stream, opened before the listing: a change
+                        # while listing is fetched again once ready (_changed_early), none is missed
+                        if session.modern is not None:
+                            self.listener = Listener(
+                                session,
+                                init.capabilities,
+                                uris=self.subscriptions.uris,
+                                refresh=self.listen_reopened,
+                                on_fallback=self.listen_fell_back,
+                                diag=self.diag,
+                            )
+                            self.subscriptions.via_listen = self.listener.refilter
+                            await tg.start(self.listener.run, name=f"kxen-listen-{server.name}")
                         for kind_name in KINDS:
                             if CAPABILITY[kind_name] in init.capabilities:
                                 await self._list(kind_name, required=(kind_name == "tools"))
@@ -235,17 +248,6 @@ class Connection:
                         for kind_name in sorted(self._changed_early):
                             self._list_changed(kind_name)
                         self._changed_early.clear()
-                        if session.modern is not None:  # the stateless era's change stream
-                            self.listener = Listener(
-                                session,
-                                init.capabilities,
-                                uris=self.subscriptions.uris,
-                                refresh=self.listen_reopened,
-                                on_fallback=self.listen_fell_back,
-                                diag=self.diag,
-                            )
-                            self.subscriptions.via_listen = self.listener.refilter
-                            tg.start_soon(self.listener.run, name=f"kxen-listen-{server.name}")
                         self.start_expiry()  # catalogs with a caching hint: fetched again when it runs out
                         await session.closed_event.wait()
                         self._tg = None
