@@ -214,3 +214,61 @@ async def test_a_change_while_the_catalogs_are_listed_is_not_missed(kxen_home, w
         await until(lambda: "late" in {t["name"] for t in rt.tools("s")})
         assert calls == 2
         stream.end.set()
+
+
+class WaitingStream:
+    """A stream that never takes a message at once (``send_nowait`` is False), as an HTTP stream
+    whose headers a credential plugin makes: the listen request then goes out through ``send``."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.incoming_send, self.incoming = anyio.create_memory_object_stream[Any](16)
+        self.on_send: Any = None
+
+    def send_nowait(self, message: dict[str, Any]) -> bool:
+        return False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        if self.on_send is not None:
+            await self.on_send(message)
+
+    async def receive(self) -> Any:
+        from kxen_core.errors import ClosedError
+
+        try:
+            return await self.incoming.receive()
+        except anyio.EndOfStream:
+            raise ClosedError("ended") from None
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+
+async def test_the_id_is_known_before_a_waiting_send_returns():
+    """An acknowledgement that the reader takes before ``send`` returns still finds the stream's id."""
+    from kxen_core.protocol.session import Session
+
+    stream = WaitingStream()
+    heard: list[int] = []
+
+    async def answer_at_once(message: dict[str, Any]) -> None:
+        # the server's answer is read while the send is still under way
+        await stream.incoming_send.send({"jsonrpc": "2.0", "id": message["id"], "result": {"done": True}})
+        await anyio.sleep(0.05)
+
+    stream.on_send = answer_at_once
+    async with Session(stream, server="s") as session:  # type: ignore[arg-type]
+        with anyio.fail_after(5):
+            begun = await session.begin_async(METHOD, {"notifications": {}}, 5, on_id=heard.append)
+            assert heard[-1] == begun[0] == stream.sent[0]["id"]
+            assert await session.finish(begun, 5) == {"done": True}
+            # abandon: the server ended it itself, and nothing is sent
+            stream.on_send = None
+            second = await session.begin_async(METHOD, {"notifications": {}}, 5, on_id=heard.append)
+            session.abandon(second[0], RuntimeError("ended by the server"))
+            with pytest.raises(RuntimeError, match="ended by the server"):
+                await session.finish(second, 5)
+    stream.incoming_send.close()
+    stream.incoming.close()
+    assert [m.get("method") for m in stream.sent].count("notifications/cancelled") == 0

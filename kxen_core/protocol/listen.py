@@ -220,8 +220,10 @@ class Listener:
         self.state, self.granted, self.rid = "opening", {}, None
         self._acked = anyio.Event()
         try:
-            begun = await session.begin_async(METHOD, session.modern.stamp({"notifications": wanted}), ACK_SECONDS)
+            params = session.modern.stamp({"notifications": wanted})
+            begun = await session.begin_async(METHOD, params, ACK_SECONDS, on_id=self._sending)
         except KxenError as exc:  # closed, or the stream would not take it in time
+            self.rid = None
             return f"it could not be sent: {type(exc).__name__}: {str(exc)[:200]}", False
         self._start()
         self.rid = begun[0]
@@ -266,6 +268,9 @@ class Listener:
             self.state = "waiting"
         stable = since is not None and anyio.current_time() - since >= STABLE_SECONDS
         return why, stable
+
+    def _sending(self, rid: int) -> None:
+        self.rid = rid  # before it goes out: its acknowledgement may come before the send returns
 
     def _fall_back(self, why: str) -> None:
         self.state, self.why = "fallback", why

@@ -252,9 +252,13 @@ class Session(Incoming):
         self._next_id = rid - 1  # nothing went out: the id is the next request's (ids follow send order)
         return None
 
-    async def begin_async(self, method: str, params: Mapping[str, Any] | None, timeout: float) -> Begun:
+    async def begin_async(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float, on_id: Callable[[int], None]
+    ) -> Begun:
         """:meth:`begin`, waiting (at most ``timeout`` s) when the stream cannot take it at once; for a
-        request whose id its caller must know before any answer can arrive (``subscriptions/listen``)."""
+        request whose id its caller must know before any answer can arrive (``subscriptions/listen``):
+        ``on_id`` hears it before the request goes out."""
+        on_id(self._next_id + 1)
         begun = self.begin(method, params)
         if begun is not None:
             return begun
@@ -262,6 +266,7 @@ class Session(Incoming):
             raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
         self._next_id += 1
         rid = self._next_id
+        on_id(rid)
         p = self._pending[rid] = _Pending(method, self._waiters.create())
         message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
