@@ -153,3 +153,6 @@ async def test_a_resource_update_arrives_on_the_listen_stream(kxen_home, ws, sta
         await until(lambda: server.listener.opened == reopened and server.listener.state == "open", WAIT)
         assert "resourceSubscriptions" not in server.listener.granted
         assert (await counts(rt))["opened"] == 2 + 1  # the first, with the URI, and without it again
+        with anyio.fail_after(WAIT):  # the two it replaced were closed (the server learns of it soon)
+            while (await counts(rt))["open"] != 1:
+                await anyio.sleep(0.05)
