@@ -24,7 +24,9 @@
 A modern session's requests then go through :class:`kxen_core.protocol.era_requests.Modern` (the ``_meta``
 envelope, ``resultType``, input-required rounds, the new error codes); its ``initialized`` holds what
 ``server/discover`` said, in the shape ``initialize`` gives, so everything after the start (catalogs,
-capabilities, status) is the same in both eras.
+capabilities, status) is the same in both eras. Its capabilities are the server's as it said them:
+``listChanged`` and ``resources.subscribe`` are what kxen's ``subscriptions/listen`` stream asks for
+(:mod:`kxen_core.protocol.listen`).
 """
 
 from __future__ import annotations
@@ -146,21 +148,10 @@ def _modern_result(session: Session, modern: Modern, result: dict[str, Any]) -> 
     instructions = result.get("instructions")
     return InitializeResult(
         protocol_version=modern.version,
-        capabilities=_without_listen(caps) if isinstance(caps, dict) else {},
+        capabilities=dict(caps) if isinstance(caps, dict) else {},
         server_info=info if isinstance(info, dict) else {},
         instructions=instructions if isinstance(instructions, str) else None,
     )
-
-
-def _without_listen(caps: dict[str, Any]) -> dict[str, Any]:
-    """The server's capabilities without what only ``subscriptions/listen`` delivers (resource
-    subscriptions, ``listChanged``), which kxen does not open: its catalogs follow the caching hints."""
-    out = dict(caps)
-    for name in ("tools", "prompts", "resources"):
-        value = out.get(name)
-        if isinstance(value, dict):
-            out[name] = {k: v for k, v in value.items() if k not in ("listChanged", "subscribe")}
-    return out
 
 
 async def _discover(

@@ -6,7 +6,9 @@
   escaped too) at the matching level; what kxen holds as secret is scrubbed first. A flood
   costs O(1) memory: old entries make room for new ones, and only the count grows.
 * ``notifications/resources/updated`` goes to the :class:`Subscription` objects of that URI (or of a
-  URI it is below), made by ``Runtime.subscribe`` for servers that declare ``resources.subscribe``.
+  URI it is below), made by ``Runtime.subscribe`` for servers that declare ``resources.subscribe``
+  (the handshake era sends ``resources/subscribe``; the stateless era reopens its listen stream with
+  the URIs, :mod:`kxen_core.protocol.listen`).
   Each subscription keeps at most :data:`MAX_PENDING_URIS` updated URIs not yet delivered (a set: one
   URI updated a thousand times is delivered once) and hands them to its callback from one task.
 """
@@ -169,6 +171,12 @@ class Subscriptions:
         self._by_uri: dict[str, list[Subscription]] = {}
         self.request: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None
         self.start: Callable[..., Any] | None = None  # the server's task group's start_soon
+        #: the stateless era: no ``resources/subscribe``; a changed set of URIs reopens the listen stream
+        self.via_listen: Callable[[], None] | None = None
+
+    def uris(self) -> list[str]:
+        """The URIs subscribed to (the listen stream's ``resourceSubscriptions``)."""
+        return list(self._by_uri)
 
     def reset(self) -> None:
         """The session ended: every subscription is over."""
@@ -176,7 +184,7 @@ class Subscriptions:
             for sub in subs:
                 sub.closed = True
         self._by_uri.clear()
-        self.request = self.start = None
+        self.request = self.start = self.via_listen = None
 
     async def add(self, uri: str, callback: UpdateCallback) -> Subscription:
         if self.request is None:
@@ -184,7 +192,9 @@ class Subscriptions:
         sub = Subscription(self, uri, callback)
         first = uri not in self._by_uri
         self._by_uri.setdefault(uri, []).append(sub)
-        if first:
+        if first and self.via_listen is not None:
+            self.via_listen()
+        elif first:
             try:
                 await self.request("resources/subscribe", {"uri": uri})
             except BaseException:
@@ -203,7 +213,11 @@ class Subscriptions:
         return False
 
     async def remove(self, sub: Subscription) -> None:
-        if self._discard(sub) and self.request is not None:
+        if not self._discard(sub):
+            return
+        if self.via_listen is not None:
+            self.via_listen()
+        elif self.request is not None:
             try:
                 await self.request("resources/unsubscribe", {"uri": sub.uri})
             except Exception as exc:

@@ -252,6 +252,43 @@ class Session(Incoming):
         self._next_id = rid - 1  # nothing went out: the id is the next request's (ids follow send order)
         return None
 
+    async def begin_async(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float, on_id: Callable[[int], None]
+    ) -> Begun:
+        """:meth:`begin`, waiting (at most ``timeout`` s) when the stream cannot take it at once; for a
+        request whose id its caller must know before any answer can arrive (``subscriptions/listen``):
+        ``on_id`` hears it before the request goes out."""
+        on_id(self._next_id + 1)
+        begun = self.begin(method, params)
+        if begun is not None:
+            return begun
+        if self._closed is not None:
+            raise ClosedError(f"cannot send {method}: {self._closed}", server=self.server)
+        self._next_id += 1
+        rid = self._next_id
+        on_id(rid)
+        p = self._pending[rid] = _Pending(method, self._waiters.create())
+        message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
+        sent = False
+        try:
+            with anyio.move_on_after(timeout):
+                await self._stream.send(message)
+                sent = True
+        finally:
+            if not sent:
+                self._pending.pop(rid, None)
+        if not sent:
+            raise RequestTimeout(method, timeout, server=self.server)
+        return rid, p
+
+    def abandon(self, rid: int, error: BaseException) -> None:
+        """End request ``rid`` with ``error`` now, sending nothing (the server ended it itself)."""
+        p = self._pending.get(rid)
+        if p is not None:
+            self._waiters.resolve(p.waiter, error)
+
     async def finish(
         self,
         begun: Begun,

@@ -28,6 +28,7 @@ from kxen_core.protocol import traffic
 from kxen_core.protocol.catalog import CAPABILITY, FIRST_PAGES, KINDS
 from kxen_core.protocol.client_requests import client_capabilities, request_handlers
 from kxen_core.protocol.era import EraMemory, handshake_only, open_session
+from kxen_core.protocol.listen import Listener
 from kxen_core.protocol.session import Session
 from kxen_core.runtime.admission import approve_launch
 from kxen_core.runtime.states import Phase, State
@@ -84,6 +85,7 @@ class Connection:
         state: State
         note: str | None
         session: Session | None
+        listener: Listener | None
         stream: MessageStream | None
         pid: int | None
         launch: Launch | None
@@ -113,6 +115,10 @@ class Connection:
         def refilter_methods(self) -> None: ...
 
         def start_expiry(self) -> None: ...
+
+        def listen_fell_back(self, why: str) -> None: ...
+
+        def listen_reopened(self, kinds: list[str], uris: list[str]) -> None: ...
 
         def _on_notification(self, method: str, params: Any) -> None: ...
 
@@ -216,6 +222,19 @@ class Connection:
                     phase = Phase.CATALOG
                     self.set(State.LISTING)
                     async with anyio.create_task_group() as tg:
+                        # the stateless era's change stream, opened before the listing: a change
+                        # while listing is fetched again once ready (_changed_early), none is missed
+                        if session.modern is not None:
+                            self.listener = Listener(
+                                session,
+                                init.capabilities,
+                                uris=self.subscriptions.uris,
+                                refresh=self.listen_reopened,
+                                on_fallback=self.listen_fell_back,
+                                diag=self.diag,
+                            )
+                            self.subscriptions.via_listen = self.listener.refilter
+                            await tg.start(self.listener.run, name=f"kxen-listen-{server.name}")
                         for kind_name in KINDS:
                             if CAPABILITY[kind_name] in init.capabilities:
                                 await self._list(kind_name, required=(kind_name == "tools"))
@@ -242,6 +261,9 @@ class Connection:
         finally:
             self.session = None
             self.stream = None
+            if self.listener is not None:
+                self.listener.close()
+                self.listener = None
             self.subscriptions.reset()
             self._connected = anyio.Event()  # the next session is a new one
 

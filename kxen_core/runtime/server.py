@@ -20,6 +20,7 @@ from kxen_core.errors import AuthRequired, KxenError, Unsupported
 from kxen_core.launch.resolve import Launch
 from kxen_core.policy.egress import egress_for, using_egress
 from kxen_core.protocol.catalog import Catalog, kinds_of
+from kxen_core.protocol.listen import ACKNOWLEDGED, Listener
 from kxen_core.protocol.notices import ServerLog, Subscription, Subscriptions, UpdateCallback
 from kxen_core.protocol.progress import ProgressRoutes
 from kxen_core.protocol.session import Session
@@ -69,6 +70,7 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
     awaiting_launch: Launch | None = None  # a launch that waits for its approval (not running)
     held: bool = False  # its launch runs what the workspace holds: it depends on workspace trust
     session: Session | None = None
+    listener: Listener | None = None  # a modern session's subscriptions/listen stream (kxen_core.protocol.listen)
     stream: MessageStream | None = None  # while the transport is up (for describe())
     pid: int | None = None  # the process the last connection started (a stdio child), kept after it ends
     catalogs: dict[str, Catalog] = attrs.field(factory=dict)
@@ -241,7 +243,31 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
         resources = init.capabilities.get("resources") if init is not None else None
         if not (isinstance(resources, dict) and resources.get("subscribe") is True):
             raise Unsupported(f"server {self.name!r} does not offer resource subscriptions (resources.subscribe)")
+        listener = self.listener
+        if listener is not None and listener.state == "fallback":
+            raise Unsupported(
+                f"server {self.name!r}: its change stream (subscriptions/listen) was given up: {listener.why}"
+            )
         return await self.subscriptions.add(uri, callback)
+
+    def listen_fell_back(self, why: str) -> None:
+        """The listen stream was given up for this session: the caching hints alone, and the status says so."""
+        self.notice(f"change stream (subscriptions/listen) given up: {why}; catalogs follow their ttlMs hints")
+        self.resume_expiry()
+
+    def listen_reopened(self, kinds: list[str], uris: list[str]) -> None:
+        """A reopened listen stream: what changed while it was down was missed, so fetch again once."""
+        for name in kinds:
+            for kind in kinds_of(name):  # resources: templates too
+                self._list_changed(kind)
+        for uri in uris:
+            self.subscriptions.notify({"uri": uri})
+
+    def _from_stream(self, params: Any) -> bool:
+        """A change notification of a modern session counts only from its listen stream (when it has
+        one: a server that offers none, or whose stream was given up, is taken at its word)."""
+        listener = self.listener
+        return listener is None or listener.state in ("off", "fallback") or listener.owns(params)
 
     def _on_notification(self, method: str, params: Any) -> None:
         """The session reader's: O(1) per notification, never waits (see progress and notices)."""
@@ -250,10 +276,17 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
         elif method == "notifications/message":
             self.server_log.notify(params)
         elif method == "notifications/resources/updated":
-            self.subscriptions.notify(params)
+            if self._from_stream(params):
+                self.subscriptions.notify(params)
         elif method.endswith("/list_changed"):
-            for kind in kinds_of(method.split("/")[1]):  # resources/list_changed: templates too
-                self._list_changed(kind)
+            if self._from_stream(params):
+                for kind in kinds_of(method.split("/")[1]):  # resources/list_changed: templates too
+                    self._list_changed(kind)
+        elif self.listener is not None:
+            if method == ACKNOWLEDGED:
+                self.listener.acknowledged(params)
+            elif method == "notifications/cancelled":
+                self.listener.cancelled(params)
 
 
 # the states are re-exported for hosts; failure_text, real_cause and LIST_CHANGED_DEBOUNCE stay importable here

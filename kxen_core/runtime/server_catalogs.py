@@ -55,6 +55,7 @@ class CatalogLists:
         _changed_early: set[str]
         _expiring: dict[str, float]
         _expiry_running: set[str]
+        listener: Any
 
         @property
         def name(self) -> str: ...
@@ -153,9 +154,10 @@ class CatalogLists:
 
     def _expire_after(self, kind: str, seconds: float) -> None:
         """Fetch ``kind`` again once its caching hint runs out (the stateless era has no
-        ``list_changed`` without a subscription stream): one timer per kind, bounded in rate."""
+        ``list_changed`` without a listen stream): one timer per kind, bounded in rate; none while
+        an open listen stream carries that kind's changes (:mod:`kxen_core.protocol.listen`)."""
         self._expiring[kind] = min(max(seconds, MIN_TTL_SECONDS), MAX_TTL_SECONDS)
-        if self._tg is not None and kind not in self._expiry_running:
+        if self._tg is not None and kind not in self._expiry_running and not self._listened(kind):
             self._expiry_running.add(kind)
             self._tg.start_soon(self._expire_later, kind)
 
@@ -166,9 +168,21 @@ class CatalogLists:
         for kind in list(self._expiring):
             self._expire_after(kind, self._expiring[kind])
 
+    def resume_expiry(self) -> None:
+        """The listen stream was given up: the timers of the catalogs it covered run again."""
+        for kind in list(self._expiring):
+            self._expire_after(kind, self._expiring[kind])
+
+    def _listened(self, kind: str) -> bool:
+        """Whether ``kind``'s changes come on an open listen stream (no timer needed)."""
+        listener = self.listener
+        return listener is not None and listener.covers(kind)
+
     async def _expire_later(self, kind: str) -> None:
         await anyio.sleep(self._expiring.get(kind, MIN_TTL_SECONDS))
         self._expiry_running.discard(kind)
+        if self._listened(kind):
+            return  # its changes come on the listen stream (a timer started before it was acknowledged)
         self._expiring.pop(kind, None)
         try:
             await self._list(kind, required=False)
