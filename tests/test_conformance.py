@@ -56,7 +56,7 @@ HARNESS_SECONDS = 300
 SUITE_SECONDS = 600
 
 MARKER = re.compile(r"^<!-- conformance (solo|suite|info) harness=(\S+) args=\"([^\"]*)\" -->$")
-ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*(pass|fail)\s*\|")
+ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*(pass|fail)\s*\|(?:\s*(\d+)/(\d+)\s*\|)?")
 SCORE = re.compile(r"\*\*Score: (\d+)/(\d+) scenarios")
 SUMMARY = re.compile(r"^([✓✗]) (\S+): (\d+) passed, (\d+) failed(?:, (\d+) warnings)?$", re.M)
 
@@ -68,6 +68,9 @@ class Table:
     args: tuple[str, ...]
     rows: dict[str, bool]  # scenario -> documented to pass
     score: tuple[int, int] | None  # the "**Score: N/M scenarios" line after the marker
+    #: scenario -> its "Checks" column, (passed, judged): the harness's own count, SUCCESS of
+    #: SUCCESS and FAILURE (a SKIPPED, INFO or WARNING check is not counted)
+    checks: dict[str, tuple[int, int]] = attrs.field(factory=dict)
 
 
 def read_tables(text: str) -> list[Table]:
@@ -79,6 +82,7 @@ def read_tables(text: str) -> list[Table]:
         if not m:
             continue
         rows: dict[str, bool] = {}
+        checks: dict[str, tuple[int, int]] = {}
         score = None
         for follow in lines[i + 1 :]:
             if MARKER.match(follow.strip()) or follow.startswith("#"):
@@ -90,7 +94,9 @@ def read_tables(text: str) -> list[Table]:
             if r:
                 assert r.group(1) not in rows, f"docs/conformance.md: {r.group(1)} twice in one table"
                 rows[r.group(1)] = r.group(2) == "pass"
-        tables.append(Table(m.group(1), m.group(2), tuple(shlex.split(m.group(3))), rows, score))
+                if r.group(3) is not None:
+                    checks[r.group(1)] = (int(r.group(3)), int(r.group(4)))
+        tables.append(Table(m.group(1), m.group(2), tuple(shlex.split(m.group(3))), rows, score, checks))
     return tables
 
 
@@ -439,6 +445,19 @@ def test_conformance_scenario(table: Table, scenario: str, harness_runs: Runs) -
         assert passed, out[-8000:]
     else:
         assert not passed, f"{scenario} passes now: mark it pass in docs/conformance.md\n{out[-3000:]}"
+    if scenario in table.checks:
+        counted = checks_counted(outcome.checks or [])
+        (passed_doc, judged_doc), (passed_run, judged_run) = table.checks[scenario], counted
+        assert counted == table.checks[scenario], (
+            f"docs/conformance.md says {scenario} passes {passed_doc}/{judged_doc} checks in "
+            f"{_label(table)}; this run: {passed_run}/{judged_run}"
+        )
+
+
+def checks_counted(checks: list[dict[str, Any]]) -> tuple[int, int]:
+    """The harness's own ``Passed: N/M``: SUCCESS checks of the SUCCESS and FAILURE ones."""
+    passed = sum(1 for c in checks if c.get("status") == "SUCCESS")
+    return passed, passed + sum(1 for c in checks if c.get("status") == "FAILURE")
 
 
 @pytest.mark.parametrize("table", SUITES, ids=[_label(t) for t in SUITES])
@@ -488,8 +507,34 @@ def test_the_harness_allows_a_client_error_where_this_module_says(npm_peers: Pat
                 unnamed.append(chunk[:120])
         assert named == ALLOWS_CLIENT_ERROR[name], name
         assert len(unnamed) == RUNTIME_NAMED_ALLOWING[name], (name, unnamed)
-    documented = {scenario for t in TABLES for scenario in t.rows}
-    assert not [s for s in documented if s.startswith("sep-2640")]
+
+
+#: alpha.12's SEP-2640 (skills) client scenarios: each checks only a client that calls ``skills/list``
+SKILLS_SCENARIOS = ("no-prefetch", "verify-digest", "verify-size", "verify-frontmatter")
+#: ``list --client`` of a harness: ``  - NAME [VERSIONS]``
+LISTED = re.compile(r"^\s*- (\S+) \[([^\]]*)\]$", re.M)
+
+
+def test_every_extension_scenario_is_documented_and_run(node22: str, npm_peers: Path) -> None:
+    """Every client scenario a pinned harness lists as an extension has a row in a table this
+    module runs, with its check count -- so one that passes with nothing checked (alpha.12's
+    ``sep-2640-client-*``: 0/0, their one check SKIPPED) says so in the doc, not as a pass alone."""
+    for name in HARNESSES:
+        proc = subprocess.run(
+            [node22, str(_harness(npm_peers, name)), "list", "--client"], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        extensions = {m.group(1) for m in LISTED.finditer(proc.stdout) if "extension" in m.group(2).split(",")}
+        assert extensions, proc.stdout[-2000:]
+        run_here = [t for t in TABLES if t.harness == name and t.kind == "solo"]
+        for scenario in extensions:
+            rows = [t for t in run_here if scenario in t.rows]
+            assert rows, f"{name}: extension scenario {scenario} has no row in docs/conformance.md"
+            assert all(scenario in t.checks for t in rows), f"{name}: {scenario} has no check count"
+    nothing_checked = [s for t in TABLES for s, counted in t.checks.items() if counted == (0, 0)]
+    assert sorted(nothing_checked) == sorted(f"sep-2640-client-{x}" for x in SKILLS_SCENARIOS)
+    text = DOC.read_text(encoding="utf-8")
+    assert all(f"`sep-2640-client-{x}`" in text.split("## Extension scenarios")[1] for x in SKILLS_SCENARIOS)
 
 
 def test_one_xdist_worker_runs_this_module(request: pytest.FixtureRequest) -> None:
