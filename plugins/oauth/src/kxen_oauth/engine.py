@@ -211,17 +211,18 @@ class OAuthEngine(HeldSecrets):
     async def _plain(
         self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any
     ) -> dict[str, str] | None:
+        due = record is not None and record.due(time.time(), REFRESH_AHEAD)
+        if record is not None and due:
+            refreshed = await self.refresh(server, key, record.access_token)
+            if refreshed is not None:
+                return self._header(server, key, refreshed, request)
+        if (record is None or (due and not record.refresh_token)) and headless(server):
+            # nothing usable is stored, or a headless token ran out: a new grant (no person needed)
+            d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
+            got = await headless_token(self, server, d, scope=record.scope if record else None, home=key[3])
+            return self._header(server, key, got, request)
         if record is None:
-            # nothing usable is stored (an older-shape entry never is: the 401 that follows says so)
-            if headless(server):
-                d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
-                fresh = await headless_token(self, server, d, scope=None, home=key[3])
-                return self._header(server, key, fresh, request)
-            return None  # unauthenticated: the server's 401 starts discovery
-        if record.due(time.time(), REFRESH_AHEAD):
-            fresh = await self.refresh(server, key, record.access_token)
-            if fresh is not None:
-                return self._header(server, key, fresh, request)
+            return None  # unauthenticated: the server's 401 starts discovery (an older-shape entry never is used)
         return self._header(server, key, record, request)
 
     async def _challenge(
