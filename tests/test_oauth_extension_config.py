@@ -13,8 +13,8 @@ from config_support import load_entry
 from support import write_project
 
 from kxen_core.config import load_config
-from kxen_core.config.trust import trust
 from kxen_core.config.secrets import _entry_secrets
+from kxen_core.config.trust import trust
 
 URL = "https://mcp.example.com/mcp"
 WIF = {"grant": "workload_identity", "workloadTokenFile": "/var/run/secrets/tokens/mcp"}

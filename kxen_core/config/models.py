@@ -199,6 +199,8 @@ def check_oauth_shape(oauth: OAuthConfig) -> list[tuple[str, str]]:
         for key in idp:
             if getattr(oauth, key) is not None:
                 problems.append((f"oauth.{key}", "only used with grant enterprise_managed"))
+    if oauth.idpClientId is not None and not (0 < len(oauth.idpClientId) <= 1000 and oauth.idpClientId.isprintable()):
+        problems.append(("oauth.idpClientId", "must be 1-1000 printable characters"))
     if oauth.idpClientSecret is not None and oauth.idpClientId is None:
         problems.append(("oauth.idpClientSecret", "needs oauth.idpClientId"))
     if oauth.clientMetadataUrl is not None:
