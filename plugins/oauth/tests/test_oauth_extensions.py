@@ -46,6 +46,7 @@ class Fake:
 
     def __init__(self, *, dpop: bool = False, answers: list[tuple[int, dict[str, Any], dict[str, str]]] | None = None):
         self.dpop = dpop
+        self.issuer = AS
         self.answers = answers or [(200, {"access_token": "AT-ext-1", "token_type": "Bearer", "expires_in": 3600}, {})]
         self.token_requests: list[httpx.Request] = []
         self.idp_requests: list[httpx.Request] = []
@@ -57,11 +58,11 @@ class Fake:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         url = str(request.url)
         if "oauth-protected-resource" in url:
-            return httpx.Response(200, json={"resource": URL, "authorization_servers": [AS]})
+            return httpx.Response(200, json={"resource": URL, "authorization_servers": [self.issuer]})
         if "oauth-authorization-server" in url or "openid-configuration" in url:
             meta: dict[str, Any] = {
-                "issuer": AS,
-                "token_endpoint": f"{AS}/token",
+                "issuer": self.issuer,
+                "token_endpoint": f"{self.issuer}/token",
                 "grant_types_supported": [JWT_BEARER],
             }
             if self.dpop:
@@ -70,7 +71,7 @@ class Fake:
         if url == IDP_TOKEN:
             self.idp_requests.append(request)
             return httpx.Response(self.idp_answer[0], json=self.idp_answer[1])
-        if url == f"{AS}/token":
+        if url == f"{self.issuer}/token":
             self.token_requests.append(request)
             status, body, headers = self.answers[min(len(self.token_requests), len(self.answers)) - 1]
             return httpx.Response(status, json=body, headers=headers)
@@ -168,6 +169,20 @@ async def test_a_refused_jwt_bearer_grant_reaches_the_user_and_is_not_retried(_k
     assert "invalid_grant (JWT assertion is expired)" in text
     assert PLATFORM not in text
     assert len(fake.token_requests) == 1  # no retry, no other grant
+
+
+async def test_the_platform_token_goes_to_no_other_authorization_server(_kxen_data_dir, tmp_path):
+    """It could be replayed at the server it was made for: bound to the first issuer, as a secret is."""
+    fake = Fake()
+    path = token_file(tmp_path)
+    await OAuthEngine(http_transport=httpx.MockTransport(fake)).lookup(wif_server(path), ask())
+    fake.issuer = "https://elsewhere.example.com"  # the MCP server now names another one
+    fake.token_requests.clear()
+    await TokenStore().drop_tokens("user", "w", "")
+    with pytest.raises(AuthRequired) as caught:
+        await OAuthEngine(http_transport=httpx.MockTransport(fake)).lookup(wif_server(path), ask())
+    assert "nothing was sent there" in str(caught.value)
+    assert fake.token_requests == []
 
 
 # -- enterprise-managed authorization ---------------------------------------------------------------
