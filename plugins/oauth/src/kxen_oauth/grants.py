@@ -76,7 +76,8 @@ async def exchange_for_id_jag(engine: Engine, server: ServerConfig, d: Discovery
     """RFC 8693 at the IdP: the user's ID token for an ID-JAG naming ``d``'s authorization server
     (``audience``) and the MCP server (``resource``)."""
     oauth = server.oauth
-    assert oauth is not None and oauth.idpTokenEndpoint and oauth.idTokenFile  # checked at load
+    if oauth is None or not oauth.idpTokenEndpoint or not oauth.idTokenFile:  # the loader requires both
+        raise TokenError("enterprise-managed authorization needs oauth.idpTokenEndpoint and oauth.idTokenFile")
     id_token = read_token_file(oauth.idTokenFile, "idTokenFile")
     engine.remember(id_token)
     creds = ClientCredentials(
@@ -133,7 +134,8 @@ async def headless_token(
                 raise TokenError("the client_credentials grant needs oauth.clientId")
             grant_type = "client_credentials"
         elif grant == "workload_identity":
-            assert oauth is not None and oauth.workloadTokenFile  # checked at load
+            if oauth is None or not oauth.workloadTokenFile:  # the loader requires it
+                raise TokenError("the workload_identity grant needs oauth.workloadTokenFile")
             params["assertion"] = read_token_file(oauth.workloadTokenFile, "workloadTokenFile")
             engine.remember(params["assertion"])
             grant_type = JWT_BEARER
