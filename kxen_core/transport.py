@@ -140,6 +140,8 @@ class AuthChallenge:
 
     status: int
     www_authenticate: str = attrs.field(default="", converter=_bounded_challenge)
+    #: the answer's ``DPoP-Nonce`` header (RFC 9449 §9), when it is a sane nonce; else ``""``
+    dpop_nonce: str = ""
 
 
 @attrs.frozen(kw_only=True)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kxen_transport_http.plumbing import Redactor, auth_required, challenge_of, challenge_params, refused_for_auth
+from kxen_transport_http.plumbing._auth import nonce_challenge
 from kxen_transport_http.streamable import open_streamable_http
 
 from kxen_core import AuthChallenge, CredentialRequest, hookimpl
@@ -120,3 +121,82 @@ async def test_a_plugin_with_ever_new_tokens_gets_one_resend_only():
     assert posts == ["Bearer tok-1", "Bearer tok-2"]  # the request and one resend, nothing more
     assert [r.challenge.status if r.challenge else None for r in plugin.asked] == [None, 401]
     assert str(info.value) == "HTTP 401 Unauthorized from https://mcp.example/mcp: invalid_token"
+
+
+def test_a_dpop_nonce_is_read_from_the_answer_when_it_is_sane():
+    asked = httpx.Response(401, headers={"WWW-Authenticate": 'DPoP error="use_dpop_nonce"', "DPoP-Nonce": "n-1"})
+    assert challenge_of(asked).dpop_nonce == "n-1" and nonce_challenge(challenge_of(asked))
+    bad = httpx.Response(401, headers={"WWW-Authenticate": 'DPoP error="use_dpop_nonce"', "DPoP-Nonce": 'a "b"'})
+    assert challenge_of(bad).dpop_nonce == "" and not nonce_challenge(challenge_of(bad))
+    other = httpx.Response(401, headers={"WWW-Authenticate": 'DPoP error="invalid_token"', "DPoP-Nonce": "n-1"})
+    assert not nonce_challenge(challenge_of(other))
+
+
+@pytest.mark.anyio
+async def test_a_dpop_nonce_challenge_gets_one_more_resend_only():
+    """RFC 9449 §9: the resource server's nonce answered once beyond the one resend every
+    challenge gets (a sign-in, then the nonce), and a server that asks for a nonce forever gets
+    no third resend."""
+
+    class Signing:
+        def __init__(self) -> None:
+            self.asked: list[CredentialRequest] = []
+
+        @hookimpl
+        def kxen_credential_lookup(self, server, request):
+            self.asked.append(request)
+            return {"Authorization": "DPoP tok", "DPoP": f"proof-{len(self.asked)}"}
+
+    plugin = Signing()
+    pm = KxenPluginManager()
+    pm.register(plugin)
+    proofs: list[str] = []
+
+    def nonce_forever(request: httpx.Request) -> httpx.Response:
+        proofs.append(request.headers["dpop"])
+        headers = {"WWW-Authenticate": 'DPoP error="use_dpop_nonce"', "DPoP-Nonce": f"n-{len(proofs)}"}
+        return httpx.Response(401, headers=headers)
+
+    context = TransportContext(workspace=Path("."), pm=pm)
+    with anyio.fail_after(10):
+        async with open_streamable_http(SERVER, context, http_transport=httpx.MockTransport(nonce_forever)) as stream:
+            async with Session(stream, server="r") as session:
+                with pytest.raises(AuthRequired) as info:
+                    await session.initialize()
+    assert proofs == ["proof-1", "proof-2"]  # a nonce challenge first: one resend, as any challenge
+    assert [r.challenge.dpop_nonce if r.challenge else None for r in plugin.asked] == [None, "n-1"]
+    assert "use_dpop_nonce" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_after_a_sign_in_a_dpop_nonce_gets_one_more_resend():
+    class Signing:
+        def __init__(self) -> None:
+            self.asked: list[CredentialRequest] = []
+
+        @hookimpl
+        def kxen_credential_lookup(self, server, request):
+            self.asked.append(request)
+            return {"Authorization": "DPoP tok", "DPoP": f"proof-{len(self.asked)}"}
+
+    plugin = Signing()
+    pm = KxenPluginManager()
+    pm.register(plugin)
+    proofs: list[str] = []
+
+    def sign_in_then_nonce_forever(request: httpx.Request) -> httpx.Response:
+        proofs.append(request.headers["dpop"])
+        if len(proofs) == 1:
+            return httpx.Response(401, headers={"WWW-Authenticate": 'DPoP resource_metadata="https://x/"'})
+        headers = {"WWW-Authenticate": 'DPoP error="use_dpop_nonce"', "DPoP-Nonce": f"n-{len(proofs)}"}
+        return httpx.Response(401, headers=headers)
+
+    context = TransportContext(workspace=Path("."), pm=pm)
+    transport = httpx.MockTransport(sign_in_then_nonce_forever)
+    with anyio.fail_after(10):
+        async with open_streamable_http(SERVER, context, http_transport=transport) as stream:
+            async with Session(stream, server="r") as session:
+                with pytest.raises(AuthRequired):
+                    await session.initialize()
+    assert proofs == ["proof-1", "proof-2", "proof-3"]  # the request, after the sign-in, with the nonce
+    assert [r.challenge.dpop_nonce if r.challenge else None for r in plugin.asked] == [None, "", "n-2"]

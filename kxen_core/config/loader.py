@@ -304,11 +304,12 @@ def _url_problems(server: ServerConfig, settings: Settings, settings_file: str |
         rule = check_remote_url(server.url, allow_loopback_http=allow, settings_file=settings_file)
         if rule:
             out.append(("url", rule))
-    meta = server.oauth.authorizationServerMetadataUrl if server.oauth else None
-    if meta is not None:
-        rule = check_remote_url(meta, allow_loopback_http=allow, settings_file=settings_file)
-        if rule:
-            out.append(("oauth.authorizationServerMetadataUrl", rule))
+    for key in ("authorizationServerMetadataUrl", "idpTokenEndpoint"):
+        value = getattr(server.oauth, key) if server.oauth else None
+        if value is not None:
+            rule = check_remote_url(value, allow_loopback_http=allow, settings_file=settings_file)
+            if rule:
+                out.append((f"oauth.{key}", rule))
     return out
 
 

@@ -96,7 +96,7 @@ class Timeouts:
         return self.toolSeconds.get(tool, self.requestSeconds) if self.toolSeconds else self.requestSeconds
 
 
-OAuthGrant = Literal["authorization_code", "client_credentials"]
+OAuthGrant = Literal["authorization_code", "client_credentials", "workload_identity", "enterprise_managed"]
 TokenEndpointAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 SigningAlgorithm = Literal["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "EdDSA"]
 _SCOPE_TOKEN_RE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,200}")  # RFC 6749 §3.3 scope-token
@@ -115,7 +115,8 @@ def _scope_tokens(instance: Any, attribute: attrs.Attribute, value: list[str]) -
 class OAuthConfig:
     """``oauth`` of a remote server entry (the kxen-oauth plugin reads it; docs/oauth.md).
 
-    ``clientSecret`` and ``privateKeyFile`` are secrets: user config only (see project.py).
+    ``clientSecret``, ``privateKeyFile`` and the keys of :data:`USER_ONLY_OAUTH_KEYS` are user
+    config only (see project.py).
     """
 
     clientId: str | None = None
@@ -131,6 +132,28 @@ class OAuthConfig:
     signingAlgorithm: SigningAlgorithm | None = None
     #: the https URL of a Client ID Metadata Document to use instead of kxen's own
     clientMetadataUrl: str | None = None
+    #: ``workload_identity``: the platform token file (a JWT), read at every grant
+    workloadTokenFile: str | None = None
+    #: ``enterprise_managed``: the IdP's token endpoint (RFC 8693), the client there, the ID token file
+    idpTokenEndpoint: str | None = None
+    idpClientId: str | None = None
+    idpClientSecret: str | None = attrs.field(default=None, repr=False)
+    idTokenFile: str | None = None
+    #: DPoP-bound tokens (RFC 9449): true always, false never, unset when the server lists ES256
+    dpop: bool | None = None
+
+
+#: ``oauth`` keys a project file must not set (``grant`` only for the values here): they name
+#: local credential files, hold a secret, or change how a token is bound
+USER_ONLY_OAUTH_KEYS = (
+    "workloadTokenFile",
+    "idpTokenEndpoint",
+    "idpClientId",
+    "idpClientSecret",
+    "idTokenFile",
+    "dpop",
+)
+USER_ONLY_GRANTS = ("workload_identity", "enterprise_managed")
 
 
 def check_oauth_shape(oauth: OAuthConfig) -> list[tuple[str, str]]:
@@ -154,6 +177,34 @@ def check_oauth_shape(oauth: OAuthConfig) -> list[tuple[str, str]]:
             problems.append(("oauth.grant", "client_credentials needs oauth.clientId"))
         elif oauth.clientSecret is None and oauth.privateKeyFile is None:
             problems.append(("oauth.grant", "client_credentials needs oauth.clientSecret or oauth.privateKeyFile"))
+    for key in ("workloadTokenFile", "idTokenFile"):
+        path = getattr(oauth, key)
+        if path is not None and not os.path.isabs(path):
+            problems.append((f"oauth.{key}", "must be an absolute path"))
+    if oauth.grant == "workload_identity" and oauth.workloadTokenFile is None:
+        problems.append(("oauth.grant", "workload_identity needs oauth.workloadTokenFile"))
+    if oauth.workloadTokenFile is not None and oauth.grant != "workload_identity":
+        problems.append(("oauth.workloadTokenFile", "only used with grant workload_identity"))
+    idp = ("idpTokenEndpoint", "idpClientId", "idpClientSecret", "idTokenFile")
+    if oauth.grant == "enterprise_managed":
+        for key in ("idpTokenEndpoint", "idTokenFile"):
+            if getattr(oauth, key) is None:
+                problems.append(("oauth.grant", f"enterprise_managed needs oauth.{key}"))
+        if oauth.clientId is None:
+            problems.append(
+                (
+                    "oauth.grant",
+                    "enterprise_managed needs oauth.clientId (the client at the MCP server's authorization server)",
+                )
+            )
+    else:
+        for key in idp:
+            if getattr(oauth, key) is not None:
+                problems.append((f"oauth.{key}", "only used with grant enterprise_managed"))
+    if oauth.idpClientId is not None and not (0 < len(oauth.idpClientId) <= 1000 and oauth.idpClientId.isprintable()):
+        problems.append(("oauth.idpClientId", "must be 1-1000 printable characters"))
+    if oauth.idpClientSecret is not None and oauth.idpClientId is None:
+        problems.append(("oauth.idpClientSecret", "needs oauth.idpClientId"))
     if oauth.clientMetadataUrl is not None:
         parts = urlsplit(oauth.clientMetadataUrl)
         if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment:

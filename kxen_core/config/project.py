@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from kxen_core.config.models import ServerConfig, check_project_cwd
+from kxen_core.config.models import USER_ONLY_GRANTS, USER_ONLY_OAUTH_KEYS, ServerConfig, check_project_cwd
 
 #: env keys (compared case-insensitively) a project may never set
 DANGEROUS_ENV = frozenset(
@@ -226,6 +226,14 @@ def project_problems(server: ServerConfig) -> list[tuple[str, str]]:
         problems.append(
             ("oauth.privateKeyFile", "project config must not name an OAuth private key; put it in user config")
         )
+    if server.oauth is not None:
+        for key in USER_ONLY_OAUTH_KEYS:
+            if getattr(server.oauth, key) is not None:
+                problems.append((f"oauth.{key}", "project config must not set this OAuth key; put it in user config"))
+        if server.oauth.grant in USER_ONLY_GRANTS:
+            problems.append(
+                ("oauth.grant", f"project config must not choose {server.oauth.grant}; put it in user config")
+            )
     if server.egressGuard == "off":
         problems.append(("egressGuard", "project config must not turn the argument guard off; only user config may"))
     if server.allowReadOnly:

@@ -62,6 +62,8 @@ def _entry_secrets(server: Any) -> list[str]:
         values += query_values(server.oauth.authorizationServerMetadataUrl)
         if server.oauth.clientSecret:
             values.append(server.oauth.clientSecret)
+        if server.oauth.idpClientSecret:
+            values.append(server.oauth.idpClientSecret)
     for name, value in server.headers.items():
         if secret_header(name):
             scheme, _, credential = value.partition(" ")

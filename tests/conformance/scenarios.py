@@ -41,6 +41,14 @@ AUTH_TOOL = "test-tool"
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
+def _private_file(path: Path, text: str) -> str:
+    """``text`` in a new 0600 file (as a user keeps a key or a token); its path."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return str(path)
+
+
 def oauth_block(scenario: str, context: dict[str, Any], home: Path) -> dict[str, Any]:
     """The ``oauth`` keys of the user's server entry ({} for none).
 
@@ -49,9 +57,25 @@ def oauth_block(scenario: str, context: dict[str, Any], home: Path) -> dict[str,
     it). The context's ``client_id`` (+ ``client_secret``): a pre-registered client. The
     ``auth/client-credentials-*`` scenarios are the headless client-credentials grant: a secret
     (``client_secret_basic``) or a private key (``private_key_jwt``, the key written to a 0600 file
-    in the home, as a user keeps one).
+    in the home, as a user keeps one). ``auth/wif-jwt-bearer``: the workload-identity grant with the
+    context's valid platform token in a 0600 file. ``auth/enterprise-managed-authorization`` (and
+    0.1.16's ``auth/cross-app-access-complete-flow``): enterprise-managed authorization with the
+    context's ID token in a 0600 file, the IdP's token endpoint and client id. The DPoP scenarios
+    hand over nothing: kxen uses DPoP because their authorization server lists ES256.
     """
     block: dict[str, Any] = {"clientMetadataUrl": CLIENT_METADATA_URL} if scenario.startswith("auth/") else {}
+    jwt = context.get("valid_jwt")
+    if isinstance(jwt, str) and jwt:  # workload identity: the platform token, as a pod has it in a file
+        block["grant"] = "workload_identity"
+        block["workloadTokenFile"] = _private_file(home / "workload-token", jwt)
+    id_token, idp_token = context.get("idp_id_token"), context.get("idp_token_endpoint")
+    if isinstance(id_token, str) and id_token and isinstance(idp_token, str) and idp_token:
+        block["grant"] = "enterprise_managed"  # the user's ID token from the enterprise IdP sign-in
+        block["idTokenFile"] = _private_file(home / "id-token", id_token)
+        block["idpTokenEndpoint"] = idp_token
+        idp_client = context.get("idp_client_id")
+        if isinstance(idp_client, str) and idp_client:
+            block["idpClientId"] = idp_client
     client_id = context.get("client_id")
     if not isinstance(client_id, str) or not client_id:
         return block
@@ -61,11 +85,7 @@ def oauth_block(scenario: str, context: dict[str, Any], home: Path) -> dict[str,
         block["clientSecret"] = secret
     pem = context.get("private_key_pem")
     if isinstance(pem, str) and pem:
-        key = home / "client-key.pem"
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(pem)
-        block["privateKeyFile"] = str(key)
+        block["privateKeyFile"] = _private_file(home / "client-key.pem", pem)
         block["tokenEndpointAuthMethod"] = "private_key_jwt"
         alg = context.get("signing_algorithm")
         if isinstance(alg, str) and alg:

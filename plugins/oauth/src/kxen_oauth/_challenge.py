@@ -95,9 +95,10 @@ def parse_challenges(value: str) -> list[tuple[str, dict[str, str]]]:
 
 
 def parse_bearer(value: str) -> Bearer:
-    """The first Bearer challenge of ``value`` (an empty :class:`Bearer` when there is none)."""
+    """The first Bearer or DPoP challenge of ``value`` (RFC 9449 §7.1: the same parameters; an
+    empty :class:`Bearer` when there is none)."""
     for scheme, params in parse_challenges(value):
-        if scheme == "bearer":
+        if scheme in ("bearer", "dpop"):
             scope = tuple(s for s in params.get("scope", "").split(" ") if s)[:100]
             return Bearer(
                 resource_metadata=params.get("resource_metadata", "")[:2048],

@@ -82,11 +82,13 @@ async def request_json(
     limit: int = MAX_BODY,
     ok: tuple[int, ...] = (200,),
     follow_same_origin: bool = False,
+    seen: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> tuple[int, dict[str, Any] | None]:
     """``(status, JSON object)`` of one request; the object is None when the status is not in
-    ``ok`` and the body is not a JSON object. Raises :class:`OAuthHttpError` on a network error, a
-    timeout, an oversized answer, a refused redirect, or a body in ``ok`` that is not a JSON object."""
+    ``ok`` and the body is not a JSON object; ``seen`` receives the answer's ``DPoP-Nonce``.
+    Raises :class:`OAuthHttpError` on a network error, a timeout, an oversized answer, a refused
+    redirect, or a body in ``ok`` that is not a JSON object."""
     current = url
     try:
         with anyio.fail_after(REQUEST_SECONDS * (MAX_REDIRECTS + 1)):
@@ -103,6 +105,8 @@ async def request_json(
                         current = nxt
                         continue
                     raw = await _read(response, limit)
+                    if seen is not None:
+                        seen["dpop-nonce"] = response.headers.get("dpop-nonce", "")[:512]
                 if status in ok:
                     return status, _json_object(raw, current, status)
                 try:

@@ -1,7 +1,8 @@
 """A configured client credential follows no authorization server but its own.
 
 With ``oauth.clientId`` plus ``clientSecret`` or ``privateKeyFile`` (a confidential client, by any
-grant) and no pinned ``authorizationServerMetadataUrl``, the authorization server comes from the
+grant), or a ``workload_identity`` or ``enterprise_managed`` grant (its platform token or ID-JAG is
+a credential too), and no pinned ``authorizationServerMetadataUrl``, the authorization server comes from the
 MCP server's protected-resource metadata, which the MCP server controls. So the credential is
 bound to the issuer it was first used with (kept in the store beside the tokens, per config scope,
 server, home, client id and canonical server URL); a server that later names another authorization server gets nothing
@@ -29,14 +30,15 @@ MAX_BINDINGS = 1000
 
 
 def confidential(server: ServerConfig) -> bool:
-    """A configured client with a secret or a key, whose authorization server is not pinned."""
+    """A configured client with a secret or a key, or a grant that sends a credential of its own
+    (a workload's platform token, an ID-JAG: either could be replayed at the authorization server
+    it was made for), whose authorization server is not pinned."""
     oauth = server.oauth
-    return bool(
-        oauth is not None
-        and oauth.clientId
-        and (oauth.clientSecret is not None or oauth.privateKeyFile is not None)
-        and not oauth.authorizationServerMetadataUrl
-    )
+    if oauth is None or oauth.authorizationServerMetadataUrl:
+        return False
+    if oauth.grant in ("workload_identity", "enterprise_managed"):
+        return True
+    return bool(oauth.clientId and (oauth.clientSecret is not None or oauth.privateKeyFile is not None))
 
 
 def _ours(item: Any, server: ServerConfig, home: str, resource: str | None) -> bool:
@@ -89,7 +91,8 @@ async def check_issuer(engine: Engine, server: ServerConfig, home: str, d: Disco
         name = server.name
         raise engine.need_login(
             server,
-            f"the client credential configured for {name!r} (oauth.clientId) was first used with the authorization "
+            f"the client credential configured for {name!r} (oauth.clientId or the grant's token) was first used "
+            "with the authorization "
             f"server {shown(bound)}, but the server now names {shown(meta.issuer)}: nothing was sent there. If you "
             f"trust it, forget the old one (kxen mcp logout {name} --forget-client) and sign in again, or pin it "
             "with oauth.authorizationServerMetadataUrl",

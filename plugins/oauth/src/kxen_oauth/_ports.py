@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from kxen_core import ServerConfig
     from kxen_core.errors import AuthRequired
 
+    from ._dpop import Prover
     from ._records import TokenRecord
     from ._tokens import ClientCredentials, TokenAnswer
     from .discovery import Discovery
@@ -61,6 +62,6 @@ class Engine(Protocol):
         by_person: bool = True,
     ) -> TokenRecord: ...
 
-    async def client_credentials(
-        self, server: ServerConfig, d: Discovery, *, scope: str | None, home: str
-    ) -> TokenRecord: ...
+    async def prover(self, key: Key) -> Prover: ...
+
+    def existing_prover(self, key: Key) -> Prover | None: ...

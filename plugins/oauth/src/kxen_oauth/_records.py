@@ -88,7 +88,7 @@ class TokenRecord:
             server=_s(d, "server", required=True) or "",
             resource=_s(d, "resource", required=True) or "",
             issuer=_s(d, "issuer", required=True) or "",
-            client_id=_s(d, "clientId", required=True) or "",
+            client_id=_s(d, "clientId") or "",  # "": a workload-identity grant names no client
             access_token=_s(d, "accessToken", required=True) or "",
             token_type=_s(d, "tokenType") or "Bearer",
             refresh_token=_s(d, "refreshToken"),

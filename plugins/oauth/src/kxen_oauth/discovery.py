@@ -60,6 +60,8 @@ class AuthServer:
     grant_types: tuple[str, ...] | None = None
     cimd_supported: bool = False
     iss_parameter_supported: bool = False
+    #: ``dpop_signing_alg_values_supported`` (RFC 9449 §5.1)
+    dpop_algs: tuple[str, ...] | None = None
     synthesised: bool = False
 
 
@@ -128,6 +130,7 @@ def parse_as_metadata(doc: dict[str, Any], url: str, *, allow_loopback_http: boo
             grant_types=str_list(doc, "grant_types_supported"),
             cimd_supported=bool_field(doc, "client_id_metadata_document_supported"),
             iss_parameter_supported=bool_field(doc, "authorization_response_iss_parameter_supported"),
+            dpop_algs=str_list(doc, "dpop_signing_alg_values_supported"),
         )
     except (ValueError, UrlRefused) as exc:
         raise DiscoveryError(f"authorization server metadata {shown(url)}: {exc}") from None

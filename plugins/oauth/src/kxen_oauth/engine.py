@@ -21,18 +21,19 @@ from kxen_core.errors import AuthRequired
 
 from ._binding import home_of, key_for
 from ._challenge import parse_bearer
+from ._dpop import DpopKeys, Prover
 from ._fetch import make_client
 from ._held import HeldSecrets
-from ._issuers import check_issuer, explain_switch, forget_issuer
+from ._issuers import explain_switch, forget_issuer
 from ._ports import Key
 from ._records import TokenRecord
-from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
+from ._tokens import ClientCredentials, TokenAnswer
 from ._urls import UrlRefused, origin, same_issuer, same_origin, shown
 from .discovery import Discovery, DiscoveryError, discover
 from .flow import OAuthFlow, record_of
+from .grants import headless, headless_token
 from .inband import run_in_band
 from .refresh import REFRESH_AHEAD, refresh_entry
-from .registration import configured_client
 from .store import StoreError, TokenStore, data_dir
 
 #: how long a discovery is reused by sign-ins (a 401 always discovers again)
@@ -67,6 +68,7 @@ class OAuthEngine(HeldSecrets):
         self._origins: dict[tuple[str, str], bool] = {}
         #: how many refreshes this process made (tests and diagnostics read it)
         self.refreshes = 0
+        self.dpop = DpopKeys()
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -108,10 +110,23 @@ class OAuthEngine(HeldSecrets):
             answer = self._origins[pair] = same_origin(url, resource)
         return answer
 
-    def _header(self, key: Key, record: TokenRecord) -> dict[str, str]:
+    async def prover(self, key: Key) -> Prover:
+        """The DPoP prover of entry ``key`` (its key pair made and stored when it has none)."""
+        return await self.dpop.prover(self.store(), key)
+
+    def existing_prover(self, key: Key) -> Prover | None:
+        return self.dpop.existing(self.store(), key)
+
+    def _header(self, server: ServerConfig, key: Key, record: TokenRecord, request: Any) -> dict[str, str]:
         self.remember(record.access_token, record.refresh_token)
         self._sent[key] = record.access_token
-        return {"Authorization": f"Bearer {record.access_token}"}
+        if record.token_type != "DPoP":
+            return {"Authorization": f"Bearer {record.access_token}"}
+        prover = self.existing_prover(key)
+        if prover is None:  # the store lost the key the token is bound to: the token is no use
+            raise self.need_login(server, f"the DPoP key of {server.name!r} is not in the OAuth token store")
+        proof = prover.proof(request.method, request.url, access_token=record.access_token)
+        return {"Authorization": f"DPoP {record.access_token}", "DPoP": proof}
 
     def need_login(
         self,
@@ -196,17 +211,19 @@ class OAuthEngine(HeldSecrets):
     async def _plain(
         self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any
     ) -> dict[str, str] | None:
+        due = record is not None and record.due(time.time(), REFRESH_AHEAD)
+        if record is not None and due:
+            refreshed = await self.refresh(server, key, record.access_token)
+            if refreshed is not None:
+                return self._header(server, key, refreshed, request)
+        if (record is None or (due and not record.refresh_token)) and headless(server):
+            # nothing usable is stored, or a headless token ran out: a new grant (no person needed)
+            d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
+            got = await headless_token(self, server, d, scope=record.scope if record else None, home=key[3])
+            return self._header(server, key, got, request)
         if record is None:
-            # nothing usable is stored (an older-shape entry never is: the 401 that follows says so)
-            if server.oauth is not None and server.oauth.grant == "client_credentials":
-                d = await self.discover(server, "", allow_loopback_http=self._settings_loopback(request))
-                return self._header(key, await self.client_credentials(server, d, scope=None, home=key[3]))
-            return None  # unauthenticated: the server's 401 starts discovery
-        if record.due(time.time(), REFRESH_AHEAD):
-            fresh = await self.refresh(server, key, record.access_token)
-            if fresh is not None:
-                return self._header(key, fresh)
-        return self._header(key, record)
+            return None  # unauthenticated: the server's 401 starts discovery (an older-shape entry never is used)
+        return self._header(server, key, record, request)
 
     async def _challenge(
         self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any, challenge: Any
@@ -226,8 +243,17 @@ class OAuthEngine(HeldSecrets):
             )
         self.store().forget_cache()
         record = self.store().token(key)
+        if bearer.error == "use_dpop_nonce" and record is not None and record.token_type == "DPoP":
+            prover = self.existing_prover(key)
+            if prover is not None and prover.learn(request.url, challenge.dpop_nonce):
+                return self._header(server, key, record, request)  # once with the server's nonce (RFC 9449 §9)
+            raise self.need_login(
+                server,
+                f"HTTP 401 from {shown(request.url)}: the server refused the DPoP nonce it asked for",
+                status=401,
+            )
         if record is not None and record.access_token != sent:
-            return self._header(key, record)  # another process (or sign-in) stored a newer token
+            return self._header(server, key, record, request)  # another process (or sign-in) stored a newer token
         if record is not None and await self._moved(server, record, bearer.resource_metadata, loopback):
             await self.store().drop_tokens_for(key)  # issued by a server that no longer protects this one
             record = None
@@ -235,11 +261,12 @@ class OAuthEngine(HeldSecrets):
             self._refreshed[key] = sent or ""
             fresh = await self.refresh(server, key, record.access_token, quiet=True)
             if fresh is not None:
-                return self._header(key, fresh)
-        if server.oauth is not None and server.oauth.grant == "client_credentials":
+                return self._header(server, key, fresh, request)
+        if headless(server):
             d = await self.discover(server, bearer.resource_metadata, allow_loopback_http=loopback)
             scope = " ".join(bearer.scope) or None
-            return self._header(key, await self.client_credentials(server, d, scope=scope, home=key[3]))
+            fresh = await headless_token(self, server, d, scope=scope, home=key[3])
+            return self._header(server, key, fresh, request)
         return await self._authorize(
             server, key, request, bearer.resource_metadata, bearer.scope, status=401, loopback=loopback
         )
@@ -301,7 +328,7 @@ class OAuthEngine(HeldSecrets):
         record = self.store().token(key)
         if record is None:
             raise self.need_login(server, f"{what}; the sign-in stored no token", status=status)
-        return self._header(key, record)
+        return self._header(server, key, record, request)
 
     # -- tokens ------------------------------------------------------------------------------------
 
@@ -327,30 +354,6 @@ class OAuthEngine(HeldSecrets):
             self._attempts.pop(key, None)
         self._refreshed.pop(key, None)
         return record
-
-    async def client_credentials(
-        self, server: ServerConfig, d: Discovery, *, scope: str | None, home: str
-    ) -> TokenRecord:
-        """A token by the client-credentials grant (headless), stored; never from another issuer
-        than the one the configured credential is bound to (:mod:`._issuers`)."""
-        await check_issuer(self, server, home, d)
-        try:
-            creds = configured_client(server, d.server)
-            if creds is None:
-                raise TokenError("the client_credentials grant needs oauth.clientId")
-            async with self.http() as client:
-                answer = await token_request(
-                    client,
-                    d.server.token_endpoint,
-                    creds,
-                    "client_credentials",
-                    issuer=d.server.issuer,
-                    scope=scope,
-                    resource=d.resource,
-                )
-        except TokenError as exc:
-            raise self.need_login(server, f"the client-credentials grant for {server.name!r} failed: {exc}") from None
-        return await self.keep(server, d, creds, answer, requested=scope, home=home)
 
     def lock(self, key: Key) -> anyio.Lock:
         lock = self._locks.get(key)
@@ -379,5 +382,6 @@ class OAuthEngine(HeldSecrets):
             for table in (self._sent, self._refreshed, self._attempts):
                 table.pop(key, None)
             self._challenged.discard(key)
+            self.dpop.forget(key)
         self._discovered.clear()
         return removed

@@ -1,6 +1,7 @@
 """One sign-in (:class:`kxen_core.auth.AuthFlow`): discovery, the client, PKCE S256, the loopback
-redirect listener, the code exchange, and the token stored. A ``client_credentials`` grant gets its
-token in :meth:`OAuthFlow.start` and needs no person (the URL is ``""``)."""
+redirect listener, the code exchange (with a DPoP proof when :func:`._dpop.wanted`), and the token
+stored. A headless grant (:mod:`.grants`) gets its token in :meth:`OAuthFlow.start` and needs no
+person (the URL is ``""``)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from kxen_core import ServerConfig
 from kxen_core.errors import AuthRequired
 
+from ._dpop import wanted
 from ._issuers import check_issuer
 from ._listener import Listener
 from ._records import TokenRecord
 from ._tokens import ClientCredentials, TokenAnswer, TokenError, token_request
 from ._urls import shown
 from .discovery import AuthServer, Discovery
+from .grants import headless, headless_token
 from .registration import (
     RegistrationError,
     configured_client,
@@ -134,9 +137,8 @@ class OAuthFlow:
         meta = d.server
         configured = tuple(self.server.oauth.scopes) if self.server.oauth else ()
         self._scope = choose_scopes(self.challenge_scopes, configured, d, self.extra_scopes)
-        oauth = self.server.oauth
-        if oauth is not None and oauth.grant == "client_credentials":
-            await self.engine.client_credentials(self.server, d, scope=self._scope, home=self.home)
+        if headless(self.server):
+            await headless_token(self.engine, self.server, d, scope=self._scope, home=self.home)
             self.done = True
             return ""
         if meta.code_challenge_methods is None or "S256" not in meta.code_challenge_methods:
@@ -223,6 +225,8 @@ class OAuthFlow:
         if not code or len(code) > 4096:
             raise self._fail("the authorization server answered without a code")
         try:
+            key = (self.server.scope, self.server.name, d.canonical, self.home)
+            prover = await self.engine.prover(key) if wanted(self.server, meta) else None
             async with self.engine.http() as client:
                 answer = await token_request(
                     client,
@@ -230,6 +234,7 @@ class OAuthFlow:
                     creds,
                     "authorization_code",
                     issuer=meta.issuer,
+                    dpop=prover,
                     code=code,
                     redirect_uri=self._listener.redirect_uri,
                     code_verifier=self._verifier,
@@ -278,6 +283,7 @@ def record_of(
         issuer=d.server.issuer,
         client_id=creds.client_id,
         access_token=answer.access_token,
+        token_type=answer.token_type,
         refresh_token=answer.refresh_token or (previous.refresh_token if previous else None),
         expires_at=answer.expires_at,
         scope=answer.scope or requested or (previous.scope if previous else None),

@@ -84,6 +84,7 @@ async def refresh_entry(
                             issuer=current.issuer,
                             refresh_token=current.refresh_token,
                             resource=current.resource_indicator or current.resource,
+                            dpop=engine.existing_prover(key) if current.token_type == "DPoP" else None,
                         )
                 except TokenError as exc:
                     kept = await _after_refused(store, key, current, exc)
@@ -124,6 +125,7 @@ def _refreshed(current: TokenRecord, answer: TokenAnswer) -> TokenRecord:
         issuer=current.issuer,
         client_id=current.client_id,
         access_token=answer.access_token,
+        token_type=answer.token_type,
         refresh_token=answer.refresh_token or current.refresh_token,
         expires_at=answer.expires_at,
         scope=answer.scope or current.scope,

@@ -173,6 +173,16 @@ class TokenStore:
             self._index = {r.key: r for r in self.tokens()}
         return self._index.get(key)
 
+    def dpop_key(self, key: Key) -> dict[str, Any] | None:
+        """The private JWK of entry ``key``'s DPoP key pair (see :mod:`._dpop`), or None."""
+        doc = self.document()
+        items = doc.get("dpopKeys") if doc.get("version") == VERSION else None
+        for item in items[:10000] if isinstance(items, list) else ():
+            if _same_key(item, key) and isinstance(item.get("jwk"), dict):
+                jwk: dict[str, Any] = item["jwk"]
+                return jwk
+        return None
+
     def forget_cache(self) -> None:
         """Read the file again at the next look (another process may have changed it within the
         file system's timestamp granularity, or since the last look)."""
@@ -316,12 +326,27 @@ class TokenStore:
                     and t.get("home", home) == home
                 )
             ]
+            doc["dpopKeys"] = [
+                k
+                for k in doc.get("dpopKeys", [])
+                if not (
+                    isinstance(k, dict)
+                    and (k.get("configScope"), k.get("server"), k.get("home")) == (config_scope, server, home)
+                )
+            ]
             legacy = doc.get("legacy")
             dropped_legacy = False
             if isinstance(legacy, dict) and server in legacy:
                 del legacy[server]
                 dropped_legacy = True
             return len(doc["tokens"]) < before or dropped_legacy
+
+    async def put_dpop_key(self, key: Key, jwk: dict[str, Any]) -> None:
+        async with self.locked() as doc:
+            keys = [k for k in doc.get("dpopKeys", []) if not _same_key(k, key)]
+            scope, server, resource, home = key
+            item = {"configScope": scope, "server": server, "resource": resource, "home": home, "jwk": jwk}
+            doc["dpopKeys"] = [*keys, item]
 
     async def drop_tokens_for(self, key: Key) -> None:
         async with self.locked() as doc:

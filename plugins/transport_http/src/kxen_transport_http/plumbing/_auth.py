@@ -27,6 +27,8 @@ MAX_PARAM_CHARS = 200
 #: the most scopes taken from one challenge
 MAX_SCOPES = 32
 
+#: RFC 9449 §8.1: a nonce is 1 or more NQCHAR (visible ASCII but '"' and '\\'); bounded
+_NONCE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,512}")
 _PARAM = re.compile(r'([A-Za-z0-9_.-]{1,64})\s*=\s*(?:"((?:[^"\\]|\\.){0,4096})"|([^\s,"]{1,4096}))')
 
 
@@ -46,7 +48,19 @@ def challenge_of(response: httpx.Response) -> AuthChallenge:
         size += len(values[-1]) + 2
         if size >= CHALLENGE_MAX_CHARS:
             break
-    return AuthChallenge(status=response.status_code, www_authenticate=", ".join(values))
+    nonce = response.headers.get("dpop-nonce", "")
+    if not _NONCE.fullmatch(nonce):
+        nonce = ""
+    return AuthChallenge(status=response.status_code, www_authenticate=", ".join(values), dpop_nonce=nonce)
+
+
+def nonce_challenge(challenge: AuthChallenge) -> bool:
+    """A resource server's ``DPoP error="use_dpop_nonce"`` with a new ``DPoP-Nonce`` (RFC 9449 §9):
+    answered once more per request, beyond the one answer every challenge gets."""
+    if not challenge.dpop_nonce or challenge.status != 401:
+        return False
+    text = challenge.www_authenticate.lower()
+    return "dpop" in text and challenge_params(challenge).get("error") == "use_dpop_nonce"
 
 
 def challenge_params(challenge: AuthChallenge) -> dict[str, str]:

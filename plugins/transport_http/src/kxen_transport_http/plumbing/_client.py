@@ -14,7 +14,7 @@ from kxen_core import EgressPolicy, Message, RequestFailed, ServerConfig, Transp
 from kxen_core.errors import ClosedError, ConnectError, KxenError
 from kxen_core.plugins.kinds import structure_options
 
-from ._auth import answer_challenge, auth_required, challenge_of, refused_for_auth
+from ._auth import answer_challenge, auth_required, challenge_of, nonce_challenge, refused_for_auth
 from ._bodies import ACCEPT_ENCODING
 from ._guard import guarded_transport
 from ._headers import CredentialMemo
@@ -178,7 +178,8 @@ class HttpMessageStream:
 
         An answer that asks for credentials (:func:`refused_for_auth`) is closed and the request is
         sent once more with the headers :func:`answer_challenge` gives; when there are none, or the
-        second answer asks again, it raises :class:`~kxen_core.errors.AuthRequired`.
+        second answer asks again, it raises :class:`~kxen_core.errors.AuthRequired` -- except that a
+        DPoP nonce challenge (:func:`nonce_challenge`) is answered once more.
         """
         client = self.client
         response = await client.send(
@@ -189,16 +190,21 @@ class HttpMessageStream:
         where = safe_url(str(url))
         challenge = challenge_of(response)
         await response.aclose()
-        headers = await answer_challenge(
-            self.server, self.context, method, str(url), headers, challenge, where, self.redact, self.credentials
-        )
-        response = await client.send(
-            client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True
-        )
-        if not refused_for_auth(response):
-            return response
-        challenge = challenge_of(response)
-        await response.aclose()
+        nonce_answered = nonce_challenge(challenge)
+        for _ in range(2):  # one answer per request, and one more for a DPoP nonce (RFC 9449 §9)
+            headers = await answer_challenge(
+                self.server, self.context, method, str(url), headers, challenge, where, self.redact, self.credentials
+            )
+            response = await client.send(
+                client.build_request(method, url, content=content, headers=headers, timeout=timeout), stream=True
+            )
+            if not refused_for_auth(response):
+                return response
+            challenge = challenge_of(response)
+            await response.aclose()
+            if nonce_answered or not nonce_challenge(challenge):
+                break
+            nonce_answered = True
         raise auth_required(self.server, self.context, challenge, where, self.redact)
 
     def diag(self, text: str) -> None:

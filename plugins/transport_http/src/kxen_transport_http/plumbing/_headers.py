@@ -105,7 +105,8 @@ async def request_headers(
                 if not isinstance(name, str) or not isinstance(value, str):
                     context.diagnostic(f"{server.name}: ignored a credential header that is not a string pair")
                     continue
-                redact.remember((value,))
+                if name.lower() != "dpop":  # a one-request proof (RFC 9449), new each time: no secret to keep
+                    redact.remember((value,))
                 headers[name] = value
         elif extra is not None:
             context.diagnostic(f"{server.name}: kxen_credential_lookup answered a {type(extra).__name__}, not a dict")
