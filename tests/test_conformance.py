@@ -511,30 +511,37 @@ def test_the_harness_allows_a_client_error_where_this_module_says(npm_peers: Pat
 
 #: alpha.12's SEP-2640 (skills) client scenarios: each checks only a client that calls ``skills/list``
 SKILLS_SCENARIOS = ("no-prefetch", "verify-digest", "verify-size", "verify-frontmatter")
+#: a row of docs/conformance.md's "Extension scenarios" table: harness, scenario, result
+EXTENSION_ROW = re.compile(r"^\| (alpha\.12|0\.1\.16) \| `([^`]+)` \| ([^|]+?) \|", re.M)
 #: ``list --client`` of a harness: ``  - NAME [VERSIONS]``
 LISTED = re.compile(r"^\s*- (\S+) \[([^\]]*)\]$", re.M)
 
 
 def test_every_extension_scenario_is_documented_and_run(node22: str, npm_peers: Path) -> None:
-    """Every client scenario a pinned harness lists as an extension has a row in a table this
-    module runs, with its check count -- so one that passes with nothing checked (alpha.12's
-    ``sep-2640-client-*``: 0/0, their one check SKIPPED) says so in the doc, not as a pass alone."""
+    """Every client scenario a pinned harness lists as an extension is in the doc's "Extension
+    scenarios" table with the result of its row in a table this module runs, and that row has its
+    check count -- so one that passes with nothing checked (alpha.12's ``sep-2640-client-*``: 0/0,
+    their one check SKIPPED) says so, not as a pass alone."""
+    section = DOC.read_text(encoding="utf-8").split("## Extension scenarios")[1].split("\n## ")[0]
+    summary = {(m.group(1), m.group(2)): m.group(3) for m in EXTENSION_ROW.finditer(section)}
     for name in HARNESSES:
         proc = subprocess.run(
             [node22, str(_harness(npm_peers, name)), "list", "--client"], capture_output=True, text=True, timeout=60
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         extensions = {m.group(1) for m in LISTED.finditer(proc.stdout) if "extension" in m.group(2).split(",")}
-        assert extensions, proc.stdout[-2000:]
-        run_here = [t for t in TABLES if t.harness == name and t.kind == "solo"]
+        label = "0.1.16" if name == "conformance" else "alpha.12"
+        assert extensions and extensions == {s for (h, s) in summary if h == label}, (label, extensions)
         for scenario in extensions:
-            rows = [t for t in run_here if scenario in t.rows]
-            assert rows, f"{name}: extension scenario {scenario} has no row in docs/conformance.md"
-            assert all(scenario in t.checks for t in rows), f"{name}: {scenario} has no check count"
-    nothing_checked = [s for t in TABLES for s, counted in t.checks.items() if counted == (0, 0)]
-    assert sorted(nothing_checked) == sorted(f"sep-2640-client-{x}" for x in SKILLS_SCENARIOS)
-    text = DOC.read_text(encoding="utf-8")
-    assert all(f"`sep-2640-client-{x}`" in text.split("## Extension scenarios")[1] for x in SKILLS_SCENARIOS)
+            rows = [t for t in TABLES if t.harness == name and t.kind == "solo" and scenario in t.rows]
+            assert rows, f"{name}: extension scenario {scenario} has no row in a table the tests run"
+            for table in rows:
+                assert scenario in table.checks, f"{name}: {scenario} has no check count"
+                said = summary[(label, scenario)]
+                assert said.startswith("pass" if table.rows[scenario] else "fail"), (label, scenario, said)
+                assert (table.checks[scenario] == (0, 0)) == said.endswith("0 of 0 checks"), (label, scenario)
+    nothing_checked = sorted(s for t in TABLES for s, counted in t.checks.items() if counted == (0, 0))
+    assert nothing_checked == sorted(f"sep-2640-client-{x}" for x in SKILLS_SCENARIOS)
 
 
 def test_one_xdist_worker_runs_this_module(request: pytest.FixtureRequest) -> None:
