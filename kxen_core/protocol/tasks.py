@@ -118,12 +118,13 @@ async def follow(
     deadline: float,
     request_timeout: float,
     on_status: StatusCallback | None = None,
-    budget: str = "maxTotalSeconds",
+    budget: str = "its budget",
 ) -> dict[str, Any]:
     """Follow ``task`` (parsed) until it ends and return its result (``tasks/result``), by
     ``deadline`` (``time.monotonic()``). Raises ``TaskFailed`` (cancelled, failed without a
     result, lost by the server), ``RequestTimeout`` (the deadline; the task is then cancelled on the
-    wire), ``ClosedError``. Any way out but a result cancels the task on the wire (best effort)."""
+    wire; ``budget`` is how its message names the deadline), ``ClosedError``. Any way out but a
+    result cancels the task on the wire (best effort)."""
     server, task_id = session.server, task["taskId"]
     try:
         for _ in range(MAX_POLLS):
@@ -186,7 +187,7 @@ def _ended(task: dict[str, Any], how: str) -> str:
 def _left(deadline: float, budget: str, server: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise RequestTimeout("tasks/get", 0, server=server, why=f"the task did not end within its {budget}")
+        raise RequestTimeout("tools/call", 0, server=server, why=f"{budget}, as a task; tasks/cancel sent")
     return left
 
 

@@ -64,8 +64,9 @@ class TaskBook:
     def __init__(self, server: str) -> None:
         self.server = server
         self._known: dict[str, Known] = {}
-        #: status notifications for tasks it does not know (late, or made up)
+        #: status notifications for tasks it does not know (late, or made up), and for those it knows
         self.unmatched = 0
+        self.notified = 0
 
     def __len__(self) -> int:
         return len(self._known)
@@ -109,6 +110,7 @@ class TaskBook:
         if known is None:
             self.unmatched += 1
             return
+        self.notified += 1
         try:
             self.update({**parse_task(params, self.server), "taskId": task_id})
         except Exception:  # a malformed status: the next poll tells
@@ -215,7 +217,8 @@ async def call_as_task(
     book.add(handle, task["status"], task["statusMessage"], waiting=wait)
     if not wait:
         return handle
-    return await follow_handle(target, session, handle, task, total, on_progress)
+    named = "timeouts.maxTotalSeconds" if timeout is None else "the call's timeout"
+    return await follow_handle(target, session, handle, task, total, on_progress, named)
 
 
 async def follow_handle(
@@ -225,6 +228,7 @@ async def follow_handle(
     task: dict[str, Any],
     total: float,
     on_progress: ProgressCallback | None,
+    named: str = "timeouts.maxTotalSeconds",
 ) -> dict[str, Any]:
     """Follow a known task to its result within ``total`` seconds and its ttl; the book forgets it
     once it ended (a result, or an error)."""
@@ -232,8 +236,9 @@ async def follow_handle(
     known = book.add(handle, task["status"], task.get("statusMessage"), waiting=True)
     on_status = task_progress(on_progress, book)
     await on_status(task)
-    deadline = time.monotonic() + min(total, max(0.0, seconds_left(handle)))
-    budget = "maxTotalSeconds" if total <= seconds_left(handle) else "ttl"
+    seconds = min(total, max(0.0, seconds_left(handle)))
+    deadline = time.monotonic() + seconds
+    budget = f"{seconds:g} s ({named if total <= seconds_left(handle) else 'the task ttl'})"
     try:
         result = await follow(
             session,

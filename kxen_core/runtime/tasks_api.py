@@ -92,7 +92,8 @@ class TasksHost:
         known = target.tasks.get(checked["taskId"])
         task = {"taskId": checked["taskId"], "status": known.status if known else "working"}
         task.update(statusMessage=known.message if known else None, pollInterval=checked["pollInterval"])
-        result = await follow_handle(target, session, checked, task, total, on_progress)
+        named = "timeouts.maxTotalSeconds" if timeout is None else "the timeout given"
+        result = await follow_handle(target, session, checked, task, total, on_progress, named)
         info = target.tools_by_name.get(checked["tool"])
         if info is not None and "outputSchema" in info:
             from kxen_core.agent.tool_output import check_result
