@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 MAX_TASKS_PER_SERVER = 16
 #: the ttl asked for a task whose handle a host keeps (``wait=False``); the server may give less
 HANDLE_TTL_SECONDS = 3600.0
+#: what ``Runtime.server_tasks`` reads of a server's ``tasks/list``
+MAX_LIST_PAGES = 10
+MAX_LISTED = 200
 #: the keys of a handle
 HANDLE_KEYS = ("server", "taskId", "tool", "ttl", "created", "pollInterval")
 
@@ -260,6 +263,8 @@ async def follow_handle(
 __all__ = [
     "HANDLE_KEYS",
     "HANDLE_TTL_SECONDS",
+    "MAX_LISTED",
+    "MAX_LIST_PAGES",
     "MAX_TASKS_PER_SERVER",
     "TaskBook",
     "call_as_task",

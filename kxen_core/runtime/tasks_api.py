@@ -35,6 +35,42 @@ class TasksHost:
                 out.extend(s.tasks.views())
         return out
 
+    async def server_tasks(self, server: str) -> list[dict[str, Any]]:
+        """The tasks a ready server lists (``tasks/list``, when it declared ``tasks.list``; at most
+        :data:`~kxen_core.runtime.tasks.MAX_LISTED` in :data:`~kxen_core.runtime.tasks.MAX_LIST_PAGES`
+        pages) together with those this runtime knows of it: the keys of :meth:`tasks` (``tool``
+        null for one this runtime never called, ``ttl``/``pollInterval`` as the server says) plus
+        ``known`` (this runtime holds it) and ``createdAt`` (the server's timestamp, or null)."""
+        from kxen_core.protocol.tasks import parse_task
+        from kxen_core.runtime.tasks import MAX_LIST_PAGES, MAX_LISTED
+
+        target = self._ready(server)
+        session = target.session
+        assert session is not None
+        known = {v["taskId"]: {**v, "known": True, "createdAt": None} for v in target.tasks.views()}
+        caps = session.initialized.capabilities if session.initialized is not None else {}
+        tasks_cap = caps.get("tasks")
+        listed: dict[str, dict[str, Any]] = {}
+        if session.modern is None and isinstance(tasks_cap, dict) and isinstance(tasks_cap.get("list"), dict):
+            cursor: Any = None
+            for _ in range(MAX_LIST_PAGES):
+                page = await session.request("tasks/list", {"cursor": cursor} if cursor is not None else {})
+                for item in page.get("tasks") or [] if isinstance(page, dict) else []:
+                    try:
+                        task = parse_task(item, target.name)
+                    except TaskFailed:
+                        continue
+                    listed[task["taskId"]] = task
+                cursor = page.get("nextCursor") if isinstance(page, dict) else None
+                if not isinstance(cursor, str) or len(listed) >= MAX_LISTED:
+                    break
+        out = []
+        for task_id, task in list(listed.items())[:MAX_LISTED]:
+            mine = known.pop(task_id, None)
+            base = mine or {"server": target.name, "tool": None, "created": None, "waiting": False, "known": False}
+            out.append({**base, **task})
+        return out + list(known.values())
+
     def _task_target(self, handle: Any) -> tuple[Server, Session, dict[str, Any]]:
         from kxen_core.runtime.tasks import check_handle, seconds_left
 

@@ -67,7 +67,10 @@ class Peer:
         if method == "initialize":
             return {
                 "protocolVersion": "2025-11-25",
-                "capabilities": {"tools": {}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}},
+                "capabilities": {
+                    "tools": {},
+                    "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+                },
                 "serverInfo": {"name": "kxen-task-peer", "version": "1"},
             }
         if method == "tools/list":
@@ -83,6 +86,8 @@ class Peer:
                 "text": str(args.get("text", "")),
             }
             return {"task": self.task(task_id)}
+        if method == "tasks/list":
+            return {"tasks": [self.task(task_id) for task_id in self.state["tasks"]]}
         task_id = params.get("taskId")
         if task_id not in self.state["tasks"] or (self.mode == "loses" and method != "tasks/cancel"):
             raise KeyError(f"task not found: {task_id}")
