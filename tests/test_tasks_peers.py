@@ -193,3 +193,26 @@ async def test_tasks_per_server_are_bounded(kxen_home, tmp_path):
             assert cancelled["status"] == "cancelled"
             assert len(rt.tasks("tp")) == MAX_TASKS_PER_SERVER - 1
             await rt.call_tool("tp__slow", {}, wait=False)  # room again
+
+
+async def test_an_optional_task_tool_runs_as_a_task_only_when_the_host_asks(kxen_home, tmp_path):
+    state = tmp_path / "optional.json"
+    async with running(kxen_home, tmp_path, servers=peer("finishes", state), allow=STDIO, wait=WAIT) as rt:
+        with anyio.fail_after(WAIT):
+            at_once = await rt.call_tool("tp__maybe", {"text": "a", "seconds": 0.3})
+            as_task = await rt.call_tool("tp__maybe", {"text": "b", "seconds": 0.3}, as_task=True)
+    assert at_once["content"][0]["text"] == "now: a"
+    assert as_task["content"][0]["text"] == "done: b"
+    assert wire(state).count("tasks/result") == 1
+
+
+async def test_the_agent_gets_a_task_result_and_a_lost_task_as_text(kxen_home, tmp_path, everything_js):
+    async with running(kxen_home, tmp_path, servers=everything(everything_js), allow=STDIO, wait=WAIT) as rt:
+        with anyio.fail_after(WAIT):
+            out = await rt.agent_call(RESEARCH, {"topic": "ferns"})
+    assert not out.is_error and "Research Report: ferns" in out.text
+    state = tmp_path / "lost.json"
+    async with running(kxen_home, tmp_path, servers=peer("loses", state), allow=STDIO, wait=WAIT) as rt:
+        with anyio.fail_after(WAIT):
+            lost = await rt.agent_call("tp__slow", {"text": "x"})
+    assert lost.is_error and "no longer knows task" in lost.text

@@ -1,6 +1,8 @@
 """A stdio MCP server (stdlib only) whose one tool runs as a 2025-11-25 task, well or badly
 (tests/test_tasks_peers.py).
 
+Tools: ``slow`` (``taskSupport: required``) and ``maybe`` (``optional``: at once without ``task``).
+
 Usage: ``python task_peer.py MODE --state FILE`` with MODE one of
 
 * ``finishes``: the task works for ``seconds`` (an argument, default 1) after it was created, then
@@ -30,6 +32,9 @@ TOOL = {
     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}, "seconds": {"type": "number"}}},
     "execution": {"taskSupport": "required"},
 }
+
+#: the same work, as a task only when the client asks for one
+MAYBE = {**TOOL, "name": "maybe", "execution": {"taskSupport": "optional"}}
 
 
 def send(message: dict[str, Any]) -> None:
@@ -74,8 +79,10 @@ class Peer:
                 "serverInfo": {"name": "kxen-task-peer", "version": "1"},
             }
         if method == "tools/list":
-            return {"tools": [TOOL]}
+            return {"tools": [TOOL, MAYBE]}
         if method == "tools/call":
+            if "task" not in params and params.get("name") == "maybe":
+                return {"content": [{"type": "text", "text": f"now: {(params.get('arguments') or {}).get('text')}"}]}
             if "task" not in params:
                 raise LookupError("slow requires task augmentation")
             task_id = uuid.uuid4().hex
