@@ -186,6 +186,11 @@ async def call_tool(
         if auth is None:
             raise
         raise AuthRequired(auth.reason, next_step=auth.next_step, scopes=auth.scopes, status=auth.status) from None
+    if session.modern is not None and result.get("resultType") == "task":  # the tasks extension (2026-07-28)
+        from kxen_core.runtime.tasks import follow_modern_call
+
+        live = target.session or session
+        result = await follow_modern_call(target, live, result, tool=tool, timeout=timeout, on_progress=on_progress)
     if note is not None:
         note.replied()
     # a tool without an outputSchema has nothing to check

@@ -260,6 +260,44 @@ async def follow_handle(
     return result
 
 
+async def follow_modern_call(
+    target: Server,
+    session: Session,
+    created: dict[str, Any],
+    *,
+    tool: str,
+    timeout: float | None,
+    on_progress: ProgressCallback | None,
+) -> dict[str, Any]:
+    """A 2026-07-28 ``tools/call`` the server answered with a task (the tasks extension): followed to
+    its result within the call's budget (``timeout``, else ``maxTotalSeconds``) and the task's ttl,
+    known to the book meanwhile (a status line; cancelled when the runtime stops)."""
+    from kxen_core.protocol import tasks_modern
+
+    task = tasks_modern.parse(created, target.name)
+    handle = make_handle(target.name, tool, task)
+    book = target.tasks
+    book.room()
+    known = book.add(handle, task["status"], task["statusMessage"], waiting=True)
+    on_status = task_progress(on_progress, book)
+    await on_status(task)
+    total = timeout if timeout is not None else target.config.timeouts.maxTotalSeconds
+    seconds = min(total, max(0.0, seconds_left(handle)))
+    named = "timeouts.maxTotalSeconds" if timeout is None else "the call's timeout"
+    try:
+        return await tasks_modern.follow(
+            session,
+            created,
+            deadline=time.monotonic() + seconds,
+            request_timeout=target.config.timeouts.requestSeconds,
+            on_status=on_status,
+            budget=f"{seconds:g} s ({named if total <= seconds_left(handle) else 'the task ttl'})",
+        )
+    finally:
+        known.waiting = False
+        book.forget(handle["taskId"])
+
+
 __all__ = [
     "HANDLE_KEYS",
     "HANDLE_TTL_SECONDS",
@@ -270,6 +308,7 @@ __all__ = [
     "call_as_task",
     "check_handle",
     "follow_handle",
+    "follow_modern_call",
     "make_handle",
     "seconds_left",
 ]
