@@ -131,7 +131,7 @@ async def follow(
             status = task["status"]
             if status in ("completed", "input_required", "failed"):
                 # input_required: tasks/result carries the server's requests, then blocks to the end
-                return await _result(session, task, _left(deadline, budget, server), request_timeout)
+                return await _result(session, task, deadline, budget, request_timeout)
             if status == "cancelled":
                 raise TaskFailed(
                     _ended(task, "was cancelled by the server"), server=server, task_id=task_id, status="cancelled"
@@ -139,7 +139,7 @@ async def follow(
             await _sleep(session, min(poll_seconds(task), _left(deadline, budget, server)))
             left = _left(deadline, budget, server)
             try:
-                got = await session.request("tasks/get", {"taskId": task_id}, timeout=min(request_timeout, left))
+                got = await within(session, "tasks/get", task_id, deadline, min(request_timeout, left), budget)
             except RemoteError as exc:
                 raise TaskFailed(
                     f"the server no longer knows task {safe_text(task_id)!r} ({exc}); it was not polled again",
@@ -162,12 +162,25 @@ async def follow(
         raise
 
 
-async def _result(session: Session, task: dict[str, Any], left: float, request_timeout: float) -> dict[str, Any]:
+async def within(session: Session, method: str, task_id: str, deadline: float, timeout: float, budget: str) -> Any:
+    """One request of a task, ``timeout`` long; when it was the task's deadline that cut it, the
+    error names the task's budget rather than this one request's remnant."""
+    try:
+        return await session.request(method, {"taskId": task_id}, timeout=timeout)
+    except RequestTimeout:
+        _left(deadline - 0.05, budget, session.server)  # the deadline cut it (give or take the clock)
+        raise
+
+
+async def _result(
+    session: Session, task: dict[str, Any], deadline: float, budget: str, request_timeout: float
+) -> dict[str, Any]:
     task_id, status = task["taskId"], task["status"]
+    left = _left(deadline, budget, session.server)
     # a terminal task's result is there now; an input_required one's comes at the end of its work
     wait = min(left, request_timeout) if status != "input_required" else left
     try:
-        result = await session.request("tasks/result", {"taskId": task_id}, timeout=wait)
+        result = await within(session, "tasks/result", task_id, deadline, wait, budget)
     except RemoteError as exc:
         if status == "failed":
             how = f"failed ({exc})"

@@ -26,7 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from kxen_core.errors import RemoteError, TaskFailed
 from kxen_core.protocol.era_requests import MAX_INPUT_ROUNDS
-from kxen_core.protocol.tasks import MAX_POLLS, StatusCallback, _left, _sleep, cancel, parse_task, poll_seconds
+from kxen_core.protocol.tasks import (
+    MAX_POLLS,
+    StatusCallback,
+    _left,
+    _sleep,
+    cancel,
+    parse_task,
+    poll_seconds,
+    within,
+)
 from kxen_core.safe_text import safe_text
 
 if TYPE_CHECKING:
@@ -114,7 +123,7 @@ async def follow(
 async def _get(session: Session, task_id: str, deadline: float, request_timeout: float, budget: str) -> dict[str, Any]:
     left = _left(deadline, budget, session.server)
     try:
-        return await session.request("tasks/get", {"taskId": task_id}, timeout=min(request_timeout, left))
+        return await within(session, "tasks/get", task_id, deadline, min(request_timeout, left), budget)
     except RemoteError as exc:
         raise TaskFailed(
             f"the server no longer knows task {safe_text(task_id)!r} ({exc}); it was not polled again",
