@@ -216,3 +216,16 @@ async def test_the_agent_gets_a_task_result_and_a_lost_task_as_text(kxen_home, t
         with anyio.fail_after(WAIT):
             lost = await rt.agent_call("tp__slow", {"text": "x"})
     assert lost.is_error and "no longer knows task" in lost.text
+
+
+async def test_what_kxen_holds_as_secret_is_scrubbed_from_task_status(kxen_home, tmp_path):
+    secret = "kx-tasks-secret-9f3a7c2e"
+    servers = peer("finishes", tmp_path / "secret.json")
+    servers["tp"]["env"] = {"API_TOKEN": secret}
+    async with running(kxen_home, tmp_path, servers=servers, allow=STDIO, wait=WAIT) as rt:
+        with anyio.fail_after(WAIT):
+            handle = await rt.call_tool("tp__slow", {"text": "using", "seconds": 30}, wait=False)
+            polled = await rt.task_status(handle)
+            shown = json.dumps([rt.tasks(), polled, rt.status()])
+            await rt.cancel_task(handle)
+    assert polled["statusMessage"].startswith("using with ***") and secret not in shown

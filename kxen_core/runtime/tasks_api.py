@@ -32,7 +32,7 @@ class TasksHost:
         out: list[dict[str, Any]] = []
         for s in self.servers.values():
             if server is None or s.name == server:
-                out.extend(s.tasks.views())
+                out.extend(_scrubbed(s, s.tasks.views()))
         return out
 
     async def server_tasks(self, server: str) -> list[dict[str, Any]]:
@@ -69,7 +69,7 @@ class TasksHost:
             mine = known.pop(task_id, None)
             base = mine or {"server": target.name, "tool": None, "created": None, "waiting": False, "known": False}
             out.append({**base, **task})
-        return out + list(known.values())
+        return _scrubbed(target, out + list(known.values()))
 
     def _task_target(self, handle: Any) -> tuple[Server, Session, dict[str, Any]]:
         from kxen_core.runtime.tasks import check_handle, seconds_left
@@ -111,7 +111,7 @@ class TasksHost:
         waiting = known.waiting if known is not None else False
         known = target.tasks.add(checked, task["status"], task["statusMessage"], waiting=waiting)
         target.tasks.update(task)
-        return known.view()
+        return _scrubbed(target, [known.view()])[0]
 
     async def task_result(
         self, handle: Any, *, timeout: float | None = None, on_progress: ProgressCallback | None = None
@@ -161,7 +161,13 @@ class TasksHost:
             task = {"taskId": checked["taskId"], "status": "cancelled", "statusMessage": None}
         view = {**checked, "status": task["status"], "statusMessage": task["statusMessage"], "waiting": False}
         target.tasks.forget(checked["taskId"])
-        return view
+        return _scrubbed(target, [view])[0]
+
+
+def _scrubbed(server: Server, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``views`` with what kxen holds as secret scrubbed (a server's status message may quote one)."""
+    secrets = server.env.secrets if server.env is not None else None
+    return [secrets.data(v) for v in views] if secrets else views
 
 
 __all__ = ["TasksHost"]

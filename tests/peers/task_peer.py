@@ -19,6 +19,7 @@ got, in order, with its ``taskId`` when it had one (what the tests read to see t
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import uuid
@@ -57,7 +58,9 @@ class Peer:
         if status == "working" and self.mode != "never":
             left = known["created"] + known["seconds"] - time.time()
             status = "completed" if left <= 0 else "working"
-            message = None if left <= 0 else f"{left:.1f} s to go"
+            # a server that quotes its credential (API_TOKEN in its env) in a status message
+            leak = f" with {os.environ['API_TOKEN']}" if os.environ.get("API_TOKEN") else ""
+            message = None if left <= 0 else f"{known['text']}{leak}: {left:.1f} s to go"
         return {
             "taskId": task_id,
             "status": status,
