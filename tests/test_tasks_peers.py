@@ -229,3 +229,22 @@ async def test_what_kxen_holds_as_secret_is_scrubbed_from_task_status(kxen_home,
             shown = json.dumps([rt.tasks(), polled, rt.status()])
             await rt.cancel_task(handle)
     assert polled["statusMessage"].startswith("using with ***") and secret not in shown
+
+
+async def test_a_failed_task_gives_its_kept_result_or_a_clear_error(kxen_home, tmp_path):
+    state = tmp_path / "fails.json"
+    async with running(kxen_home, tmp_path, servers=peer("fails", state), allow=STDIO, wait=WAIT) as rt:
+        with anyio.fail_after(WAIT):
+            kept = await rt.call_tool("tp__slow", {"text": "kept", "seconds": 0.3})
+            with pytest.raises(TaskFailed, match="failed") as caught:
+                await rt.call_tool("tp__slow", {"text": "gone", "seconds": 0.3})
+    assert kept["isError"] is True and kept["content"][0]["text"] == "it broke"
+    assert caught.value.status == "failed" and "tasks/cancel" not in wire(state)
+
+
+async def test_a_task_the_server_cancels_ends_the_call_without_a_cancel_of_ours(kxen_home, tmp_path):
+    state = tmp_path / "drops.json"
+    async with running(kxen_home, tmp_path, servers=peer("drops", state), allow=STDIO, wait=WAIT) as rt:
+        with anyio.fail_after(WAIT), pytest.raises(TaskFailed, match="was cancelled by the server") as caught:
+            await rt.call_tool("tp__slow", {"text": "x", "seconds": 0.3})
+    assert caught.value.status == "cancelled" and "tasks/cancel" not in wire(state)

@@ -9,7 +9,10 @@ Usage: ``python task_peer.py MODE --state FILE`` with MODE one of
   completes with ``done: <text>``;
 * ``never``: the task never ends (``working`` at every ``tasks/get``);
 * ``flood``: like ``finishes``, and each ``tasks/get`` is preceded by ``FLOOD`` status notifications;
-* ``loses``: the task is created, then every ``tasks/get`` answers "task not found".
+* ``loses``: the task is created, then every ``tasks/get`` answers "task not found";
+* ``fails``: the task fails once its time is up; ``tasks/result`` then gives the tool's ``isError``
+  result when ``text`` is ``kept``, else an error;
+* ``drops``: the server cancels the task itself once its time is up.
 
 FILE (JSON, created when missing) keeps the tasks (id -> created, text), so a second process
 started on the same FILE knows them (a restart), and ``requests``: every request method the peer
@@ -57,7 +60,8 @@ class Peer:
         status, message = known.get("status", "working"), None
         if status == "working" and self.mode != "never":
             left = known["created"] + known["seconds"] - time.time()
-            status = "completed" if left <= 0 else "working"
+            ended = {"fails": "failed", "drops": "cancelled"}.get(self.mode, "completed")
+            status = ended if left <= 0 else "working"
             # a server that quotes its credential (API_TOKEN in its env) in a status message
             leak = f" with {os.environ['API_TOKEN']}" if os.environ.get("API_TOKEN") else ""
             message = None if left <= 0 else f"{known['text']}{leak}: {left:.1f} s to go"
@@ -112,6 +116,8 @@ class Peer:
             return {**self.task(task_id), "statusMessage": "cancelled by the client"}
         if method == "tasks/result":
             task = self.task(task_id)
+            if task["status"] == "failed" and self.state["tasks"][task_id]["text"] == "kept":
+                return {"content": [{"type": "text", "text": "it broke"}], "isError": True}
             if task["status"] != "completed":
                 raise KeyError(f"task {task_id} is {task['status']}")
             text = self.state["tasks"][task_id]["text"]
