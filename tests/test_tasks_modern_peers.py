@@ -109,9 +109,32 @@ async def test_a_task_past_the_budget_is_cancelled_on_the_wire(kxen_home, tmp_pa
     assert methods(state)[-1] == "tasks/cancel"
 
 
-async def test_a_handle_is_not_offered_in_this_era(kxen_home, tmp_path):
+async def test_a_handle_is_followed_by_tasks_get_and_cancelled_with_tasks_cancel(kxen_home, tmp_path):
     state = tmp_path / "s.json"
     async with running(kxen_home, tmp_path, servers=peer(state), allow=STDIO, wait=WAIT) as rt:
-        with anyio.fail_after(WAIT), pytest.raises(InvalidArguments, match="nothing was sent"):
-            await rt.call_tool("tx__slow_compute", {"seconds": 1}, wait=False)
-    assert "tools/call" not in methods(state)
+        with anyio.fail_after(WAIT):
+            handle = await rt.call_tool("tx__slow_compute", {"seconds": 0.6, "label": "later"}, wait=False)
+            assert set(handle) == {"server", "taskId", "tool", "ttl", "created", "pollInterval"}
+            assert (handle["ttl"], handle["pollInterval"]) == (60000, 100)  # ttlMs, pollIntervalMs
+            assert (await rt.task_status(handle))["status"] in ("working", "completed")
+            result = await rt.task_result(json.loads(json.dumps(handle)))
+            # a sync tool answers at once: its result, as the server gave it
+            greeted = await rt.call_tool("tx__greet", {"name": "now"}, wait=False)
+            other = await rt.call_tool("tx__slow_compute", {"seconds": 60, "label": "dropped"}, wait=False)
+            cancelled = await rt.cancel_task(other)
+            with pytest.raises(TaskFailed, match="was cancelled") as caught:
+                await rt.task_result(other)
+    assert result["content"][0]["text"] == "computed: later"
+    assert greeted["content"][0]["text"] == "Hello, now!"
+    assert cancelled["status"] == "cancelled" and caught.value.status == "cancelled"
+    assert "tasks/result" not in methods(state)
+
+
+async def test_a_server_without_the_extension_gets_no_handle(kxen_home, tmp_path, fakes):
+    from kxen_testing import mem, text_result
+
+    fakes.add("f", tools={"echo": lambda a: text_result("x")}, eras=("modern",))
+    async with running(kxen_home, tmp_path, servers={"m": mem("f", defaultToolPolicy="allow")}) as rt:
+        assert rt.status()[0]["era"] == "modern"
+        with anyio.fail_after(WAIT), pytest.raises(InvalidArguments, match="does not run as a task.*nothing was sent"):
+            await rt.call_tool("m__echo", {}, wait=False)

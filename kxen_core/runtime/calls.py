@@ -38,6 +38,7 @@ from kxen_core.protocol.tasks import task_support
 from kxen_core.runtime import kxen_tools
 from kxen_core.runtime.failures import auth_failure
 from kxen_core.runtime.states import State
+from kxen_core.runtime.tasks import modern_tasks
 
 log = logging.getLogger("kxen.calls")
 
@@ -104,7 +105,7 @@ async def call_tool(
             raise held_error(target.name, held, target.tool_names.get(tool))
         raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
     support = info.get("execution") and task_support(info)  # "", or the tool's execution.taskSupport
-    if not wait and support not in ("optional", "required"):
+    if not wait and support not in ("optional", "required") and not modern_tasks(target.session):
         raise InvalidArguments(
             f"tool {tool!r} of server {target.name!r} does not run as a task (execution.taskSupport is "
             f"{support or 'forbidden'}): call it with wait=True; nothing was sent"
@@ -146,11 +147,6 @@ async def call_tool(
     params: dict[str, Any] = {"name": tool, "arguments": args}
     budget = target.config.timeouts
     as_task = support == "required" or (support == "optional" and (as_task or not wait))
-    if not wait and session.modern is not None:
-        raise InvalidArguments(
-            f"server {target.name!r} speaks the 2026-07-28 revision, whose tasks extension kxen does not follow "
-            "yet: call the tool with wait=True; nothing was sent"
-        )
     if as_task and session.modern is None:  # 2025-11-25 tasks: the handshake era (runtime.tasks)
         from kxen_core.runtime.tasks import call_as_task
 
@@ -190,7 +186,9 @@ async def call_tool(
         from kxen_core.runtime.tasks import follow_modern_call
 
         live = target.session or session
-        result = await follow_modern_call(target, live, result, tool=tool, timeout=timeout, on_progress=on_progress)
+        result = await follow_modern_call(
+            target, live, result, tool=tool, timeout=timeout, on_progress=on_progress, wait=wait
+        )
     if note is not None:
         note.replied()
     # a tool without an outputSchema has nothing to check

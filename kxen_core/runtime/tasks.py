@@ -235,15 +235,21 @@ async def follow_handle(
 ) -> dict[str, Any]:
     """Follow a known task to its result within ``total`` seconds and its ttl; the book forgets it
     once it ended (a result, or an error)."""
+    follower: Any = follow
+    parsed = task
+    if session.modern is not None:  # the tasks extension: a DetailedTask, its result inline
+        from kxen_core.protocol import tasks_modern
+
+        follower, parsed = tasks_modern.follow, {**tasks_modern.parse(task, target.name), "taskId": handle["taskId"]}
     book = target.tasks
-    known = book.add(handle, task["status"], task.get("statusMessage"), waiting=True)
+    known = book.add(handle, parsed["status"], parsed.get("statusMessage"), waiting=True)
     on_status = task_progress(on_progress, book)
-    await on_status(task)
+    await on_status(parsed)
     seconds = min(total, max(0.0, seconds_left(handle)))
     deadline = time.monotonic() + seconds
     budget = f"{seconds:g} s ({named if total <= seconds_left(handle) else 'the task ttl'})"
     try:
-        result = await follow(
+        result = await follower(
             session,
             task,
             deadline=deadline,
@@ -268,34 +274,31 @@ async def follow_modern_call(
     tool: str,
     timeout: float | None,
     on_progress: ProgressCallback | None,
+    wait: bool = True,
 ) -> dict[str, Any]:
-    """A 2026-07-28 ``tools/call`` the server answered with a task (the tasks extension): followed to
-    its result within the call's budget (``timeout``, else ``maxTotalSeconds``) and the task's ttl,
-    known to the book meanwhile (a status line; cancelled when the runtime stops)."""
+    """A 2026-07-28 ``tools/call`` the server answered with a task (the tasks extension): its handle
+    (``wait=False``), or its result within the call's budget and the task's ttl, as
+    :func:`call_as_task` does."""
     from kxen_core.protocol import tasks_modern
 
     task = tasks_modern.parse(created, target.name)
     handle = make_handle(target.name, tool, task)
-    book = target.tasks
-    book.room()
-    known = book.add(handle, task["status"], task["statusMessage"], waiting=True)
-    on_status = task_progress(on_progress, book)
-    await on_status(task)
+    target.tasks.room()
+    target.tasks.add(handle, task["status"], task["statusMessage"], waiting=wait)
+    if not wait:
+        return handle
     total = timeout if timeout is not None else target.config.timeouts.maxTotalSeconds
-    seconds = min(total, max(0.0, seconds_left(handle)))
     named = "timeouts.maxTotalSeconds" if timeout is None else "the call's timeout"
-    try:
-        return await tasks_modern.follow(
-            session,
-            created,
-            deadline=time.monotonic() + seconds,
-            request_timeout=target.config.timeouts.requestSeconds,
-            on_status=on_status,
-            budget=f"{seconds:g} s ({named if total <= seconds_left(handle) else 'the task ttl'})",
-        )
-    finally:
-        known.waiting = False
-        book.forget(handle["taskId"])
+    return await follow_handle(target, session, handle, created, total, on_progress, named)
+
+
+def modern_tasks(session: Session | None) -> bool:
+    """Whether a 2026-07-28 session declared the tasks extension (its server offered it)."""
+    from kxen_core.protocol.tasks_modern import EXTENSION
+
+    modern = session.modern if session is not None else None
+    extensions = modern.capabilities.get("extensions") if modern is not None else None
+    return isinstance(extensions, dict) and EXTENSION in extensions
 
 
 __all__ = [
@@ -309,6 +312,7 @@ __all__ = [
     "check_handle",
     "follow_handle",
     "follow_modern_call",
+    "modern_tasks",
     "make_handle",
     "seconds_left",
 ]

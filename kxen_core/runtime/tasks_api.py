@@ -72,14 +72,14 @@ class TasksHost:
         return _scrubbed(target, out + list(known.values()))
 
     def _task_target(self, handle: Any) -> tuple[Server, Session, dict[str, Any]]:
-        from kxen_core.runtime.tasks import check_handle, seconds_left
+        from kxen_core.runtime.tasks import check_handle, modern_tasks, seconds_left
 
         checked = check_handle(handle)
         target = self._ready(checked["server"])
         session = target.session
         assert session is not None  # _ready says so
-        if session.modern is not None:
-            raise InvalidArguments(f"server {target.name!r} speaks the 2026-07-28 revision: its tasks are not followed")
+        if session.modern is not None and not modern_tasks(session):
+            raise InvalidArguments(f"server {target.name!r} does not offer the tasks extension: it has no tasks")
         if seconds_left(checked) <= 0:
             raise TaskFailed(
                 f"task {checked['taskId']!r} is past its ttl: the server no longer keeps it",
@@ -93,6 +93,7 @@ class TasksHost:
         """Ask the server (one ``tasks/get``) and return the task's status: the keys of :meth:`tasks`.
         Raises ``TaskFailed`` ("lost") when the server no longer knows the task."""
         from kxen_core.errors import RemoteError
+        from kxen_core.protocol import tasks_modern
         from kxen_core.protocol.tasks import parse_task
 
         target, session, checked = self._task_target(handle)
@@ -106,7 +107,8 @@ class TasksHost:
                 task_id=checked["taskId"],
                 status="lost",
             ) from None
-        task = {**parse_task(got, target.name), "taskId": checked["taskId"]}
+        parse = parse_task if session.modern is None else tasks_modern.parse  # the extension: ttlMs, pollIntervalMs
+        task = {**parse(got, target.name), "taskId": checked["taskId"]}
         known = target.tasks.get(checked["taskId"])
         waiting = known.waiting if known is not None else False
         known = target.tasks.add(checked, task["status"], task["statusMessage"], waiting=waiting)
