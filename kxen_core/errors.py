@@ -16,7 +16,9 @@
     ├── RequestError                a JSON-RPC request did not produce a result
     │   ├── RequestTimeout          no reply in time; it was cancelled on the wire
     │   │   └── StartTimeout        a start (era probe and initialize) ran out of its one budget
-    │   └── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
+    │   ├── RemoteError             the server answered with a JSON-RPC error (``code``, ``message``, ``data``)
+    │   └── TaskFailed              a task the call became ended without a result: cancelled, failed,
+    │                               lost by the server (``server``, ``task_id``, ``status``)
     ├── AuthRequired                a remote server wants a sign-in (or more scope) that needs a person:
     │                               ``reason``, ``next_step``, ``scopes``, ``status``
     ├── ServerNotReady              the server is not in the ``ready`` state (``state``, ``phase``, ``reason``)
@@ -158,6 +160,19 @@ class RemoteError(RequestError):
         self.method = method
         prefix = f"{method}: " if method else ""
         super().__init__(f"{prefix}server error {code}: {message}")
+
+
+class TaskFailed(RequestError):
+    """A tool call that became a task (``tasks/get`` polling) ended without a result: the server
+    cancelled it (``status`` "cancelled"), it failed without a result ("failed"), the server no
+    longer knows it ("lost"), or its task was unusable or never ended ("broken")."""
+
+    def __init__(self, message: str, *, server: str | None = None, task_id: str | None = None, status: str = "broken"):
+        self.server = server
+        self.task_id = task_id
+        self.status = status
+        where = f"server {server!r}: " if server else ""
+        super().__init__(f"{where}{message}")
 
 
 class AuthRequired(KxenError):

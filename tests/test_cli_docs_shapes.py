@@ -22,6 +22,7 @@ COMMANDS = [
     ("mcp list", ["mcp", "list", "--json"]),
     ("mcp get", ["mcp", "get", "m", "--json"]),
     ("mcp call", ["mcp", "call", "m", "echo", "--json", "--wait", "10", "--approve", "0" * 12]),
+    ("mcp tasks", ["mcp", "tasks", "--json", "--wait", "10"]),
     ("plugins", ["plugins", "--json"]),
     ("config check", ["config", "check", "--json"]),
 ]

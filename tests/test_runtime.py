@@ -44,6 +44,7 @@ OPTIONAL_STATUS_KEYS = {
     "scopes",
     "era",
     "protocolVersion",
+    "tasks",  # {"running", "lines"}: the tasks of its calls this runtime knows (runtime.tasks)
     "pinning",  # pinned tool definitions: the mode, and the tools that wait for a person
     "held",
     "unaccepted",

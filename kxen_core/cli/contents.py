@@ -208,6 +208,10 @@ def _progress_printer() -> Callable[[Any], None]:
     last = [float("-inf")]
 
     def show(update: Any) -> None:
+        if update.total is None and (update.message or "").startswith("task "):
+            # a task's status line (runtime.tasks): once per change, at most one per poll
+            say(safe_text(update.message), err=True)
+            return
         now = time.monotonic()
         done = update.total is not None and update.progress >= update.total
         if now - last[0] < PROGRESS_EVERY and not done:

@@ -172,6 +172,10 @@ async def _mcp(args: argparse.Namespace) -> int:
             return await doctor(rt, args, call_args)
         if args.mcp_command in ("resources", "templates", "prompts"):
             return getattr(contents, args.mcp_command)(rt, args)
+        if args.mcp_command == "tasks":
+            from kxen_core.cli import tasks as cli_tasks
+
+            return await cli_tasks.run(rt, args)
         if args.mcp_command == "read":
             return await contents.read(rt, args)
         if args.mcp_command == "get-prompt":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kxen_core.cli import audit, change, contents, login, manage, pins, setup
+from kxen_core.cli import tasks as cli_tasks
 
 if TYPE_CHECKING:
     from kxen_core.commands import Command
@@ -111,6 +112,7 @@ def _parser(extra: Mapping[str, Command] | None = None) -> argparse.ArgumentPars
         common(sp)
     doctor.set_defaults(wait=30.0)
     contents.add_commands(mcp, common)
+    cli_tasks.add_command(mcp, common)
     manage.add_commands(mcp)
     change.add_commands(mcp)
     pins.add_commands(mcp)

@@ -146,6 +146,9 @@ def _modern_result(session: Session, modern: Modern, result: dict[str, Any]) -> 
     if not isinstance(info, dict):
         info = result.get("serverInfo")  # where some servers of the era put it
     instructions = result.get("instructions")
+    from kxen_core.protocol.tasks_modern import declare_if_offered
+
+    declare_if_offered(modern, caps)  # the tasks extension, declared to a server that offers it
     return InitializeResult(
         protocol_version=modern.version,
         capabilities=dict(caps) if isinstance(caps, dict) else {},

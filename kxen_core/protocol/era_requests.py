@@ -162,8 +162,8 @@ class Modern:
                     raise self._explained(err, method) from None
                 continue
             kind = result.get("resultType", "complete")
-            if kind == "complete":
-                return result
+            if kind == "complete" or (kind == "task" and method == "tools/call"):
+                return result  # a task (the tasks extension): the caller follows it (protocol.tasks_modern)
             if kind != "input_required":
                 raise ProtocolError(f"{method}: unknown resultType {_brief(kind)}", server=self.server)
             if method not in INPUT_METHODS:

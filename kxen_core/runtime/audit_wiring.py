@@ -42,12 +42,15 @@ async def audited_call(
     server: str | None,
     timeout: float | None,
     on_progress: ProgressCallback | None,
+    **task: bool,
 ) -> dict[str, Any]:
     """``call`` (:func:`kxen_core.runtime.calls.call_tool` or its timed twin) with a note that
     records the call once decided and once it ended."""
     note = trail.note()
     try:
-        result = await call(rt, name, arguments, server=server, timeout=timeout, on_progress=on_progress, note=note)
+        result = await call(
+            rt, name, arguments, server=server, timeout=timeout, on_progress=on_progress, note=note, **task
+        )
     except BaseException as exc:
         note.failed(exc)
         raise

@@ -23,13 +23,22 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kxen_core.agent import tool_names
 from kxen_core.agent.tool_input import check_arguments
 from kxen_core.agent.tool_output import check_result
-from kxen_core.errors import AuthRequired, ClosedError, PolicyDenied, SessionExpired, UnknownTool
+from kxen_core.errors import (
+    AuthRequired,
+    ClosedError,
+    InvalidArguments,
+    PolicyDenied,
+    SessionExpired,
+    UnknownTool,
+)
 from kxen_core.policy import ToolCall
 from kxen_core.policy.approvals import authorize
 from kxen_core.protocol.clock import RequestClock
+from kxen_core.protocol.tasks import task_support
 from kxen_core.runtime import kxen_tools
 from kxen_core.runtime.failures import auth_failure
 from kxen_core.runtime.states import State
+from kxen_core.runtime.tasks import modern_tasks
 
 log = logging.getLogger("kxen.calls")
 
@@ -60,6 +69,8 @@ async def call_tool(
     timeout: float | None,
     on_progress: ProgressCallback | None,
     note: Note | None = None,
+    wait: bool = True,
+    as_task: bool = False,
 ) -> dict[str, Any]:
     # Every call of every host passes here: the lookups are inlined (one function call less each),
     # and each falls back on the helper that raises the right error when anything is off.
@@ -93,6 +104,12 @@ async def call_tool(
 
             raise held_error(target.name, held, target.tool_names.get(tool))
         raise UnknownTool(f"server {server!r} has no tool {(tool or name)[:80]!r}")
+    support = info.get("execution") and task_support(info)  # "", or the tool's execution.taskSupport
+    if not wait and support not in ("optional", "required") and not modern_tasks(target.session):
+        raise InvalidArguments(
+            f"tool {tool!r} of server {target.name!r} does not run as a task (execution.taskSupport is "
+            f"{support or 'forbidden'}): call it with wait=True; nothing was sent"
+        )
     args = dict(arguments) if arguments else {}
     # arguments the server would refuse: refused here, before a vote or a person is asked
     refused = check_arguments(info, args) if "inputSchema" in info else None
@@ -129,32 +146,49 @@ async def call_tool(
         note.sending()
     params: dict[str, Any] = {"name": tool, "arguments": args}
     budget = target.config.timeouts
-    wait = timeout if timeout is not None else budget.for_tool(tool)
+    as_task = support == "required" or (support == "optional" and (as_task or not wait))
+    if as_task and session.modern is None:  # 2025-11-25 tasks: the handshake era (runtime.tasks)
+        from kxen_core.runtime.tasks import call_as_task
+
+        result = await call_as_task(target, session, params, wait=wait, timeout=timeout, on_progress=on_progress)
+        if note is not None:
+            note.replied()
+        if not wait or "outputSchema" not in info:
+            return result
+        return check_result(info, result, target.diag)
+    seconds = timeout if timeout is not None else budget.for_tool(tool)
     try:
         if on_progress is not None:
-            result = await _send(target, session, params, wait, on_progress)
+            result = await _send(target, session, params, seconds, on_progress)
         elif budget.resetOnProgress:  # the common case, inlined: progress restarts the timeout
-            clock = RequestClock(wait, budget.maxTotalSeconds)
+            clock = RequestClock(seconds, budget.maxTotalSeconds)
             routes = target.progress
             token = routes.ticking(clock)
             params["_meta"] = {"progressToken": token}
             try:
-                result = await session.request("tools/call", params, timeout=wait, clock=clock)
+                result = await session.request("tools/call", params, timeout=seconds, clock=clock)
             finally:
                 routes.close(token)
         else:
-            result = await session.request("tools/call", params, timeout=wait)
+            result = await session.request("tools/call", params, timeout=seconds)
     except SessionExpired:
         # not processed by the server: once more, in the session the server is opening now
-        renewed = await target.next_session(session, wait)
+        renewed = await target.next_session(session, seconds)
         if renewed is None:
             raise
-        result = await _send(target, renewed, params, wait, on_progress)
+        result = await _send(target, renewed, params, seconds, on_progress)
     except ClosedError as exc:  # the transport ended on an auth failure (another request met it first)
         auth = auth_failure(exc)
         if auth is None:
             raise
         raise AuthRequired(auth.reason, next_step=auth.next_step, scopes=auth.scopes, status=auth.status) from None
+    if session.modern is not None and result.get("resultType") == "task":  # the tasks extension (2026-07-28)
+        from kxen_core.runtime.tasks import follow_modern_call
+
+        live = target.session or session
+        result = await follow_modern_call(
+            target, live, result, tool=tool, timeout=timeout, on_progress=on_progress, wait=wait
+        )
     if note is not None:
         note.replied()
     # a tool without an outputSchema has nothing to check
@@ -179,6 +213,7 @@ async def timed_call_tool(
     timeout: float | None,
     on_progress: ProgressCallback | None,
     note: Note | None = None,
+    **task: bool,
 ) -> dict[str, Any]:
     """:func:`call_tool`, logged with its time and outcome (``kxen.calls`` at info level, ``kxen
     -v``); the arguments are never logged. ``Runtime.call_tool`` takes this path only while that
@@ -187,7 +222,7 @@ async def timed_call_tool(
     start = time.monotonic()
     try:
         result = await call_tool(
-            rt, name, arguments, server=server, timeout=timeout, on_progress=on_progress, note=note
+            rt, name, arguments, server=server, timeout=timeout, on_progress=on_progress, note=note, **task
         )
     except BaseException as exc:
         log.info("call %s: %s after %.1f ms", shown, type(exc).__name__, (time.monotonic() - start) * 1000)

@@ -32,6 +32,7 @@ from kxen_core.runtime.server_filters import ToolView
 from kxen_core.runtime.server_pins import Held, PinnedTools
 from kxen_core.runtime.server_view import ServerView
 from kxen_core.runtime.states import SETTLED, Phase, State
+from kxen_core.runtime.tasks import TaskBook
 from kxen_core.transport import MessageStream
 
 if TYPE_CHECKING:
@@ -108,12 +109,14 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
     progress: ProgressRoutes = attrs.field(init=False)  # notifications/progress -> the call's callback
     server_log: ServerLog = attrs.field(init=False)  # notifications/message, bounded
     subscriptions: Subscriptions = attrs.field(init=False)  # notifications/resources/updated
+    tasks: TaskBook = attrs.field(init=False)  # the tasks of its calls this runtime knows (runtime.tasks)
 
     def __attrs_post_init__(self) -> None:
         self.config = self.admission.run or self.entry
         self.progress = ProgressRoutes("kxen", self.diag)
         self.server_log = ServerLog(self.config.name, lambda: self.env.secrets if self.env is not None else None)
         self.subscriptions = Subscriptions(self.diag)
+        self.tasks = TaskBook(self.config.name)
         self.note = self.admission.note
         if self.admission.run is None:
             self.set(self.admission.state, self.admission.phase, self.admission.error)
@@ -227,6 +230,7 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
         self.stopping = True
         self.close_reason = reason
         if self.session is not None:
+            await self.tasks.cancel_waiting(self.session)  # a task a call waits for ends with it: tasks/cancel
             await self.session.aclose(f"server {self.name!r} was stopped: {reason}")
         if self._scope is not None:
             self._scope.cancel()
@@ -278,6 +282,8 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
         elif method == "notifications/resources/updated":
             if self._from_stream(params):
                 self.subscriptions.notify(params)
+        elif method == "notifications/tasks/status":
+            self.tasks.notify(params)
         elif method.endswith("/list_changed"):
             if self._from_stream(params):
                 for kind in kinds_of(method.split("/")[1]):  # resources/list_changed: templates too

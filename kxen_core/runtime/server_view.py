@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kxen_core.protocol.catalog import Catalog
     from kxen_core.protocol.notices import ServerLog
     from kxen_core.protocol.session import Session
+    from kxen_core.runtime.tasks import TaskBook
     from kxen_core.transport import MessageStream
 
 #: the next step of a server whose credential plugin broke
@@ -47,6 +48,7 @@ class ServerView:
         held_tools: dict[str, Any]
         diagnostics: deque[str]
         server_log: ServerLog
+        tasks: TaskBook
 
         @property
         def name(self) -> str: ...
@@ -91,6 +93,7 @@ class ServerView:
             "transportInfo": self._describe(),
             "diagnostics": [safe_text(d) for d in list(self.diagnostics)[-20:]],
             "log": self.server_log.snapshot(),  # the server's own notifications/message, escaped
+            "tasks": self.tasks.status_view(),  # running tasks, each known task's status line (runtime.tasks)
         }
 
     def next_step(self) -> str | None:

@@ -157,6 +157,8 @@ class ToolsHost:
         server: str | None = None,
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
+        wait: bool = True,
+        as_task: bool = False,
     ) -> dict[str, Any]:
         """Call a tool by its model-facing name (``qualifiedName`` of :meth:`tools`), or by
         ``server=`` and the tool's own name; return the server's result as it is (for the host;
@@ -173,15 +175,22 @@ class ToolsHost:
         When a remote server has forgotten the session (the request was not processed), the call
         waits for the new session the server opens at once and is sent again, once (see
         :mod:`kxen_core.runtime.calls`).
+
+        A tool whose ``execution.taskSupport`` is ``required`` (``optional`` with ``as_task=True``)
+        runs as a task (2025-11-25): kxen polls it and returns its result as if the call had returned
+        it; a status change reaches ``on_progress`` as a ``task <status>: <message>`` update. With
+        ``wait=False`` (a task tool only) the call returns the task's *handle* at once, a plain dict
+        for :meth:`task_result`, :meth:`task_status` and :meth:`cancel_task` (docs/embedding.md, "Tasks").
         """
+        task = {} if wait and not as_task else {"wait": wait, "as_task": as_task}  # the common call passes nothing more
         # kxen -v: the call logged with its time (kxen_core.runtime.calls), else nothing added
         call = self._timed_call_tool if self._calls_log.isEnabledFor(20) else self._call_tool
         trail = self._audit
         if trail is not None:  # the audit trail records the call (kxen_core.runtime.audit_wiring)
             return await self._audited_call(
-                self, call, trail, name, arguments, server=server, timeout=timeout, on_progress=on_progress
+                self, call, trail, name, arguments, server=server, timeout=timeout, on_progress=on_progress, **task
             )
-        return await call(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress)
+        return await call(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress, **task)
 
     @property
     def audit_path(self) -> Path | None:

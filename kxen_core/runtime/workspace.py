@@ -34,6 +34,7 @@ from kxen_core.runtime.model_api import ModelHost
 from kxen_core.runtime.pins_api import PinsHost
 from kxen_core.runtime.settings_api import SettingsHost
 from kxen_core.runtime.states import State
+from kxen_core.runtime.tasks_api import TasksHost
 from kxen_core.runtime.tools_api import ToolsHost
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from kxen_core.safe_text import Secrets
 
 
-class Runtime(ToolsHost, ContentsHost, ModelHost, SettingsHost, LoginHost, PinsHost):
+class Runtime(ToolsHost, TasksHost, ContentsHost, ModelHost, SettingsHost, LoginHost, PinsHost):
     """Servers of one workspace. An async context manager; nothing starts before entering it.
     Signing in to a remote server: ``login_start``, ``login_poll``, ``login_cancel``, ``logout``
     (:mod:`.logins`). ``audit=True`` keeps the audit trail of decided calls unless the user's
