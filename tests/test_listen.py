@@ -154,8 +154,9 @@ async def test_a_stream_the_server_ends_is_reopened_and_the_catalogs_fetched_onc
         lists = fake.received_methods().count("tools/list")
         await fake.notify("notifications/cancelled", {"requestId": first, "reason": "shutting down"})
         await until(lambda: len(listens(fake)) == 2 and server.listener.state == "open")
+        # each kind is fetched again on its own (list_changed's debounced refresh): wait for both
         await until(lambda: fake.received_methods().count("tools/list") == lists + 1)
-        assert fake.received_methods().count("resources/list") >= 2
+        await until(lambda: fake.received_methods().count("resources/list") >= 2)
         assert first not in cancels(fake)  # it ended it: nothing to cancel
         await anyio.sleep(0.2)
         assert len(listens(fake)) == 2 and fake.received_methods().count("tools/list") == lists + 1

@@ -5,6 +5,8 @@ twin against the OAuth peer: tests/test_oauth_flow.py::test_a_flood_at_the_liste
 
 from __future__ import annotations
 
+import socket
+
 import anyio
 import pytest
 from kxen_oauth._listener import MAX_OPEN, Listener
@@ -130,3 +132,36 @@ async def test_the_callers_time_bound_still_ends_a_wait_that_never_gets_its_answ
                         await request(listener.port, get("/callback?state=wrong"))
     finally:
         await listener.aclose()
+
+
+def _answer_then_preconnect(port: int, spares: int) -> list[socket.socket]:
+    """From a thread, as a browser does: the answer on one connection and, right behind it,
+    ``spares`` connections that send nothing (Chromium's preconnects); the sockets, to close."""
+    first = socket.create_connection(("127.0.0.1", port), timeout=10)
+    first.sendall(get(f"/callback?state={STATE}&code=c"))
+    return [first, *(socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(spares))]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_spare_connections_arriving_as_the_answer_ends_the_wait_leave_nothing_open():
+    """The wait ends in the loop turn a spare connection comes (the race behind CPython 3.11's
+    cancelled ``sock_accept`` setting its result: InvalidStateError in the loop, the accepted socket
+    leaked, seen in the browser sign-in test). Every round must end cleanly, with nothing left open:
+    the per-test garbage collection turns a leaked socket into an error."""
+    for _ in range(40):
+        listener = await Listener.bind()
+        try:
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tg:
+                    result: dict[str, dict[str, str]] = {}
+
+                    async def wait(into: dict[str, dict[str, str]] = result, on: Listener = listener) -> None:
+                        into["got"] = await on.wait(STATE)
+
+                    tg.start_soon(wait)
+                    sockets = await anyio.to_thread.run_sync(_answer_then_preconnect, listener.port, 3)
+            assert result["got"] == {"state": STATE, "code": "c"}
+        finally:
+            await listener.aclose()
+        for s in sockets:
+            s.close()

@@ -7,11 +7,18 @@ outlives the caller. A request that is not this sign-in's answer (another path, 
 Each request costs bounded work (at most :data:`MAX_REQUEST_BYTES` read within
 :data:`READ_SECONDS`), at most :data:`MAX_OPEN` are read at once (one more is answered 503 at
 once), and the caller's own time bound (the flow's lifetime) is what ends a wait.
+
+Connections are taken with a plain non-blocking ``accept()`` once the socket is readable, never
+with the event loop's ``sock_accept``: a browser opens spare connections (Chromium preconnects),
+and on CPython 3.11 an ``sock_accept`` cancelled in the very loop turn its connection came (the
+answer found, the wait ending) sets a result on the cancelled future -- ``InvalidStateError`` in
+the loop, and the accepted socket left open. Waiting for readability is cancelled cleanly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -35,6 +42,7 @@ class Listener:
 
     def __init__(self, listener: anyio.abc.SocketListener) -> None:
         self._listener = listener
+        self._socket: socket.socket = listener.extra(anyio.abc.SocketAttribute.raw_socket)
         self.port: int = listener.extra(anyio.abc.SocketAttribute.local_port)
         self.redirect_uri = f"http://127.0.0.1:{self.port}{CALLBACK_PATH}"
         self.closed = False
@@ -71,7 +79,9 @@ class Listener:
                     tg.cancel_scope.cancel()
 
             while not found:
-                stream = await self._listener.accept()
+                stream = await self._accept()
+                if stream is None:
+                    continue
                 try:
                     limiter.acquire_on_behalf_of_nowait(stream)
                 except anyio.WouldBlock:
@@ -80,6 +90,22 @@ class Listener:
                     continue
                 tg.start_soon(handle, stream)
         return found[0]
+
+    async def _accept(self) -> anyio.abc.SocketStream | None:
+        """The next connection, or None when another took it first (see the module text). Raises
+        ``OSError`` when the socket is closed or broken."""
+        await anyio.wait_readable(self._socket)
+        try:
+            conn, _ = self._socket.accept()
+        except (BlockingIOError, InterruptedError):
+            return None
+        conn.setblocking(False)
+        with anyio.CancelScope(shield=True):  # made into a stream (one loop turn) or closed, never lost
+            try:
+                return await anyio.abc.SocketStream.from_socket(conn)
+            except BaseException:
+                conn.close()
+                raise
 
     async def _one(self, stream: anyio.abc.SocketStream, state: str) -> dict[str, str] | None:
         data = b""
