@@ -104,6 +104,22 @@ class PinStore:
         stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         if stamp == self._stamp:
             return self._doc
+        self._doc = self._read(st)
+        self._stamp = stamp
+        return self._doc
+
+    def _fresh(self) -> dict[str, Any]:
+        """The file parsed now, not cached (a document of the caller's own to change)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._check_dir()
+            return _empty()
+        except OSError as exc:
+            raise PinStoreError(f"{self.path}: cannot be read ({exc.strerror})") from None
+        return self._read(st)
+
+    def _read(self, st: os.stat_result) -> dict[str, Any]:
         self._check_dir()
         if hasattr(os, "getuid") and st.st_uid != os.getuid():
             raise PinStoreError(f"{self.path}: owned by another user: refused")
@@ -111,9 +127,7 @@ class PinStore:
             os.chmod(self.path, 0o600)  # its content is not secret, but nobody else may change it
         if st.st_size > MAX_FILE_BYTES:
             raise PinStoreError(f"{self.path}: larger than {MAX_FILE_BYTES} bytes: refused")
-        self._doc = self._parse(self.path.read_bytes()[: MAX_FILE_BYTES + 1])
-        self._stamp = stamp
-        return self._doc
+        return self._parse(self.path.read_bytes()[: MAX_FILE_BYTES + 1])
 
     def _parse(self, raw: bytes) -> dict[str, Any]:
         moved = "move it away to pin every server again from its next listing"
@@ -163,7 +177,9 @@ class PinStore:
                 raise PinStoreError(f"{self.path} stayed locked for {seconds:.0f} s ({lock.lock_file})") from None
             try:
                 self.forget_cache()
-                doc = json.loads(json.dumps(self.document()))  # a copy: the cache changes only once written
+                # read again under the lock, parsed once into a document of its own: the cache
+                # (another reader's) changes only once written
+                doc = self._fresh()
                 write, result = change(doc)
                 if write:
                     self._remove_leftovers()
