@@ -1,7 +1,8 @@
 """The pin store: ``tool-pins.json`` in kxen's data directory (:func:`kxen_core.config.paths.data_dir`).
 
 One file for every server identity the user's kxen ever listed (:mod:`.pins` decides what goes in):
-mode 0600 in a 0700 directory, read only when its mtime, ctime, size or inode changed, written
+mode 0600 in a 0700 directory, read only when its mtime, ctime, size or inode changed (what this
+process wrote last is kept as it wrote it, stamped after the write), written
 under a cross-process file lock to a temporary file in the same directory, fsynced and renamed
 over the old one (then the directory fsynced), so a killed process leaves the old file or the new
 one, never half of one, and two processes that write at once each see the other's pins.
@@ -185,12 +186,24 @@ class PinStore:
                     self._remove_leftovers()
                     _trim(doc)
                     self._write(doc)
-                    self.forget_cache()
+                    self._keep(doc)
                 return result
             finally:
                 lock.release()
         finally:
             self._thread_lock.release()
+
+    def _keep(self, doc: dict[str, Any]) -> None:
+        """After this process wrote ``doc`` (under the file lock: no other kxen wrote since), it is
+        the cache, stamped with the file as it is now: the next read is one ``stat``, not a parse.
+        Another writer's file has another inode, or another time or size: read again."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self.forget_cache()
+            return
+        self._doc = doc  # before the stamp: a reader between the two sees the old stamp, and reads the file
+        self._stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
     def _write(self, doc: dict[str, Any]) -> None:
         from kxen_core.config.files import write_atomic  # on a write only
