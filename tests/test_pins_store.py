@@ -337,3 +337,18 @@ def test_a_failed_write_keeps_no_document(tmp_path, monkeypatch):
     with pytest.raises(PinStoreError):
         store.update_if(lambda doc: (True, merge(doc, a="A", b="B")))
     assert set(store.document()["servers"]["k"]["tools"]) == {"a"}
+
+
+def test_the_cached_documents_are_bounded_one_per_store_and_at_most_max_stores(tmp_path):
+    """A process keeps one document per store file (the last read or written) and at most
+    ``MAX_STORES`` stores: the one used longest ago goes first."""
+    from kxen_core.policy import pin_store as module
+
+    made = [module.pin_store(tmp_path / f"d{i}") for i in range(module.MAX_STORES + 3)]
+    for store in made[-2:]:
+        store.update_if(lambda doc: (True, merge(doc, a="A")))
+        store.update_if(lambda doc: (True, merge(doc, mode="warn", a="A", b="B")))
+        assert set(store.document()["servers"]["k"]["tools"]) == {"a", "b"}  # one document, the last written
+    kept = [p for p in module._STORES if p.parent == tmp_path]
+    assert len(module._STORES) <= module.MAX_STORES and tmp_path / "d0" not in kept
+    assert module.pin_store(made[-1].dir) is made[-1]
