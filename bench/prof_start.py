@@ -116,7 +116,15 @@ def main() -> int:
     opts = ap.parse_args()
     # every start is a new workspace, so a new identity in the pin store (up to its 500): a fresh
     # store by default, not the user's
-    os.environ["KXEN_DATA_DIR"] = opts.data_dir or tempfile.mkdtemp(prefix="kxen-prof-data-")
+    if opts.data_dir:
+        os.environ["KXEN_DATA_DIR"] = opts.data_dir
+        return measure(opts)
+    with tempfile.TemporaryDirectory(prefix="kxen-prof-data-") as data:
+        os.environ["KXEN_DATA_DIR"] = data
+        return measure(opts)
+
+
+def measure(opts: argparse.Namespace) -> int:
 
     if opts.phases:
         from kxen_core.runtime.workspace import Runtime  # noqa: F401  (the modules to wrap)
