@@ -296,3 +296,59 @@ def test_a_store_over_its_bound_drops_diffs_then_the_oldest_servers(tmp_path, mo
     smaller = PinStore(tmp_path / "smaller")
     smaller.update_if(fill)
     assert list(smaller.document()["servers"]) == ["id3"]  # the one listed last
+
+
+def test_what_this_process_wrote_is_read_back_without_a_parse_and_another_writer_is_seen(tmp_path, monkeypatch):
+    """After its own write a store reads the file back as one ``stat``: the document is the one
+    written, equal to the file. A write by another object (another process) gives the file another
+    inode, time or size: the next read parses it, and its pins are there."""
+    data = tmp_path / "data"
+    mine, other = PinStore(data), PinStore(data)
+    parsed: list[int] = []
+    real_parse = PinStore._parse
+    monkeypatch.setattr(PinStore, "_parse", lambda self, raw: parsed.append(len(raw)) or real_parse(self, raw))
+    mine.update_if(lambda doc: (True, merge(doc, a="A")))
+    assert len(parsed) == 0  # nothing to parse yet: no file before the first write
+    doc = mine.document()
+    assert parsed == [] and doc == json.loads((data / FILE_NAME).read_bytes())
+    assert merge(json.loads(json.dumps(doc)), a="A").states == {"a": "pinned"}
+    # the other parses the file mine wrote, under the lock
+    other.update_if(lambda doc: (True, merge(doc, mode="warn", a="A", b="B")))
+    assert len(parsed) == 1
+    seen = mine.document()
+    assert len(parsed) == 2 and set(seen["servers"]["k"]["tools"]) == {"a", "b"}
+    assert seen == json.loads((data / FILE_NAME).read_bytes())
+    # the same size and content, written by hand (another inode): read again, not the cached one
+    raw = (data / FILE_NAME).read_bytes().replace(b'"seen":1000', b'"seen":1001')
+    (data / "x").write_bytes(raw)
+    os.replace(data / "x", data / FILE_NAME)
+    assert mine.document()["servers"]["k"]["seen"] == 1001 and len(parsed) == 3
+
+
+def test_a_failed_write_keeps_no_document(tmp_path, monkeypatch):
+    """A write that raises leaves no cache of what was not written: the next read is the file's."""
+    store = PinStore(tmp_path)
+    store.update_if(lambda doc: (True, merge(doc, a="A")))
+
+    def broken(self: PinStore, doc: dict[str, Any]) -> None:
+        raise PinStoreError("disk full")
+
+    monkeypatch.setattr(PinStore, "_write", broken)
+    with pytest.raises(PinStoreError):
+        store.update_if(lambda doc: (True, merge(doc, a="A", b="B")))
+    assert set(store.document()["servers"]["k"]["tools"]) == {"a"}
+
+
+def test_the_cached_documents_are_bounded_one_per_store_and_at_most_max_stores(tmp_path):
+    """A process keeps one document per store file (the last read or written) and at most
+    ``MAX_STORES`` stores: the one used longest ago goes first."""
+    from kxen_core.policy import pin_store as module
+
+    made = [module.pin_store(tmp_path / f"d{i}") for i in range(module.MAX_STORES + 3)]
+    for store in made[-2:]:
+        store.update_if(lambda doc: (True, merge(doc, a="A")))
+        store.update_if(lambda doc: (True, merge(doc, mode="warn", a="A", b="B")))
+        assert set(store.document()["servers"]["k"]["tools"]) == {"a", "b"}  # one document, the last written
+    kept = [p for p in module._STORES if p.parent == tmp_path]
+    assert len(module._STORES) <= module.MAX_STORES and tmp_path / "d0" not in kept
+    assert module.pin_store(made[-1].dir) is made[-1]

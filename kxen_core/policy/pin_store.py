@@ -1,7 +1,8 @@
 """The pin store: ``tool-pins.json`` in kxen's data directory (:func:`kxen_core.config.paths.data_dir`).
 
 One file for every server identity the user's kxen ever listed (:mod:`.pins` decides what goes in):
-mode 0600 in a 0700 directory, read only when its mtime, ctime, size or inode changed, written
+mode 0600 in a 0700 directory, read only when its mtime, ctime, size or inode changed (what this
+process wrote last is kept as it wrote it, stamped after the write), written
 under a cross-process file lock to a temporary file in the same directory, fsynced and renamed
 over the old one (then the directory fsynced), so a killed process leaves the old file or the new
 one, never half of one, and two processes that write at once each see the other's pins.
@@ -104,6 +105,22 @@ class PinStore:
         stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         if stamp == self._stamp:
             return self._doc
+        self._doc = self._read(st)
+        self._stamp = stamp
+        return self._doc
+
+    def _fresh(self) -> dict[str, Any]:
+        """The file parsed now, not cached (a document of the caller's own to change)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._check_dir()
+            return _empty()
+        except OSError as exc:
+            raise PinStoreError(f"{self.path}: cannot be read ({exc.strerror})") from None
+        return self._read(st)
+
+    def _read(self, st: os.stat_result) -> dict[str, Any]:
         self._check_dir()
         if hasattr(os, "getuid") and st.st_uid != os.getuid():
             raise PinStoreError(f"{self.path}: owned by another user: refused")
@@ -111,9 +128,7 @@ class PinStore:
             os.chmod(self.path, 0o600)  # its content is not secret, but nobody else may change it
         if st.st_size > MAX_FILE_BYTES:
             raise PinStoreError(f"{self.path}: larger than {MAX_FILE_BYTES} bytes: refused")
-        self._doc = self._parse(self.path.read_bytes()[: MAX_FILE_BYTES + 1])
-        self._stamp = stamp
-        return self._doc
+        return self._parse(self.path.read_bytes()[: MAX_FILE_BYTES + 1])
 
     def _parse(self, raw: bytes) -> dict[str, Any]:
         moved = "move it away to pin every server again from its next listing"
@@ -163,18 +178,32 @@ class PinStore:
                 raise PinStoreError(f"{self.path} stayed locked for {seconds:.0f} s ({lock.lock_file})") from None
             try:
                 self.forget_cache()
-                doc = json.loads(json.dumps(self.document()))  # a copy: the cache changes only once written
+                # read again under the lock, parsed once into a document of its own: the cache
+                # (another reader's) changes only once written
+                doc = self._fresh()
                 write, result = change(doc)
                 if write:
                     self._remove_leftovers()
                     _trim(doc)
                     self._write(doc)
-                    self.forget_cache()
+                    self._keep(doc)
                 return result
             finally:
                 lock.release()
         finally:
             self._thread_lock.release()
+
+    def _keep(self, doc: dict[str, Any]) -> None:
+        """After this process wrote ``doc`` (under the file lock: no other kxen wrote since), it is
+        the cache, stamped with the file as it is now: the next read is one ``stat``, not a parse.
+        Another writer's file has another inode, or another time or size: read again."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self.forget_cache()
+            return
+        self._doc = doc  # before the stamp: a reader between the two sees the old stamp, and reads the file
+        self._stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
     def _write(self, doc: dict[str, Any]) -> None:
         from kxen_core.config.files import write_atomic  # on a write only
