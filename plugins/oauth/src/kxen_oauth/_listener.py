@@ -102,10 +102,11 @@ class Listener:
         conn.setblocking(False)
         with anyio.CancelScope(shield=True):  # made into a stream (one loop turn) or closed, never lost
             try:
-                return await anyio.abc.SocketStream.from_socket(conn)
+                stream = await anyio.abc.SocketStream.from_socket(conn)
             except BaseException:
                 conn.close()
                 raise
+        return stream
 
     async def _one(self, stream: anyio.abc.SocketStream, state: str) -> dict[str, str] | None:
         data = b""
