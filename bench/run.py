@@ -81,11 +81,50 @@ ROWS = (
     Row(workload="W4mem", label="W4 memory (tracemalloc peak)", metric="peak_kib", unit="KiB", target=None),
     Row(workload="W4mem", label="  memory retained", metric="retained_kib", unit="KiB", target=None),
     Row(workload="W5", label="W5 20 servers, one runtime", metric="ms", unit="ms", target=1.05),
-    Row(workload="W5", label="  client CPU", metric="cpu_ms", unit="ms", target=None),
+    Row(
+        workload="W5",
+        label="  client CPU (issue 30: ≤ the SDK's)",
+        metric="cpu_ms",
+        unit="ms",
+        target=1.0,
+        versus="sdk",
+    ),
     Row(workload="W5b", label="W5 20 runtimes, one plugin manager", metric="ms", unit="ms", target=1.05),
     Row(workload="W5b", label="  client CPU", metric="cpu_ms", unit="ms", target=None),
     Row(workload="W6", label="W6 1,000 sequential calls, HTTP", metric="us_per_call", unit="µs/call", target=1.05),
     Row(workload="W6", label="  client CPU", metric="cpu_us_per_call", unit="µs/call", target=None),
+    # issue 30's workloads and targets
+    Row(workload="W1", label="I30 cold start, start + close, wall", metric="with_close_ms", unit="ms", target=1.05),
+    Row(
+        workload="W1",
+        label="  client CPU per start + close",
+        metric="with_close_cpu_ms",
+        unit="ms",
+        target=0.8,
+        versus="sdk",
+    ),
+    Row(workload="W4r", label="W4r 10,000 real-schema tools / 100 pages", metric="ms", unit="ms", target=1.3),
+    Row(workload="W4r", label="  client CPU", metric="cpu_ms", unit="ms", target=1.5),
+    Row(workload="W8", label="W8 100 idle stdio servers, start all", metric="ms", unit="ms", target=1.1),
+    Row(workload="W8", label="  client CPU", metric="cpu_ms", unit="ms", target=None),
+    Row(
+        workload="W8",
+        label="  client RSS growth per server",
+        metric="rss_kib_per_server",
+        unit="KiB",
+        target=1.0,
+        versus="sdk",
+    ),
+    Row(workload="W8", label="  echo calls refused after the start (of 100)", metric="refused", unit="", target=None),
+    Row(
+        workload="W7",
+        label="W7 2,000 calls, 64 in flight, HTTP",
+        metric="calls_per_s",
+        unit="calls/s",
+        target=0.7,
+        higher_is_better=True,
+    ),
+    Row(workload="W7", label="  client CPU", metric="cpu_us_per_call", unit="µs/call", target=None),
 )
 
 
@@ -156,7 +195,9 @@ def median_of(samples: list[dict[str, float]], metric: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
-    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W5b,W6,import", help="comma-separated, e.g. W1,W2,import")
+    ap.add_argument(
+        "--workloads", default="W1,W2,W3,W4,W5,W5b,W6,W4r,W7,W8,import", help="comma-separated, e.g. W1,W2,import"
+    )
     ap.add_argument("--reps", type=int, help="repetitions per side for every workload (default: per workload)")
     ap.add_argument(
         "--sides",
