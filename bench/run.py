@@ -34,6 +34,7 @@ from sides import ADAPTERS, SIDES, maker, usable
 from workloads import WORKLOADS, Sizes, Workload, import_times
 
 IMPORT_LIMIT_MS = 150.0
+IMPORT_LIMIT_30_MS = 100.0  # issue 30's target, judged on the same cached measurement
 IMPORT_REPS, IMPORT_QUICK_REPS = 15, 5
 
 
@@ -322,6 +323,18 @@ def main(argv: list[str] | None = None) -> int:
             f"≤ {IMPORT_LIMIT_MS:g} ms" if key == "import" else "(info)",
             "" if met is None else ("[green]met[/]" if met else "[red]not met[/]"),
         )
+        if key == "import":
+            met30 = net <= IMPORT_LIMIT_30_MS
+            verdicts.append(("import, issue 30", met30))
+            table.add_row(
+                "  issue 30: every plugin installed",
+                "",
+                f"{_fmt(net)} ms",
+                "",
+                f"≤ {IMPORT_LIMIT_30_MS:g} ms",
+                "[green]met[/]" if met30 else "[red]not met[/]",
+            )
+            summary.append({"row": "import_issue30", "unit": "ms", "net": net, "target": "≤ 100 ms", "met": met30})
         summary.append(
             {
                 "row": key,
