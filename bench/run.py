@@ -22,6 +22,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -231,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         log("the sdk side is skipped: the official SDK (the 'mcp' package) is not installed")
     sizes = Sizes()
 
+    # kxen keeps pins (and OAuth tokens) in its data directory, not in the home: without this every
+    # run would write into the user's own one, shared with other processes on the machine
+    data = tempfile.TemporaryDirectory(prefix="kxen-bench-data-")
+    os.environ["KXEN_DATA_DIR"] = data.name
     started = time.perf_counter()
     load_before = _loadavg()
     all_samples: dict[str, Any] = {}
@@ -256,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         log("search: done")
     total = time.perf_counter() - started
     load_after = _loadavg()
+    data.cleanup()
 
     table = Table(
         title=f"kxen through the Runtime vs the raw floor ({opts.transport}, W6 http; medians; {os.cpu_count()} CPUs; "
