@@ -246,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             wl = WORKLOADS[key]
             reps = opts.reps or (wl.quick_reps if opts.quick else wl.reps)
+            # a data directory per workload: W4's 10,000 pinned tools would otherwise weigh on every
+            # later pin update (20 servers at once then outwait the pin store's 10 s lock: refused calls)
+            os.environ["KXEN_DATA_DIR"] = tempfile.mkdtemp(prefix=f"{key}-", dir=data.name)
             all_samples[key] = await run_workload(wl, reps, sides, sizes, opts.transport, log)
 
     asyncio.run(run_all())
