@@ -111,11 +111,10 @@ ROWS = (
     Row(workload="W8", label="  client CPU", metric="cpu_ms", unit="ms", target=None),
     Row(
         workload="W8",
-        label="  client RSS growth per server",
+        label="  client RSS growth per server (no verdict yet: see docs)",
         metric="rss_kib_per_server",
         unit="KiB",
-        target=1.0,
-        versus="sdk",
+        target=None,  # issue 30: ≤ the SDK's; in one process after other workloads it goes negative
     ),
     Row(workload="W8", label="  echo calls refused after the start (of 100)", metric="refused", unit="", target=None),
     Row(
