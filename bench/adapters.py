@@ -54,10 +54,16 @@ class ServerSpec:
     name: str = "bench"
     tools: int = 0
     page_size: int = 100
+    catalog: str = ""  # a JSON file of real tool definitions, repeated under distinct names (W4r)
+
+    def _catalog_args(self) -> list[str]:
+        return ["--catalog", self.catalog] if self.catalog else []
 
     def args(self) -> list[str]:
         # -I -S: the peer is stdlib only; skipping site keeps its start-up (the W1 floor) minimal
-        return ["-I", "-S", str(SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)]
+        return ["-I", "-S", str(SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)] + (
+            self._catalog_args()
+        )
 
     def server_config(self) -> Any:
         from kxen_core.config.models import ServerConfig
@@ -65,7 +71,9 @@ class ServerSpec:
         return ServerConfig(name=self.name, command=sys.executable, args=self.args())
 
     def http_args(self) -> list[str]:
-        return ["-I", "-S", str(HTTP_SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)]
+        return ["-I", "-S", str(HTTP_SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)] + (
+            self._catalog_args()
+        )
 
     def launch(self) -> tuple[str, list[str], Path, dict[str, str]]:
         """(command, args, cwd, env) exactly as kxen's stdio transport starts the process: the

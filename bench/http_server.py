@@ -58,8 +58,8 @@ class BadRequest(Exception):
 
 
 class Server:
-    def __init__(self, n_tools: int, page_size: int) -> None:
-        self.tools = make_tools(n_tools)
+    def __init__(self, n_tools: int, page_size: int, catalog: str = "") -> None:
+        self.tools = make_tools(n_tools, catalog)
         self.page_size = page_size
         self.sessions: set[str] = set()
         self.dumps = json.JSONEncoder(separators=(",", ":")).encode
@@ -215,7 +215,8 @@ async def main() -> None:
     port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 0
     n_tools = int(argv[argv.index("--tools") + 1]) if "--tools" in argv else 0
     page_size = int(argv[argv.index("--page-size") + 1]) if "--page-size" in argv else 100
-    app = Server(n_tools, page_size)
+    catalog = argv[argv.index("--catalog") + 1] if "--catalog" in argv else ""
+    app = Server(n_tools, page_size, catalog)
     server = await asyncio.start_server(app.connection, "127.0.0.1", port, limit=MAX_HEAD)
     sys.stdout.write(f"{server.sockets[0].getsockname()[1]}\n")
     sys.stdout.flush()

@@ -8,15 +8,18 @@ Methods: ``initialize``, ``ping``, ``tools/list`` (paged through ``nextCursor``)
 (``echo`` returns its ``text``; ``tool_<i>`` returns its own name). Notifications are read and
 ignored. Requests are answered in arrival order, one at a time: concurrent clients pipeline.
 
-Usage: ``server.py [--tools N] [--page-size P]`` serves ``echo`` plus N tools ``tool_0..``.
+Usage: ``server.py [--tools N] [--page-size P] [--catalog FILE]`` serves ``echo`` plus N tools
+``tool_0..`` (with ``--catalog``, the real definitions of FILE repeated under those names).
 """
 
 import json
 import sys
 
 
-def make_tools(n_tools: int) -> list[dict]:
-    """``echo`` and ``tool_0`` .. ``tool_<n-1>``: the catalog both bench peers serve."""
+def make_tools(n_tools: int, catalog: str = "") -> list[dict]:
+    """``echo`` and ``tool_0`` .. ``tool_<n-1>``: the catalog both bench peers serve. With
+    ``catalog`` (a JSON list of real tool definitions), tool ``i`` is definition ``i % len`` of it
+    under the name ``tool_<i>`` (its description, schema and annotations kept)."""
     tools = [
         {
             "name": "echo",
@@ -24,6 +27,10 @@ def make_tools(n_tools: int) -> list[dict]:
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
         }
     ]
+    if catalog:
+        with open(catalog, encoding="utf-8") as f:
+            real = json.load(f)["tools"]
+        return tools + [{**real[i % len(real)], "name": f"tool_{i}"} for i in range(n_tools)]
     tools += [
         {
             "name": f"tool_{i}",
@@ -39,7 +46,8 @@ def main() -> None:
     argv = sys.argv[1:]
     n_tools = int(argv[argv.index("--tools") + 1]) if "--tools" in argv else 0
     page_size = int(argv[argv.index("--page-size") + 1]) if "--page-size" in argv else 100
-    tools = make_tools(n_tools)
+    catalog = argv[argv.index("--catalog") + 1] if "--catalog" in argv else ""
+    tools = make_tools(n_tools, catalog)
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     loads = json.loads
     read = sys.stdin.buffer.readline
