@@ -217,6 +217,12 @@ class Session(Incoming):
         # backpressure (nothing queued): the send counts against the timeout too, so a server that
         # stops reading cannot block us forever
         start = anyio.current_time()
+        await self._send_waiting(rid, message, timeout)
+        return await self.finish((rid, p), timeout - (anyio.current_time() - start), whole=timeout, clock=clock)
+
+    async def _send_waiting(self, rid: int, message: Message, timeout: float) -> None:
+        """Send request ``rid`` when the stream cannot take it at once, within ``timeout``; raises
+        ``RequestTimeout`` (its pending entry dropped) when it could not go out whole."""
         sent = False
         try:
             with anyio.move_on_after(timeout):
@@ -226,8 +232,7 @@ class Session(Incoming):
             if not sent:  # timed out, cancelled or failed: nothing (whole) was sent, nothing to cancel
                 self._pending.pop(rid, None)
         if not sent:
-            raise RequestTimeout(method, timeout, server=self.server)
-        return await self.finish((rid, p), timeout - (anyio.current_time() - start), whole=timeout, clock=clock)
+            raise RequestTimeout(str(message["method"]), timeout, server=self.server)
 
     def begin(
         self, method: str, params: Mapping[str, Any] | None = None, *, on_reply: Callable[[Message], None] | None = None
@@ -271,16 +276,7 @@ class Session(Incoming):
         message: Message = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        sent = False
-        try:
-            with anyio.move_on_after(timeout):
-                await self._stream.send(message)
-                sent = True
-        finally:
-            if not sent:
-                self._pending.pop(rid, None)
-        if not sent:
-            raise RequestTimeout(method, timeout, server=self.server)
+        await self._send_waiting(rid, message, timeout)
         return rid, p
 
     def abandon(self, rid: int, error: BaseException) -> None:
