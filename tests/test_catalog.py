@@ -534,7 +534,9 @@ def test_a_failing_page_fetched_ahead_keeps_the_items_so_far(ahead_path):
 def reference_walk(kind: str, pages: Sequence[Page], decide, max_pages: int, max_items: int) -> Catalog:
     """The walk written plainly from the documented rules: every item through the core rules one
     call at a time, the verdicts, then the first of each key kept (no shortcut, no fetch ahead)."""
-    from kxen_core.protocol.catalog import KINDS, _base_problem, _label
+    from kxen_core.protocol.catalog import KINDS
+    from kxen_core.protocol.catalog_rules import base_problem as _base_problem
+    from kxen_core.protocol.catalog_rules import label as _label
 
     key_field = KINDS[kind][2]
     catalog = Catalog(kind=kind)

@@ -178,7 +178,7 @@ class ToolCatalog(_Hooks):
             from kxen_core.config.models import RemoteCatalogLimits
 
             limits = RemoteCatalogLimits()
-        return tool_verdicts(page.items, limits)
+        return tool_verdicts(page.items, limits, known=page.known)
 
 
 #: MCP's own rule for a tool name (2025-11-25, SEP-986). The model never sees it as it is unless it
@@ -292,8 +292,11 @@ def schema_problem(field: str, schema: dict[str, Any], limits: RemoteCatalogLimi
     return None
 
 
-def tool_verdicts(items: Sequence[dict[str, Any]], limits: RemoteCatalogLimits) -> list[Verdict]:
-    """A reject verdict for each tool of ``items`` that :func:`tool_problem` finds a problem with.
+def tool_verdicts(
+    items: Sequence[dict[str, Any]], limits: RemoteCatalogLimits, *, known: frozenset[int] = frozenset()
+) -> list[Verdict]:
+    """A reject verdict for each tool of ``items`` that :func:`tool_problem` finds a problem with;
+    the ``known`` ones passed these rules before with the same limits (``CatalogPage.known``).
 
     The same rules and messages: a plain tool (only ``name``, ``description`` and ``inputSchema``,
     each of the JSON type it must have, the schema's text within every bound) is checked here in
@@ -304,7 +307,11 @@ def tool_verdicts(items: Sequence[dict[str, Any]], limits: RemoteCatalogLimits) 
     name_ok = TOOL_NAME_RE.fullmatch
     parts, join = _compact_parts, "".join
     max_desc, max_bytes, max_depth = limits.max_description_chars, limits.max_schema_bytes, limits.max_schema_depth
+    if known and len(known) == len(items):
+        return verdicts  # the page as it was listed before
     for i, item in enumerate(items):
+        if i in known:
+            continue
         if plain(item):
             name = item.get("name")
             desc = item.get("description")

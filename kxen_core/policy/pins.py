@@ -28,6 +28,7 @@ Runtime's pin API in :mod:`kxen_core.runtime.pins_api`).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -87,9 +88,16 @@ def identity_key(identity: dict[str, Any]) -> str:
     return fingerprint(identity)
 
 
-def listing_of(tools: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any], int]]:
+def listing_of(
+    tools: dict[str, dict[str, Any]],
+    before: tuple[dict[str, dict[str, Any]], dict[str, tuple[str, dict[str, Any], int]]] | None = None,
+    unchanged: Container[int] = (),
+) -> dict[str, tuple[str, dict[str, Any], int]]:
     """``{tool: (digest, definition, size)}`` of a listing: the digest as :func:`tool_digest`
-    gives it, and the length of the canonical JSON it was taken over (one encoding per tool)."""
+    gives it, and the length of the canonical JSON it was taken over (one encoding per tool).
+    ``before``: the tools of an earlier listing and their ``listing_of``; a tool that is the very
+    object it was then, and whose id is in ``unchanged`` (``Catalog.reused``: its content was
+    checked equal since), has its entry again."""
     import hashlib
     import json
     import re
@@ -99,7 +107,13 @@ def listing_of(tools: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[st
     # looks so only costs the walk below
     integral = re.compile(r"\d\.0[,\]}]|\de[+-]").search
     out = {}
+    old_tools, old = before if before is not None else ({}, {})
+    if old_tools is tools and old and len(old) == len(tools) and all(id(t) in unchanged for t in tools.values()):
+        return old  # the very listing of last time (the runtime keeps the same dict for it)
     for name, tool in tools.items():
+        if id(tool) in unchanged and old_tools.get(name) is tool and name in old:
+            out[name] = old[name]
+            continue
         shape = {k: tool[k] for k in DEFINITION_KEYS if k in tool}
         text = dumps(shape)
         if integral(text):
@@ -200,11 +214,15 @@ def merge(
         out.changed = True
     tools, pending = _maps(entry, where)
     _record = _Records(entry)
+    get_pin, states = tools.get, out.states
     for name, (digest, shape, size) in listing.items():
-        pinned = _digest_of(tools.get(name))
+        record = get_pin(name)  # _digest_of, inline: this loop runs for every tool of every listing
+        pinned = record.get("digest") if type(record) is dict else None
+        if type(pinned) is not str:
+            pinned = _digest_of(record)
         if pinned == digest:
-            out.states[name] = "pinned"
-            if name in pending:
+            states[name] = "pinned"
+            if pending and name in pending:
                 del pending[name]  # back to what was accepted
                 out.changed = True
         elif pinned is not None:

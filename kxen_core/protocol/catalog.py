@@ -19,6 +19,9 @@ import anyio
 import anyio.lowlevel
 import attrs
 
+from kxen_core.protocol.catalog_reuse import Reuse
+from kxen_core.protocol.catalog_rules import label, valid_items
+
 if TYPE_CHECKING:
     from kxen_core.config.models import Settings
 
@@ -38,10 +41,6 @@ KINDS: dict[str, tuple[str, str, str]] = {
 CAPABILITY = {"tools": "tools", "resources": "resources", "resourceTemplates": "resources", "prompts": "prompts"}
 #: (capability, first page request) of every kind, in the order a server lists them on connecting
 FIRST_PAGES = tuple((CAPABILITY[kind], KINDS[kind][0]) for kind in KINDS)
-#: the most arguments one prompt may declare
-MAX_PROMPT_ARGUMENTS = 32
-#: the longest prompt argument name
-MAX_ARGUMENT_NAME_CHARS = 64
 
 
 def kinds_of(capability: str) -> tuple[str, ...]:
@@ -58,6 +57,9 @@ class CatalogPage:
     items: tuple[dict[str, Any], ...]
     settings: Settings | None = None  # the user's settings (limits for validation plugins)
     era: str | None = None  # the server's protocol era: "legacy" (handshake) or "modern" (2026-07-28)
+    #: the indices of items the server listed before exactly so, which every plugin passed then (no
+    #: note), with the same entry, settings and era (:mod:`kxen_core.protocol.catalog_reuse`)
+    known: frozenset[int] = frozenset()
 
 
 @attrs.frozen(kw_only=True)
@@ -87,6 +89,13 @@ class Catalog:
     diagnostics: list[str] = attrs.field(factory=list)
     complete: bool = True
     pages: int = 0
+    #: what the next listing may take from this one (:mod:`kxen_core.protocol.catalog_reuse`)
+    seen: dict[bytes, dict[str, Any]] = attrs.field(factory=dict, repr=False, eq=False)
+    seen_pages: dict[bytes, Any] = attrs.field(factory=dict, repr=False, eq=False)
+    context: tuple[Any, ...] = attrs.field(default=(), repr=False, eq=False)
+    #: the ids of the items that are the objects of the catalog before (unchanged since: what was
+    #: worked out for them holds)
+    reused: set[int] = attrs.field(factory=set, repr=False, eq=False)
 
     def diag(self, message: str) -> None:
         if len(self.diagnostics) < MAX_DIAGNOSTICS:
@@ -99,63 +108,6 @@ Fetch = Callable[[str | None], Awaitable[dict[str, Any]]]
 Judge = Callable[[CatalogPage], Awaitable[Sequence[tuple[str, Verdict]]]]
 
 
-def _base_problem(kind: str, item: Any, key_field: str) -> str | None:
-    """The core's own item rules (transport-independent); plugins add stricter ones."""
-    if type(item) is not dict:
-        return "not an object"
-    key = item.get(key_field)
-    if type(key) is not str or not key:
-        return f"'{key_field}' must be a non-empty string"
-    if len(key) > 2048:
-        return f"'{key_field}' is longer than 2048 characters"
-    if kind == "tools":
-        schema = item.get("inputSchema")
-        if schema is not None and type(schema) is not dict:
-            return "'inputSchema' must be an object"
-    desc = item.get("description")
-    if desc is not None and type(desc) is not str:
-        return "'description' must be a string"
-    if kind == "prompts":
-        return _prompt_arguments_problem(item.get("arguments"))
-    return None
-
-
-_DICT_OR_NONE = (dict, type(None))
-_STR_OR_NONE = (str, type(None))
-
-
-def _prompt_arguments_problem(arguments: Any) -> str | None:
-    """A prompt's ``arguments``: a list of objects with distinct non-empty string names and a
-    boolean ``required`` when given (get-prompt checks calls against them)."""
-    if arguments is None:
-        return None
-    if type(arguments) is not list:
-        return "'arguments' must be a list"
-    if len(arguments) > MAX_PROMPT_ARGUMENTS:
-        return f"more than {MAX_PROMPT_ARGUMENTS} arguments"
-    names: set[str] = set()
-    for i, arg in enumerate(arguments):
-        if type(arg) is not dict:
-            return f"arguments[{i}] is not an object"
-        name = arg.get("name")
-        if type(name) is not str or not name or len(name) > MAX_ARGUMENT_NAME_CHARS:
-            return f"arguments[{i}].name must be a string of 1-{MAX_ARGUMENT_NAME_CHARS} characters"
-        if name in names:
-            return f"arguments[{i}].name repeats {name[:80]!r}"
-        names.add(name)
-        if "required" in arg and type(arg["required"]) is not bool:
-            return f"arguments[{i}].required must be true or false"
-        if arg.get("description") is not None and type(arg["description"]) is not str:
-            return f"arguments[{i}].description must be a string"
-    return None
-
-
-def _label(item: Any, key_field: str, page: int, index: int) -> str:
-    key = item.get(key_field) if type(item) is dict else None
-    name = repr(key[:80]) if type(key) is str and key else f"#{index}"
-    return f"page {page} item {name}"
-
-
 async def fetch_catalog(
     kind: str,
     fetch: Fetch,
@@ -163,6 +115,8 @@ async def fetch_catalog(
     judge: Judge | None = None,
     max_pages: int = MAX_PAGES,
     max_items: int = MAX_ITEMS,
+    before: Catalog | None = None,
+    context: tuple[Any, ...] = (),
 ) -> Catalog:
     """Walk every page of ``kind`` through ``fetch(cursor)``; never raises for a later page.
 
@@ -170,9 +124,14 @@ async def fetch_catalog(
     surely ask for it (a valid new cursor, a page left under ``max_pages``, and too few items on
     this page to reach ``max_items``): the same requests in the same order, each sent only after
     the answer before it, so the server's time overlaps kxen's. At most one page is held ahead.
+
+    ``before``: the server's last catalog of ``kind``; an item equal to one it kept is that object
+    again (:mod:`kxen_core.protocol.catalog_reuse`). ``context``: the objects the judge's verdicts
+    depend on besides the page (the server's entry, the settings, the era, the plugins).
     """
     _, field, key_field = KINDS[kind]
-    catalog = Catalog(kind=kind)
+    catalog = Catalog(kind=kind, context=context)
+    reuse = Reuse(before, context)
     index: dict[str, dict[str, Any]] = {}
     seen_cursors: set[str] = set()
     cursor: str | None = None
@@ -207,10 +166,11 @@ async def fetch_catalog(
             cursor = nxt
         if stop is None and number < max_pages and len(index) + len(raw) <= max_items:
             ahead = _Ahead(fetch, cursor)
-            full = await ahead.beside(_take_page(catalog, index, kind, key_field, number, raw, judge, max_items))
+            full = await ahead.beside(_take_page(catalog, index, kind, key_field, number, raw, judge, max_items, reuse))
         else:
-            full = await _take_page(catalog, index, kind, key_field, number, raw, judge, max_items)
+            full = await _take_page(catalog, index, kind, key_field, number, raw, judge, max_items, reuse)
         if full:
+            catalog.seen, catalog.seen_pages, catalog.reused = reuse.kept, reuse.pages, reuse.taken
             return catalog
         if stop is not None:
             if stop:
@@ -221,6 +181,7 @@ async def fetch_catalog(
         catalog.complete = False
         catalog.diag(f"more than {max_pages} pages; stopped with {len(index)} items")
     catalog.items = list(index.values())
+    catalog.seen, catalog.seen_pages, catalog.reused = reuse.kept, reuse.pages, reuse.taken
     return catalog
 
 
@@ -303,32 +264,21 @@ async def _take_page(
     raw: list[Any],
     judge: Judge | None,
     max_items: int,
+    reuse: Reuse,
 ) -> bool:
     """Validate, judge and deduplicate one page into ``index``; True when ``max_items`` was passed
     (then ``catalog`` is final)."""
-    # core rules first, then the plugins' verdicts on what survived
-    valid: list[dict[str, Any]] = []
-    tools = kind == "tools"
-    for i, item in enumerate(raw):
-        if tools and type(item) is dict:  # a tool that passes every core rule, checked inline
-            key = item.get("name")
-            if (
-                type(key) is str
-                and 0 < len(key) <= 2048
-                and type(item.get("inputSchema")) in _DICT_OR_NONE
-                and type(item.get("description")) in _STR_OR_NONE
-            ):
-                valid.append(item)
-                continue
-        problem = _base_problem(kind, item, key_field)
-        if problem:
-            catalog.diag(f"{_label(item, key_field, number, i)} skipped: {problem}")
-        else:
-            valid.append(item)
+    # core rules first, then the plugins' verdicts on what survived; a page kept before, sent
+    # again unchanged, passed the core rules then (protocol.catalog_reuse)
+    hit = reuse.take_page(raw)
+    if hit is not None:
+        valid, keys, known = hit
+    else:
+        valid, keys, known = valid_items(catalog, kind, key_field, number, raw, reuse)
     rejected: set[int] = set()
     annotations: dict[int, dict[str, Any]] = {}
     if judge is not None and valid:
-        page = CatalogPage(kind=kind, number=number, items=tuple(valid))
+        page = CatalogPage(kind=kind, number=number, items=tuple(valid), known=known)
         try:
             verdicts = await judge(page)
         except Exception as exc:
@@ -341,11 +291,12 @@ async def _take_page(
                 if v.index not in rejected:
                     rejected.add(v.index)
                     who = f" by {plugin}" if plugin else ""
-                    catalog.diag(f"{_label(valid[v.index], key_field, number, v.index)} rejected{who}: {v.reason}")
+                    catalog.diag(f"{label(valid[v.index], key_field, number, v.index)} rejected{who}: {v.reason}")
             elif v.action == "annotate":
                 annotations.setdefault(v.index, {})[v.key] = v.value
     if not rejected and not annotations and len(index) + len(valid) <= max_items:
         # the common page: nothing rejected or annotated, no room to pass max_items; the first wins
+        reuse.keep_page(valid, keys, whole=len(valid) == len(raw))
         setdefault = index.setdefault
         for item in valid:
             kept = setdefault(item[key_field], item)
@@ -370,4 +321,6 @@ async def _take_page(
         index[key] = item
         if i in annotations:
             catalog.notes[key] = annotations[i]  # notes follow the item that is kept, not its duplicates
+        else:
+            reuse.keep(keys[i], item)
     return False

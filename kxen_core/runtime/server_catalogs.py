@@ -109,14 +109,17 @@ class CatalogLists:
                 hints.append(ttl_seconds(result))
             return result
 
+        era = era_of(session)
+
         async def judge(page: CatalogPage) -> list[tuple[str, Verdict]]:
-            page = attrs.evolve(page, settings=settings, era=era_of(session))
+            page = attrs.evolve(page, settings=settings, era=era)
             answers = await acall_all(pm, "kxen_catalog_page", server=server, kind=kind, page=page)
             return [(plugin, v) for plugin, verdicts in answers for v in verdicts]
 
         started = time.monotonic()
-        try:
-            catalog = await fetch_catalog(kind, fetch, judge=judge)
+        try:  # what the last listing kept is taken again where it is unchanged (protocol.catalog_reuse)
+            before, context = self.catalogs.get(kind), (server, settings, era, tuple(pm.list_name_plugin()))
+            catalog = await fetch_catalog(kind, fetch, judge=judge, before=before, context=context)
         except (RequestError, ClosedError) as exc:
             if required:
                 raise
@@ -142,7 +145,7 @@ class CatalogLists:
         for message in catalog.diagnostics:
             self.diag(f"{kind}: {message}")
         if kind == "tools":  # checked against their pins first: a held tool is never shown (server_pins)
-            shown = await self.pin_tools(dict(zip(names, catalog.items, strict=True)))
+            shown = await self.pin_tools(dict(zip(names, catalog.items, strict=True)), unchanged=catalog.reused)
         self.catalogs[kind] = catalog
         if kind == "tools":
             self.tools_by_name = shown

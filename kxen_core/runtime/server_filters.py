@@ -195,15 +195,15 @@ class ToolView:
         notes = catalog.notes if catalog is not None else {}
         policies = self.tool_policies()
         out = []
+        append, policy = out.append, policies.get
         for tool, t in self.tools_by_name.items():  # keyed by each tool's "name"
             if hidden and tool in hidden:
                 continue
-            entry = t.copy()  # a new dict per tool; copied, then 3 keys set
-            entry["server"], entry["qualifiedName"] = name, model_names[tool]
-            entry["policy"] = policies.get(tool, "deny")
+            # a new dict per tool, made in one step (a key the tool has already keeps its place)
+            entry = {**t, "server": name, "qualifiedName": model_names[tool], "policy": policy(tool, "deny")}
             if notes and tool in notes:
                 entry["notes"] = notes[tool]  # what catalog plugins annotated
-            out.append(entry)
+            append(entry)
         return out
 
     def listed_entries(self) -> list[dict[str, Any]]:

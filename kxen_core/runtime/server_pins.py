@@ -12,6 +12,7 @@ identity, a change, a new tool), and leaves ``held_tools`` (kept from the model,
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -45,6 +46,14 @@ def next_step(server: str, held: Held) -> str:
     if held.state == "unchecked":
         return "fix or move away the pin store named in the reason, then restart the server"
     return f"kxen mcp pins diff {server} {held.tool}, then kxen mcp pins accept {server} {held.tool}"
+
+
+def _same_items(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether ``new`` holds the very objects of ``old``, under the same names in the same order."""
+    if old is new or len(old) != len(new) or list(old) != list(new):
+        return old is new
+    get = old.get
+    return all(get(name) is item for name, item in new.items())
 
 
 def _reason(state: str, fields: tuple[str, ...], problem: str | None) -> str:
@@ -87,6 +96,7 @@ class PinnedTools:
         pin_digests: dict[str, str]
         pin_states: dict[str, str]
         _pin_session: Any
+        _pin_listing: dict[str, Any]
 
         @property
         def name(self) -> str: ...
@@ -99,10 +109,15 @@ class PinnedTools:
     def pinning(self) -> str:
         return pins.mode_of(self.config)
 
-    async def pin_tools(self, tools: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    async def pin_tools(
+        self, tools: dict[str, dict[str, Any]], unchanged: Container[int] = ()
+    ) -> dict[str, dict[str, Any]]:
         """The tools of this listing the model may see (the held ones left out), after checking
-        every one against the pin store."""
-        await self._judge(tools)
+        every one against the pin store. ``unchanged``: the ids of the tools that are the objects
+        of the last listing, unchanged (``Catalog.reused``): their digests are taken again."""
+        if _same_items(self.listed_tools, tools):
+            tools = self.listed_tools  # what was worked out for the last one (by identity) still holds
+        await self._judge(tools, unchanged)
         self.listed_tools = tools  # with the verdicts on it: never one without the other
         held = self.held_tools
         return {n: t for n, t in tools.items() if n not in held} if held else tools
@@ -114,9 +129,12 @@ class PinnedTools:
             self.tools_by_name = await self.pin_tools(self.listed_tools)
             self.changed()
 
-    async def _judge(self, tools: dict[str, dict[str, Any]]) -> None:
+    async def _judge(self, tools: dict[str, dict[str, Any]], unchanged: Container[int]) -> None:
         mode = self.pinning
-        listing = pins.listing_of(tools)
+        # a tool that is the same object as in the last listing (protocol.catalog_reuse) has its digest
+        listing = pins.listing_of(tools, before=(self.listed_tools, self._pin_listing), unchanged=unchanged)
+        same = listing is self._pin_listing
+        self._pin_listing = listing
         problem = None
         merged = pins.Merged()
         if mode == "off":
@@ -132,8 +150,11 @@ class PinnedTools:
                 (held if mode == "hold" else unaccepted)[name] = entry
         before = (set(self.held_tools), set(self.unaccepted))
         self.held_tools, self.unaccepted = held, unaccepted
-        self.pin_digests = {n: v[0] for n, v in listing.items()}
-        self.pin_states = merged.states
+        digests = self.pin_digests if same else {n: v[0] for n, v in listing.items()}
+        if digests != self.pin_digests:  # equal ones stay the same object: its users cache by identity
+            self.pin_digests = digests
+        if merged.states != self.pin_states:
+            self.pin_states = merged.states
         self._tell(merged, before)
 
     async def _merge(self, listing: dict[str, Any], mode: str) -> tuple[pins.Merged, str | None]:

@@ -1,4 +1,4 @@
-"""An MCP server on the official Python SDK (PyPI ``mcp``) over stdio whose tool carries a JSON
+"""An MCP server on the official Python SDK (the ``mcp`` package) over stdio whose tool carries a JSON
 Schema 2020-12 input schema with the keywords a client must keep as sent: ``$schema``, ``$defs``
 with an ``$anchor``, local ``$ref``, ``allOf``/``anyOf``/``oneOf``, ``if``/``then``/``else``,
 ``additionalProperties``, ``unevaluatedProperties``, ``dependentRequired``, annotations and an

@@ -1,4 +1,4 @@
-"""An OAuth-protected MCP server on the official Python SDK (PyPI ``mcp``), for kxen-oauth's tests.
+"""An OAuth-protected MCP server on the official Python SDK (the ``mcp`` package), for kxen-oauth's tests.
 
 Usage: ``python auth_peer.py PORT [--split AS_PORT] [--lifetime S] [--no-rotate] [--no-dcr]
 [--scopes a,b] [--required a,b] [--no-s256] [--leaky]``

@@ -1,4 +1,4 @@
-"""An MCP server on the official Python SDK (PyPI ``mcp``) with resources and prompts, over stdio.
+"""An MCP server on the official Python SDK (the ``mcp`` package) with resources and prompts, over stdio.
 
 Resources: ``note://hello`` (text), ``bin://pixel`` (16 bytes, ``image/png``), and the template
 ``note://{name}``. Prompts: ``review`` (``code`` required, ``language`` optional) and ``hello`` (no

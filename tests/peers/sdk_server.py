@@ -1,4 +1,4 @@
-"""An MCP server on the official Python SDK (PyPI ``mcp``), run as a subprocess by the peer tests.
+"""An MCP server on the official Python SDK (the ``mcp`` package), run as a subprocess by the peer tests.
 
 Usage: ``python sdk_server.py MODE [PORT] [--bad-tools] [--header-tool] [--log-tools]`` with MODE one of
 

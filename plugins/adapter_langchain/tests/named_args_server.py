@@ -1,4 +1,4 @@
-"""An MCP server on the official Python SDK (PyPI ``mcp``) whose one tool has parameters named like
+"""An MCP server on the official Python SDK (the ``mcp`` package) whose one tool has parameters named like
 LangChain's own keyword arguments (``config``, ``callbacks``, ``run_manager``): they must reach the
 server as the model sent them. Usage: ``python named_args_server.py`` (stdio)."""
 
