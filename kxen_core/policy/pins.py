@@ -267,6 +267,15 @@ def dry_merge(doc: dict[str, Any], key: str, **kwargs: Any) -> Merged:
     return merge({"servers": servers}, key, **kwargs)
 
 
+def seen_recently(doc: dict[str, Any], key: str, stamp: int) -> bool:
+    """Whether a merge at ``stamp`` that changes nothing else leaves the identity's ``seen`` time
+    as it is (then a dry merge of the same listing into the same document answers as before)."""
+    servers = doc.get("servers")
+    entry = servers.get(key) if isinstance(servers, dict) else None
+    seen = entry.get("seen") if isinstance(entry, dict) else None
+    return isinstance(seen, int) and stamp - seen <= SEEN_EVERY
+
+
 def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
     """The top-level keys of a definition whose values differ (canonically)."""
     return tuple(k for k in DEFINITION_KEYS if fingerprint(_normal(old.get(k))) != fingerprint(_normal(new.get(k))))
@@ -334,6 +343,7 @@ __all__ = [
     "dry_merge",
     "identity_key",
     "listing_of",
+    "seen_recently",
     "merge",
     "mode_of",
     "tool_digest",

@@ -84,6 +84,7 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
     pin_digests: dict[str, str] = attrs.field(factory=dict)  # tool -> the digest of its listed definition
     pin_states: dict[str, str] = attrs.field(factory=dict)  # tool -> pinned, first, added, changed, ...
     _pin_listing: dict[str, Any] = attrs.field(factory=dict)  # pins.listing_of the last listing (listed_tools)
+    _pin_dry: Any = None  # (document, listing, what else it depends on, Merged) of the last dry merge
     _pin_session: Any = None  # the session whose first listing found the identity unpinned
     hidden_tools: dict[str, str] = attrs.field(factory=dict)  # listed, not shown to the model: tool -> why
     filtered_tools: dict[str, str] = attrs.field(factory=dict)  # those a filter hides (calls refused as such)

@@ -97,6 +97,7 @@ class PinnedTools:
         pin_states: dict[str, str]
         _pin_session: Any
         _pin_listing: dict[str, Any]
+        _pin_dry: Any
 
         @property
         def name(self) -> str: ...
@@ -170,7 +171,20 @@ class PinnedTools:
                                   "fresh_session": fresh, "stamp": now(), "where": str(store.path)}  # fmt: skip
         merged: pins.Merged | None = None
         try:
-            merged = pins.dry_merge(store.document(), key, **kwargs)
+            doc, depends = store.document(), (key, mode, fresh, self.name, identity)
+            last = self._pin_dry
+            if (  # the same listing against the same cached document: the answer of last time
+                last is not None
+                and last[0] is doc
+                and last[1] is listing
+                and last[2] == depends
+                and not last[3].changed
+                and pins.seen_recently(doc, key, kwargs["stamp"])
+            ):
+                merged = last[3]
+            else:
+                merged = pins.dry_merge(doc, key, **kwargs)
+                self._pin_dry = (doc, listing, depends, merged)
             if merged.changed:
 
                 def change(doc: dict[str, Any]) -> tuple[bool, pins.Merged]:
