@@ -26,6 +26,8 @@ from kxen_core.runtime.failures import failure_text
 log = logging.getLogger("kxen.server")
 
 if TYPE_CHECKING:
+    from collections.abc import Container
+
     import anyio.abc
 
     from kxen_core.config import ServerConfig
@@ -66,7 +68,9 @@ class CatalogLists:
 
         def diag(self, message: str) -> None: ...
 
-        async def pin_tools(self, tools: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]: ...
+        async def pin_tools(
+            self, tools: dict[str, dict[str, Any]], unchanged: Container[int] = ()
+        ) -> dict[str, dict[str, Any]]: ...
 
     async def refresh(self, kind: str) -> Catalog:
         """Fetch the ``kind`` catalog again (``tools``, ``resources``, ``resourceTemplates`` or

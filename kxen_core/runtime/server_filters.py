@@ -194,7 +194,7 @@ class ToolView:
         catalog = self.catalogs.get("tools")
         notes = catalog.notes if catalog is not None else {}
         policies = self.tool_policies()
-        out = []
+        out: list[dict[str, Any]] = []
         append, policy = out.append, policies.get
         for tool, t in self.tools_by_name.items():  # keyed by each tool's "name"
             if hidden and tool in hidden:
