@@ -14,11 +14,15 @@ peer, the more of the client's own cost a ratio to the raw floor shows.
     returns its ``text``; ``tool_<i>`` returns its own name); other methods get ``-32601``.
 * ``GET /mcp`` gets ``405`` (no server-initiated stream); ``DELETE /mcp`` ends the session
   (``200``, or ``404`` for an unknown session id).
+* With ``--bearer TOKEN`` (opt-in; off for every workload but W9) every ``/mcp`` request must carry
+  ``Authorization: Bearer TOKEN``: any other gets ``401`` with ``WWW-Authenticate: Bearer``.
+  ``GET /bench/auth`` answers ``{"authorized": {method: count}, "refused": count}``: the JSON-RPC
+  requests that carried the token, by method, and the requests refused for want of it.
 * Request lines and headers are bounded (``MAX_HEAD`` bytes, ``MAX_HEADERS`` lines), so are bodies
   (``MAX_BODY``; ``Content-Length`` is required, chunked bodies are refused with ``411``). A
   malformed request gets ``400`` and the connection is closed.
 
-Usage: ``http_server.py [--port P] [--tools N] [--page-size P]``. It listens on 127.0.0.1 (port 0,
+Usage: ``http_server.py [--port P] [--tools N] [--page-size P] [--bearer TOKEN]``. It listens on 127.0.0.1 (port 0,
 the default, picks a free one), prints the port it got on one line of stdout, and serves until its
 stdin reaches EOF (so it never outlives the benchmark that started it).
 """
@@ -41,6 +45,7 @@ PROTOCOL_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26", "2024-1
 REASONS = {
     200: "OK",
     202: "Accepted",
+    401: "Unauthorized",
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
@@ -58,11 +63,15 @@ class BadRequest(Exception):
 
 
 class Server:
-    def __init__(self, n_tools: int, page_size: int, catalog: str = "") -> None:
+    def __init__(self, n_tools: int, page_size: int, catalog: str = "", bearer: str = "") -> None:
         self.tools = make_tools(n_tools, catalog)
         self.page_size = page_size
         self.sessions: set[str] = set()
         self.dumps = json.JSONEncoder(separators=(",", ":")).encode
+        #: the Authorization value every /mcp request must carry ("": none required)
+        self.authorization = f"Bearer {bearer}" if bearer else ""
+        self.authorized: dict[str, int] = {}
+        self.refused = 0
 
     # --- HTTP -------------------------------------------------------------------------------------
 
@@ -147,8 +156,13 @@ class Server:
 
     def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, str, bytes]:
         """(status, extra header lines, JSON body or b"") for one request."""
+        if path == "/bench/auth" and method == "GET" and self.authorization:
+            return 200, "", self.dumps({"authorized": self.authorized, "refused": self.refused}).encode()
         if path != "/mcp":
             return 404, "", b""
+        if self.authorization and headers.get("authorization") != self.authorization:
+            self.refused += 1
+            return 401, "WWW-Authenticate: Bearer\r\n", b""
         if method == "GET":
             return 405, "Allow: POST, DELETE\r\n", b""
         sid = headers.get("mcp-session-id")
@@ -167,6 +181,8 @@ class Server:
             return 400, "", self.error_body(None, -32600, "one JSON-RPC message per POST")
         rid = msg.get("id")
         rpc_method = msg.get("method")
+        if self.authorization and isinstance(rpc_method, str) and rid is not None:
+            self.authorized[rpc_method] = self.authorized.get(rpc_method, 0) + 1
         if rpc_method == "initialize" and rid is not None:
             params = msg.get("params") or {}
             version = params.get("protocolVersion")
@@ -216,7 +232,8 @@ async def main() -> None:
     n_tools = int(argv[argv.index("--tools") + 1]) if "--tools" in argv else 0
     page_size = int(argv[argv.index("--page-size") + 1]) if "--page-size" in argv else 100
     catalog = argv[argv.index("--catalog") + 1] if "--catalog" in argv else ""
-    app = Server(n_tools, page_size, catalog)
+    bearer = argv[argv.index("--bearer") + 1] if "--bearer" in argv else ""
+    app = Server(n_tools, page_size, catalog, bearer)
     server = await asyncio.start_server(app.connection, "127.0.0.1", port, limit=MAX_HEAD)
     sys.stdout.write(f"{server.sockets[0].getsockname()[1]}\n")
     sys.stdout.flush()
