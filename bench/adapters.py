@@ -4,6 +4,8 @@
     await client.start()                      # spawn/connect + initialize (+ notifications/initialized)
     result = await client.call(tool, args)    # one tools/call; returns the JSON-RPC ``result``
     tools = await client.list_tools()         # every page of tools/list, validated and deduplicated
+    got = await client.read(uri)              # one resources/read (stdio; W10): the result, or the
+                                              # agent's bounded view on the Runtime side
     await client.close()
 
 ``side`` is ``raw`` (the floor) or ``session`` (kxen's Session over its transport); the public
@@ -55,15 +57,24 @@ class ServerSpec:
     tools: int = 0
     page_size: int = 100
     catalog: str = ""  # a JSON file of real tool definitions, repeated under distinct names (W4r)
+    #: the HTTP peer requires ``Authorization: Bearer <bearer>`` (W9); "": no authorization
+    bearer: str = attrs.field(default="", repr=False)
+    resource_chars: int = 0  # the stdio peer serves one text resource of this many characters (W10)
 
     def _catalog_args(self) -> list[str]:
         return ["--catalog", self.catalog] if self.catalog else []
 
     def args(self) -> list[str]:
         # -I -S: the peer is stdlib only; skipping site keeps its start-up (the W1 floor) minimal
-        return ["-I", "-S", str(SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)] + (
-            self._catalog_args()
+        return (
+            ["-I", "-S", str(SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)]
+            + self._catalog_args()
+            + (["--resource-chars", str(self.resource_chars)] if self.resource_chars else [])
         )
+
+    def auth_headers(self) -> dict[str, str]:
+        """The static header of the sides that send the token themselves (none without ``bearer``)."""
+        return {"Authorization": f"Bearer {self.bearer}"} if self.bearer else {}
 
     def server_config(self) -> Any:
         from kxen_core.config.models import ServerConfig
@@ -71,8 +82,10 @@ class ServerSpec:
         return ServerConfig(name=self.name, command=sys.executable, args=self.args())
 
     def http_args(self) -> list[str]:
-        return ["-I", "-S", str(HTTP_SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)] + (
-            self._catalog_args()
+        return (
+            ["-I", "-S", str(HTTP_SERVER), "--tools", str(self.tools), "--page-size", str(self.page_size)]
+            + self._catalog_args()
+            + (["--bearer", self.bearer] if self.bearer else [])
         )
 
     def launch(self) -> tuple[str, list[str], Path, dict[str, str]]:
@@ -210,6 +223,9 @@ class RawStdioClient:
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return await self.request("tools/call", {"name": tool, "arguments": arguments})
 
+    async def read(self, uri: str) -> dict[str, Any]:
+        return await self.request("resources/read", {"uri": uri})
+
     async def list_tools(self) -> list[dict[str, Any]]:
         # the floor's validation and dedupe: an object with a non-empty string name, first one wins
         seen: dict[str, dict[str, Any]] = {}
@@ -291,6 +307,9 @@ class KxenStdioClient:
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return await self.session.request("tools/call", {"name": tool, "arguments": arguments})
 
+    async def read(self, uri: str) -> dict[str, Any]:
+        return await self.session.request("resources/read", {"uri": uri})
+
     async def list_tools(self) -> list[dict[str, Any]]:
         from kxen_core.hookcall import acall_all
         from kxen_core.protocol.catalog import fetch_catalog
@@ -348,6 +367,18 @@ class HttpPeer:
             raise
         return cls(proc, port)
 
+    async def auth_stats(self) -> dict[str, Any]:
+        """What a peer started with ``bearer`` counted (``GET /bench/auth``): the JSON-RPC requests
+        that carried the token, by method, and the requests it refused (401)."""
+        import httpx
+
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"http://127.0.0.1:{self.port}/bench/auth")
+        if response.status_code != 200:
+            raise BenchError(f"the HTTP peer keeps no authorization counts (HTTP {response.status_code})")
+        stats: dict[str, Any] = json.loads(response.content)
+        return stats
+
     async def close(self) -> None:
         proc = self.proc
         with contextlib.suppress(Exception):
@@ -384,7 +415,11 @@ class RawHttpClient:
         self._url = self._peer.url
         self._client = httpx.AsyncClient()
         try:
-            self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+            self._headers = {
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                **self.spec.auth_headers(),
+            }
             init_msg = {
                 "jsonrpc": "2.0",
                 "id": 0,
@@ -465,7 +500,9 @@ class KxenHttpClient(KxenStdioClient):
         from kxen_core.protocol.session import Session
 
         self._peer = await HttpPeer.start(self.spec)
-        self.server = ServerConfig(name=self.spec.name, url=self._peer.url, transport="http")
+        self.server = ServerConfig(
+            name=self.spec.name, url=self._peer.url, transport="http", headers=self.spec.auth_headers()
+        )
         await _open_session(self, self.opener()(self.server, self.context), Session, "kxen http")
 
     async def close(self) -> None:

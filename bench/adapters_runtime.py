@@ -1,5 +1,5 @@
 """kxen through the host's public path: a ``Runtime`` entered with a config, ``wait_ready``,
-``Runtime.call_tool``, ``Runtime.refresh`` and ``Runtime.tools``.
+``Runtime.call_tool``, ``Runtime.read_resource``, ``Runtime.refresh`` and ``Runtime.tools``.
 
 What a host app does, and nothing else: the config is a user ``mcp.json`` (and, for HTTP, a
 ``config.toml`` turning remote MCP and loopback ``http://`` on, with each remote server confirmed
@@ -7,6 +7,11 @@ as ``kxen remote on --yes`` records it) in a temporary home, written outside
 the clock; the workspace is an empty temporary directory; every runtime of the process shares one
 plugin manager (every installed plugin, the default policy and safety plugins included), as a host
 app would. The call goes through the policy votes: the entry allows ``echo`` with ``toolPolicies``.
+
+W9's two kxen sides: ``KxenRuntimeHttpClient`` with the peer's token as a static ``headers``
+entry (the ``kxen_bearer`` side), and ``KxenRuntimeOAuthClient``: an ``oauth`` entry and no header,
+the token put in the OAuth plugin's store beforehand, so the plugin's ``kxen_credential_lookup``
+is what sends it (no sign-in, nothing but 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -117,6 +122,10 @@ class KxenRuntimeClient(_RuntimeBase):
             raise BenchError(f"kxen: the agent's view differs from the result: {view.text[:200]!r}")
         return result
 
+    async def read(self, uri: str) -> Any:
+        """``Runtime.read_resource``: the agent's view of the read (an ``AgentOutput``, bounded)."""
+        return await self.runtime.read_resource(self.spec.name, uri)
+
     async def list_tools(self) -> list[dict[str, Any]]:
         """The public refresh, then the public listing of what the agent now sees."""
         catalog = await self.runtime.refresh(self.spec.name, "tools")
@@ -127,7 +136,8 @@ class KxenRuntimeClient(_RuntimeBase):
 
 class KxenRuntimeHttpClient(KxenRuntimeClient):
     """One Streamable HTTP server (``http_server.py`` on 127.0.0.1) in one Runtime; remote MCP and
-    loopback ``http://`` turned on in the user's settings."""
+    loopback ``http://`` turned on in the user's settings. A peer that requires a token (W9) gets
+    it as a static ``Authorization`` header in the entry (``headers``)."""
 
     def __init__(self, spec: ServerSpec, *, pipelined: bool = False) -> None:
         self.spec = spec
@@ -135,10 +145,20 @@ class KxenRuntimeHttpClient(KxenRuntimeClient):
         self.prefix = f"{spec.name}__"
         self._peer: HttpPeer | None = None
 
+    def entry(self, url: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"url": url, "toolPolicies": ALLOWED}
+        if self.spec.bearer:
+            entry["headers"] = self.spec.auth_headers()
+        return entry
+
     async def start(self) -> None:
         self._peer = await HttpPeer.start(self.spec)
-        self.dirs.write({self.spec.name: {"url": self._peer.url, "toolPolicies": ALLOWED}}, remote=True)
+        self.dirs.write({self.spec.name: self.entry(self._peer.url)}, remote=True)
+        await self.before_enter()
         await self._enter()
+
+    async def before_enter(self) -> None:
+        """What a variant does with the config written, before the Runtime is entered."""
 
     async def close(self) -> None:
         peer, self._peer = self._peer, None
@@ -147,6 +167,70 @@ class KxenRuntimeHttpClient(KxenRuntimeClient):
         finally:
             if peer is not None:
                 await peer.close()
+
+
+#: the OAuth scope W9's stored token was granted, the one the entry's ``oauth`` block asks for
+OAUTH_SCOPE = "bench:call"
+
+
+class KxenRuntimeOAuthClient(KxenRuntimeHttpClient):
+    """W9's OAuth side: the entry has an ``oauth`` block (scope :data:`OAUTH_SCOPE`) and no header;
+    before the Runtime is entered, the peer's token is stored with the plugin's store API
+    (``TokenStore.put_token``), valid for an hour, under the key the plugin's engine computes for
+    this entry as the loader reads it (config scope, name, canonical URL, this home), in the data
+    directory in force (the workload's fresh ``KXEN_DATA_DIR``). Its close signs out (the entry's
+    tokens dropped). ``stored_token()`` is what the store holds for the entry then."""
+
+    name = "kxen"
+    _token_key: Any = None  # the store's key of the entry's token, from before_enter on
+
+    def entry(self, url: str) -> dict[str, Any]:
+        return {"url": url, "toolPolicies": ALLOWED, "oauth": {"scopes": [OAUTH_SCOPE]}}
+
+    async def before_enter(self) -> None:
+        import time
+
+        from kxen_oauth.hooks import engine
+        from kxen_oauth.store import TokenRecord, TokenStore
+
+        from kxen_core.config import load_config
+
+        config = load_config(self.dirs.home, self.dirs.workspace, pm=plugin_manager())
+        entry = config.servers[self.spec.name]
+        if entry.headers or entry.oauth is None:
+            raise BenchError("kxen oauth: the entry must have an oauth block and no static header")
+        key = self._token_key = engine().key_of(entry, self.dirs.home)
+        if key is None:
+            raise BenchError(f"kxen oauth: the plugin binds no token to {entry.url!r}")
+        scope, server, resource, home = key
+        record = TokenRecord(
+            config_scope=scope,
+            server=server,
+            resource=resource,
+            home=home,
+            issuer="http://127.0.0.1/bench-issuer",
+            client_id="kxen-bench",
+            access_token=self.spec.bearer,
+            expires_at=time.time() + 3600,
+            scope=OAUTH_SCOPE,
+        )
+        await TokenStore().put_token(record)
+
+    def stored_token(self) -> str | None:
+        from kxen_oauth.store import TokenStore
+
+        record = TokenStore().token(self._token_key)
+        return record.access_token if record is not None else None
+
+    async def close(self) -> None:
+        key, self._token_key = self._token_key, None
+        try:
+            await super().close()
+        finally:
+            if key is not None:
+                from kxen_oauth.store import TokenStore
+
+                await TokenStore().drop_tokens(key[0], key[1], key[3])
 
 
 class KxenRuntimeFleet(_RuntimeBase):

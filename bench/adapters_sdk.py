@@ -61,6 +61,10 @@ class SdkStdioClient:
             raise BenchError(f"sdk: {tool} failed: {str(result)[:200]}")
         return {"content": [{"type": "text", "text": getattr(result.content[0], "text", None)}]}
 
+    async def read(self, uri: str) -> dict[str, Any]:
+        result = await self.session.read_resource(uri)
+        return {"contents": [{"uri": str(c.uri), "text": getattr(c, "text", None)} for c in result.contents]}
+
     async def list_tools(self) -> list[dict[str, Any]]:
         from mcp.types import PaginatedRequestParams
 
@@ -94,7 +98,13 @@ class SdkHttpClient(SdkStdioClient):
         from mcp.client.streamable_http import streamable_http_client
 
         self._peer = await HttpPeer.start(self.spec)
-        return await stack.enter_async_context(streamable_http_client(self._peer.url))
+        if not self.spec.bearer:
+            return await stack.enter_async_context(streamable_http_client(self._peer.url))
+        # a peer that requires a token (W9): the SDK's way to send headers is a client of one's own
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = await stack.enter_async_context(create_mcp_http_client(headers=self.spec.auth_headers()))
+        return await stack.enter_async_context(streamable_http_client(self._peer.url, http_client=client))
 
     async def close(self) -> None:
         peer, self._peer = self._peer, None

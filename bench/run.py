@@ -6,7 +6,8 @@
 recall and latency at 10,000 tools (bench/tool_search.py), informational rows.
 
 Sides (bench/sides.py): ``raw`` the floor, ``kxen`` a Runtime (what the targets judge), ``session``
-kxen's Session without the Runtime and ``sdk`` the official SDK's client (both informational).
+kxen's Session without the Runtime and ``sdk`` the official SDK's client (both informational);
+W9 also ``kxen_bearer``, a Runtime sending a static header, which W9's OAuth side is judged against.
 Each workload runs one untimed warm-up per side, then ``reps`` repetitions rotating the order of
 the sides. The table shows medians and the kxen/raw ratio against its target.
 See docs/performance.md.
@@ -31,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import attrs
-from sides import ADAPTERS, SIDES, maker, usable
+from sides import CHOSEN_TRANSPORTS, SIDES, maker, sides_for, usable
 from workloads import WORKLOADS, Sizes, Workload, import_times
 
 IMPORT_LIMIT_MS = 150.0
@@ -147,8 +148,9 @@ async def run_workload(
     transport: str,
     log: Callable[[str], None],
 ) -> dict[str, list[dict[str, float]]]:
-    samples: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
     t = wl.transport or transport
+    sides = sides_for(t, sides)
+    samples: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
     makers = {s: maker(t, s, wl.pipelined) for s in sides}
     for s in sides:  # warm-up, discarded
         await wl.run(makers[s], sizes)
@@ -203,9 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sides",
         default=",".join(SIDES),
-        help="of raw,kxen,session,sdk (the verdicts need raw and kxen; W1's CPU also sdk)",
+        help="of raw,kxen,kxen_bearer,session,sdk (the verdicts need raw and kxen; W1's CPU also sdk, W9 kxen_bearer)",
     )
-    ap.add_argument("--transport", default="stdio", choices=sorted(ADAPTERS), help="for W1-W5 (W6 is always http)")
+    ap.add_argument(
+        "--transport",
+        default="stdio",
+        choices=CHOSEN_TRANSPORTS,
+        help="for W1-W5 (W6 is always http, W9 and W10 their own)",
+    )
     ap.add_argument("--json", dest="json_out", help="write every sample and the summary here")
     opts = ap.parse_args(argv)
 
