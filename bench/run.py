@@ -127,6 +127,24 @@ ROWS = (
         higher_is_better=True,
     ),
     Row(workload="W7", label="  client CPU", metric="cpu_us_per_call", unit="µs/call", target=None),
+    Row(
+        workload="W9",
+        label="W9 1,000 calls, HTTP, stored OAuth token",
+        metric="us_per_call",
+        unit="µs/call",
+        target=1.05,
+        versus="kxen_bearer",
+    ),
+    Row(
+        workload="W9",
+        label="  client CPU",
+        metric="cpu_us_per_call",
+        unit="µs/call",
+        target=None,
+        versus="kxen_bearer",
+    ),
+    Row(workload="W10", label="W10 read 1 MiB text, bounded view, wall", metric="ms_per_read", unit="ms", target=None),
+    Row(workload="W10", label="  client CPU per read", metric="cpu_ms_per_read", unit="ms", target=2.0),
 )
 
 
@@ -199,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     ap.add_argument(
-        "--workloads", default="W1,W2,W3,W4,W5,W5b,W6,W4r,W7,W8,import", help="comma-separated, e.g. W1,W2,import"
+        "--workloads",
+        default="W1,W2,W3,W4,W5,W5b,W6,W4r,W7,W8,W9,W10,import",
+        help="comma-separated, e.g. W1,W2,import",
     )
     ap.add_argument("--reps", type=int, help="repetitions per side for every workload (default: per workload)")
     ap.add_argument(
@@ -282,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     table.add_column("met", justify="center")
     table.add_column("kxen session", justify="right")
     table.add_column("official SDK", justify="right")
+    bearer_column = any(isinstance(v, dict) and v.get("kxen_bearer") for v in all_samples.values())
+    if bearer_column:
+        table.add_column("kxen static Bearer", justify="right")
     summary = []
     verdicts: list[tuple[str, bool]] = []
     for row in ROWS:
@@ -312,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict,
             cell("session", True),
             cell("sdk", True),
+            *([cell("kxen_bearer", True)] if bearer_column else []),
         )
         entry: dict[str, Any] = {"row": row.label, "unit": row.unit, **med, "target": row.target_text(), "met": met}
         if ratio is not None:
@@ -372,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
         )
         summary.append({"row": label, **{k: v for k, v in f.items() if k != "misses"}})
-    console.print(table)
+    console.print(table, width=max(console.width, 200) if bearer_column else None)  # one more column
     missed = [label for label, ok in verdicts if not ok]
     if verdicts:
         console.print(

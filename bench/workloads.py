@@ -36,6 +36,9 @@ class Sizes:
     servers: int = 20  # W5
     http_calls: int = 1000  # W6
     idle_servers: int = 100  # W8
+    auth_calls: int = 1000  # W9
+    reads: int = 20  # W10
+    resource_chars: int = 1 << 20  # W10: 1 MiB of ASCII text
 
 
 def _check_echo(result: dict[str, Any], text: str) -> None:
@@ -72,9 +75,16 @@ async def w1_spawn_init(make: Make, sizes: Sizes) -> dict[str, float]:
     }
 
 
-async def _sequential(make: Make, calls: int, label: str) -> dict[str, float]:
-    """Time ``calls`` sequential echo calls on one session, after 100 untimed warm-up calls."""
-    client = make(ServerSpec())
+async def _sequential(
+    make: Make,
+    calls: int,
+    label: str,
+    spec: ServerSpec | None = None,
+    after: Callable[[Client, int], Awaitable[None]] | None = None,
+) -> dict[str, float]:
+    """Time ``calls`` sequential echo calls on one session, after 100 untimed warm-up calls; then
+    ``after(client, calls made)`` checks what it needs to (untimed, before the close)."""
+    client = make(spec or ServerSpec())
     await client.start()
     try:
         call = client.call
@@ -88,6 +98,8 @@ async def _sequential(make: Make, calls: int, label: str) -> dict[str, float]:
             if result["content"][0]["text"] != text:
                 _check_echo(result, text)
         elapsed, cpu_used = perf() - t0, cpu() - c0
+        if after is not None:
+            await after(client, 100 + calls)
     finally:
         await client.close()
     return {"us_per_call": elapsed / calls * 1e6, "cpu_us_per_call": cpu_used / calls * 1e6}
@@ -311,6 +323,7 @@ class Workload:
 
 def _issue30() -> tuple[Workload, ...]:
     from workloads30 import w4_real, w7_http_concurrent, w8_idle
+    from workloads30b import w9_http_oauth, w10_read_bounded
 
     return (
         Workload(key="W4r", title="10,000 tools in 100 pages, the real peers' schemas", run=w4_real, reps=11),
@@ -323,6 +336,22 @@ def _issue30() -> tuple[Workload, ...]:
             reps=11,
         ),
         Workload(key="W8", title="100 idle stdio servers in one runtime", run=w8_idle, reps=5, quick_reps=2),
+        Workload(
+            key="W9",
+            title="1,000 sequential tools/call over Streamable HTTP, OAuth token stored and valid",
+            run=w9_http_oauth,
+            transport="http_auth",
+            reps=11,
+            quick_reps=3,
+        ),
+        Workload(
+            key="W10",
+            title="resources/read of a 1 MiB text resource through the output bound",
+            run=w10_read_bounded,
+            transport="stdio",
+            reps=11,
+            quick_reps=3,
+        ),
     )
 
 
