@@ -1,6 +1,7 @@
 """Profile one side of one workload, without the other side or the table.
 
     uv run python bench/prof.py W2 [--side kxen] [--reps 3] [--top 25]
+    uv run python bench/prof.py W9 --side kxen_bearer  # W9's static-header side (kxen: the OAuth one)
     uv run --with pyinstrument python bench/prof.py W3 --pyinstrument [--html out.html]
 
 cProfile (default) prints deterministic counts that do not depend on the machine's load: Python
@@ -73,6 +74,10 @@ def main() -> int:
         unit, n = "request", opts.reps * (sizes.calls + (100 if opts.workload == "W2" else sizes.in_flight))
     elif opts.workload == "W6":
         unit, n = "request", opts.reps * (sizes.http_calls + 100)
+    elif opts.workload == "W9":
+        unit, n = "request", opts.reps * (sizes.auth_calls + 100)
+    elif opts.workload == "W10":
+        unit, n = "read", opts.reps * (sizes.reads + 1)
     elif opts.workload in ("W4", "W4mem"):
         unit, n = "page", opts.reps * (sizes.tools // sizes.page_size)
     else:
