@@ -48,6 +48,7 @@ from .child import Child, spawn
 from .group import TERM_GRACE_SECONDS, signal_name, terminate_group
 from .options import StdioOptions
 from .procs import Tree, forget_server, record_server, stat
+from .procs.counter import mark
 from .reader import PipeReader
 from .stderr_log import StderrLog
 from .writer import PipeWriter
@@ -212,6 +213,7 @@ class StdioTransport:
             os.close(stdin_read)
             os.close(stdin_write)
             raise ConnectError(f"cannot start {command!r}: {exc.strerror or exc}", server=self.name) from exc
+        since = mark()  # the pid counter before the child: its tree reads only what started after
         try:
             self._proc = spawn([command, *args], stdin=stdin_read, stdout=stdout_write, cwd=cwd, env=env)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env value
@@ -235,7 +237,7 @@ class StdioTransport:
         await anyio.lowlevel.cancel_shielded_checkpoint()
         # its start time (the tree's and the ledger's identity of the process) is read later: see
         # IDENTIFY_AFTER_SECONDS; until the child is reaped its pid cannot be anyone else's
-        self._tree = Tree(self.pid)
+        self._tree = Tree(self.pid, since=since)
         self._command = command
         self._writer = PipeWriter(stdin_write)
         self._reader = PipeReader(stdout_read, self.max_line_bytes, self.diag)

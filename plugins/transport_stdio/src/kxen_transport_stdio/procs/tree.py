@@ -14,6 +14,8 @@ from collections.abc import Iterable
 import anyio
 import attrs
 
+from .counter import Mark, mark, started_since
+
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 #: how often the processes are read again while waiting for them to go
@@ -129,14 +131,37 @@ class Tree:
     the session or group it leads. Members are kept by (pid, start time) once seen, so a member
     stays one after its parent died and it was adopted elsewhere."""
 
-    def __init__(self, root: int, root_start: int | None = None) -> None:
+    def __init__(self, root: int, root_start: int | None = None, since: Mark | None = None) -> None:
         self.root = root
         self.root_start = root_start
         self.members: dict[int, int] = {}  # pid -> start time
+        #: the pid counter before the root started, then at each reading (:meth:`_read`)
+        self.since = since
+
+    def _read(self) -> dict[int, Proc]:
+        """What :meth:`update` looks at. Given the pid counter before the root started, only the
+        processes started since the last reading (and the root and the members, by pid): every
+        process that can belong was started after the root, and one that did not belong when it
+        was read cannot come to (a session is joined only at birth, a group only within its
+        session, and a parent changes only to an adopter). Without a mark, or when it cannot tell
+        what started since (:func:`started_since`), every process."""
+        now = mark() if self.since is not None else None
+        new = started_since(self.since, now) if self.since is not None and now is not None else None
+        self.since = now  # read before the processes: what starts after it is in the next reading
+        if new is None:
+            return table()
+        procs: dict[int, Proc] = {}
+        for pid in (*new, self.root, *self.members):
+            if pid not in procs:
+                proc = stat(pid)
+                if proc is not None:
+                    procs[pid] = proc
+        return procs
 
     def update(self, procs: dict[int, Proc] | None = None) -> list[int]:
-        """Read the processes again; return the pids newly found to belong."""
-        procs = table() if procs is None else procs
+        """Read the processes again (``procs``: a snapshot of every process instead); return the
+        pids newly found to belong."""
+        procs = self._read() if procs is None else procs
         me = os.getpid()
         new: list[int] = []
         parents = {self.root} | {p for p, s in self.members.items() if p in procs and procs[p].start == s}
