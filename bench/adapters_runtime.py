@@ -3,8 +3,11 @@
 
 What a host app does, and nothing else: the config is a user ``mcp.json`` (and, for HTTP, a
 ``config.toml`` turning remote MCP and loopback ``http://`` on, with each remote server confirmed
-as ``kxen remote on --yes`` records it) in a temporary home, written outside
-the clock; the workspace is an empty temporary directory; every runtime of the process shares one
+as ``kxen remote on --yes`` records it) in a temporary home of its own per start, written outside
+the clock and removed off it; the workspace is one empty temporary directory for the whole run, as
+a host restarts in the same project (each server is then the one whose tool definitions the pin
+store recorded at its first start: ``FRESH_WORKSPACE`` makes every start a first sight, a new
+identity to record); every runtime of the process shares one
 plugin manager (every installed plugin, the default policy and safety plugins included), as a host
 app would. The call goes through the policy votes: the entry allows ``echo`` with ``toolPolicies``.
 
@@ -17,6 +20,7 @@ is what sends it (no sign-in, nothing but 127.0.0.1).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import shutil
 import sys
@@ -45,12 +49,38 @@ def _stdio_entry(spec: ServerSpec) -> dict[str, Any]:
     return {"command": sys.executable, "args": spec.args(), "toolPolicies": ALLOWED}
 
 
+#: a new workspace per start, so each server a first sight for the pin store (bench/prof_start.py
+#: --fresh-workspace); by default one workspace for the run
+FRESH_WORKSPACE = False
+_shared_workspace: Path | None = None
+_to_remove: list[Path] = []  # homes closed on the clock: removed at the next one's creation
+
+
+def _remove_later(*paths: Path) -> None:
+    _to_remove.extend(paths)
+
+
+@atexit.register
+def _remove_now() -> None:
+    _remove_now_homes()
+    if _shared_workspace is not None:
+        shutil.rmtree(_shared_workspace, ignore_errors=True)
+
+
 class RuntimeHome:
-    """A temporary home holding the config files, and an empty temporary workspace."""
+    """A temporary home holding the config files, and the run's empty temporary workspace."""
 
     def __init__(self) -> None:
+        global _shared_workspace
+        _remove_now_homes()
         self.home = Path(tempfile.mkdtemp(prefix="kxen-bench-home-"))
-        self.workspace = Path(tempfile.mkdtemp(prefix="kxen-bench-ws-"))
+        if FRESH_WORKSPACE:
+            self.workspace = Path(tempfile.mkdtemp(prefix="kxen-bench-ws-"))
+            self._own_workspace = True
+        else:
+            if _shared_workspace is None:
+                _shared_workspace = Path(tempfile.mkdtemp(prefix="kxen-bench-ws-"))
+            self.workspace, self._own_workspace = _shared_workspace, False
 
     def write(self, servers: dict[str, dict[str, Any]], *, remote: bool = False) -> None:
         (self.home / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
@@ -64,8 +94,13 @@ class RuntimeHome:
             acknowledge_remote(self.home, keys, enable=True)
 
     def remove(self) -> None:
-        shutil.rmtree(self.home, ignore_errors=True)
-        shutil.rmtree(self.workspace, ignore_errors=True)
+        """Removed off the clock: at the next home's creation, or at exit."""
+        _remove_later(self.home, *([self.workspace] if self._own_workspace else []))
+
+
+def _remove_now_homes() -> None:
+    while _to_remove:
+        shutil.rmtree(_to_remove.pop(), ignore_errors=True)
 
 
 class _RuntimeBase:

@@ -4,7 +4,8 @@
     uv run python bench/prof_start.py --profile 200     # cProfile over 200 starts: top functions
     uv run python bench/prof_start.py --profile 200 --callers NAME
 
-A start is what a host pays each time: a fresh home and ``mcp.json`` (written outside the clock), a
+A start is what a host pays each time: a fresh home and ``mcp.json`` (written outside the clock; the
+workspace is the run's one, see bench/adapters_runtime.py), a
 fresh ``Runtime`` over one shared plugin manager, entered (config read and checked, admission, launch
 resolution, spawn, initialize, era probe, the first ``tools/list``), ``wait_ready``, one echo, and
 the close (the process-tree snapshot included). The clock is ``time.process_time()`` of this
@@ -27,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import adapters_runtime
 from adapters import ServerSpec
 from adapters_runtime import KxenRuntimeClient
 
@@ -113,9 +115,15 @@ def main() -> int:
     ap.add_argument("--callers", help="print the callers of functions matching this")
     ap.add_argument("--phases", action="store_true", help="also the CPU of named sync steps per start")
     ap.add_argument("--data-dir", help="KXEN_DATA_DIR (the pin store): default a fresh temporary one")
+    ap.add_argument(
+        "--fresh-workspace",
+        action="store_true",
+        help="a new workspace per start: each a first sight of the server, a new identity to pin",
+    )
     opts = ap.parse_args()
-    # every start is a new workspace, so a new identity in the pin store (up to its 500): a fresh
-    # store by default, not the user's
+    adapters_runtime.FRESH_WORKSPACE = opts.fresh_workspace
+    # a fresh store by default, not the user's (with --fresh-workspace every start adds an
+    # identity, up to the store's 500)
     if opts.data_dir:
         os.environ["KXEN_DATA_DIR"] = opts.data_dir
         return measure(opts)
