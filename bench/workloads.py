@@ -252,12 +252,25 @@ async def w5_fleet(make: Make, sizes: Sizes) -> dict[str, float]:
 
 # --- import time (subprocesses, no adapters) -----------------------------------------------------
 
+#: the frameworks of the adapters' extras (kxen-adapter-langchain, -openai-agents, -pydantic-ai)
+FRAMEWORKS = ("langchain_core", "agents", "pydantic_ai")
 IMPORT_CODE = (
+    "import sys\n"
     "import kxen_core.runtime.workspace, kxen_core.plugins.manager\n"
     "pm = kxen_core.plugins.manager.make_plugin_manager()\n"
     "loaded = sorted(n for n, p in pm.list_name_plugin() if p is not None and n in pm.origins)\n"
     "failed = sorted(f.entry_point for f in pm.failures if not f.skipped)\n"
-    "print(','.join(loaded) + '|' + ','.join(failed))\n"
+    f"frameworks = [m for m in {FRAMEWORKS!r} if m in sys.modules]\n"
+    "print(','.join(loaded) + '|' + ','.join(failed) + '|' + ','.join(frameworks))\n"
+)
+#: before IMPORT_CODE: the frameworks cannot be imported, as where the extras are not installed
+ABSENT_CODE = (
+    "import sys\n"
+    "class _Absent:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    f"        if name.partition('.')[0] in {FRAMEWORKS!r}:\n"
+    "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+    "sys.meta_path.insert(0, _Absent())\n"
 )
 
 
@@ -277,11 +290,14 @@ def _interpreter_env(cached: bool, prefix: str) -> dict[str, str]:
     return env
 
 
-def import_times(reps: int, *, cached: bool = True) -> dict[str, Any]:
-    """Fresh-interpreter wall time of ``python -c pass`` and of IMPORT_CODE, alternating.
+def import_times(reps: int, *, cached: bool = True, absent: bool = False) -> dict[str, Any]:
+    """Fresh-interpreter wall time of ``python -c pass`` and of IMPORT_CODE, alternating
+    (``absent``: with the adapters' frameworks made unimportable, the same for ``pass``).
 
-    The import cost is the difference of the two medians.
+    The import cost is the difference of the two medians. Importing kxen loads none of the
+    frameworks (a :class:`BenchError` otherwise), and the same plugins load either way.
     """
+    prelude = ABSENT_CODE if absent else ""
     bare, full = [], []
     plugins: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="kxen-bench-pycache-") as prefix:
@@ -289,12 +305,15 @@ def import_times(reps: int, *, cached: bool = True) -> dict[str, Any]:
         warm = 2 if cached else 1  # cached: the first runs write the bytecode; dropped
         for i in range(reps + warm):
             for which in (0, 1) if i % 2 == 0 else (1, 0):
-                cmd = [sys.executable, "-c", "pass"] if which == 0 else [sys.executable, "-c", IMPORT_CODE]
+                code = prelude + ("pass" if which == 0 else IMPORT_CODE)
+                cmd = [sys.executable, "-c", code]
                 t0 = perf()
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
                 dt = (perf() - t0) * 1e3
                 if which == 1:
-                    loaded, failed = out.stdout.strip().split("|")
+                    loaded, failed, frameworks = out.stdout.strip().split("|")
+                    if frameworks:
+                        raise BenchError(f"importing kxen loaded the adapters' frameworks: {frameworks}")
                     plugins = {
                         "loaded": loaded.split(",") if loaded else [],
                         "failed": failed.split(",") if failed else [],
