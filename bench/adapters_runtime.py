@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -63,7 +64,7 @@ def _remove_later(*paths: Path) -> None:
 @atexit.register
 def _remove_now() -> None:
     _remove_now_homes()
-    if _shared_workspace is not None:
+    if _shared_workspace is not None and not os.environ.get("KXEN_BENCH_WORKSPACE"):
         shutil.rmtree(_shared_workspace, ignore_errors=True)
 
 
@@ -79,7 +80,8 @@ class RuntimeHome:
             self._own_workspace = True
         else:
             if _shared_workspace is None:
-                _shared_workspace = Path(tempfile.mkdtemp(prefix="kxen-bench-ws-"))
+                given = os.environ.get("KXEN_BENCH_WORKSPACE")  # bench/fresh.py: the run's, not its own
+                _shared_workspace = Path(given) if given else Path(tempfile.mkdtemp(prefix="kxen-bench-ws-"))
             self.workspace, self._own_workspace = _shared_workspace, False
 
     def write(self, servers: dict[str, dict[str, Any]], *, remote: bool = False) -> None:

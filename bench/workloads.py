@@ -338,6 +338,8 @@ class Workload:
     transport: str | None = None
     reps: int = 7
     quick_reps: int = 3
+    #: each repetition (and the warm-up) in a new process (bench/fresh.py): for a memory figure
+    fresh_process: bool = False
 
 
 def _issue30() -> tuple[Workload, ...]:
@@ -354,7 +356,14 @@ def _issue30() -> tuple[Workload, ...]:
             transport="http",
             reps=11,
         ),
-        Workload(key="W8", title="100 idle stdio servers in one runtime", run=w8_idle, reps=5, quick_reps=2),
+        Workload(
+            key="W8",
+            title="100 idle stdio servers in one runtime",
+            run=w8_idle,
+            reps=5,
+            quick_reps=2,
+            fresh_process=True,
+        ),
         Workload(
             key="W9",
             title="1,000 sequential tools/call over Streamable HTTP, OAuth token stored and valid",

@@ -158,6 +158,22 @@ def names(listing: list[dict[str, Any]]) -> list[str]:
     return [t["qualifiedName"] for t in listing]
 
 
+async def test_a_turn_nobody_saw_is_told_to_the_next_listener(kxen_home, fakes, tmp_path):
+    # while nobody listens the turn is not worked out on each change (it reads every server); the
+    # state asked for is still right, and a later listener hears of the turn at the next change
+    fakes.add("f", tools=fake_tools(), tool_defs=CATALOG)
+    kxen_home.write_settings("[tool_search]\nthreshold_tools = 6\n")
+    async with running(kxen_home, tmp_path, servers={"s": mem("f", defaultToolPolicy="allow")}) as rt:
+        await rt.reload(settings={"tool_search": {"threshold_tools": 5}})  # on, and nobody listening
+        assert rt.tool_search_state()["on"] and names(rt.tools()) == ["kxen_search_tools"]
+        async with rt.settings_events() as sub:
+            await rt.reload(settings={"tool_search": {"threshold_tools": 4}})  # still on
+            events = []
+            while (event := sub.take()) is not None:
+                events.append(event)
+            assert [e["server"] for e in events if e["type"] == "tools"] == [None]
+
+
 async def test_off_below_the_thresholds_on_above_them(kxen_home, fakes, tmp_path):
     fakes.add("f", tools=fake_tools(), tool_defs=CATALOG)
     kxen_home.write_settings("[tool_search]\nthreshold_tools = 6\n")

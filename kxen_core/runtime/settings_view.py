@@ -84,7 +84,12 @@ class SettingsView:
 
     def _search_changed(self) -> None:
         """A ``tools`` event with ``server`` None when tool search turned on or off or its settings
-        changed: the model's whole list changes then (:mod:`.search_tools`)."""
+        changed: the model's whole list changes then (:mod:`.search_tools`). Not worked out while
+        nobody listens (the server's own ``tools`` event numbered the change; working it out reads
+        every server, for each server that changed): a listener that comes later is told of a turn
+        since the last one anybody saw."""
+        if not self._events.active:
+            return
         from kxen_core.runtime.search_tools import settings_of
 
         now = (self.tool_search_state()["on"], settings_of(self))
