@@ -185,6 +185,23 @@ async def test_the_store_is_private_and_versioned(kxen_home, fakes, tmp_path, _k
     assert not list(_kxen_data_dir.glob(".tool-pins.*"))  # no temporary file left
 
 
+async def test_one_launch_under_two_names_does_not_rewrite_the_store_in_turn(
+    kxen_home, fakes, tmp_path, _kxen_data_dir
+):
+    # the same identity (one launch) listed under two names: the name is not a change of its own
+    add_fake(fakes)
+    async with running(kxen_home, tmp_path, servers={"a": mem("f")}):
+        pass
+    path = _kxen_data_dir / FILE_NAME
+    before = path.stat()
+    async with running(kxen_home, tmp_path, servers={"a": mem("f"), "b": mem("f")}) as rt:
+        assert names(rt, "a") == names(rt, "b") == ["echo"]
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    (entry,) = json.loads(path.read_text())["servers"].values()
+    assert entry["server"] == "a" and set(entry["tools"]) == {"echo"}
+
+
 @pytest.mark.parametrize(
     "content, said",
     [

@@ -245,8 +245,9 @@ def merge(
     if _bound(tools, listing, "accepted") | _bound(pending, listing, "since"):
         out.changed = True
     if entry.get("server") != server:
+        # the name last seen, for people reading the file: written with the next change, not for
+        # itself (entries of one launch under several names would rewrite the file in turn)
         entry["server"] = server
-        out.changed = True
     seen = entry.get("seen")
     if out.changed or not isinstance(seen, int) or stamp - seen > SEEN_EVERY:
         entry["seen"] = stamp
