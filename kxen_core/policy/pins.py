@@ -108,7 +108,13 @@ def listing_of(
     integral = re.compile(r"\d\.0[,\]}]|\de[+-]").search
     out = {}
     old_tools, old = before if before is not None else ({}, {})
-    if old_tools is tools and old and len(old) == len(tools) and all(id(t) in unchanged for t in tools.values()):
+    # (map over builtins: no Python frame per tool)
+    if (
+        old_tools is tools
+        and old
+        and len(old) == len(tools)
+        and all(map(unchanged.__contains__, map(id, tools.values())))
+    ):
         return old  # the very listing of last time (the runtime keeps the same dict for it)
     for name, tool in tools.items():
         if id(tool) in unchanged and old_tools.get(name) is tool and name in old:
