@@ -6,8 +6,8 @@ The names hosts and plugin authors use, importable from here:
   :class:`AgentOutput` and :class:`BinaryRef` (what the agent gets), :class:`ResourceContent`;
 * plugin authors: ``hookimpl`` (the marker), :class:`TransportContext`, :class:`Transport`,
   :class:`MessageStream`, :class:`RegisterTransport`, :class:`RequestFailed`, :class:`Launch`,
-  :class:`CredentialRequest`, :class:`AuthChallenge`, :class:`LoginRequest`, :class:`AuthFlow`, :class:`ToolCall`,
-  :class:`Vote`, :class:`ApprovalRequest`,
+  :class:`CredentialRequest`, :class:`ReusableHeaders`, :class:`AuthChallenge`, :class:`LoginRequest`,
+  :class:`AuthFlow`, :class:`ToolCall`, :class:`Vote`, :class:`ApprovalRequest`,
   :class:`ApprovalDecision`, :class:`CatalogPage`, :class:`Verdict`, :class:`SamplingRequest`,
   :class:`ElicitationRequest`;
 * host sign-in UIs get :class:`LoginStarted` and :class:`LoginStatus` (``Runtime.login_start``, ``login_poll``);
@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         MessageStream,
         RegisterTransport,
         RequestFailed,
+        ReusableHeaders,
         Transport,
         TransportContext,
     )
@@ -113,6 +114,7 @@ _LAZY = {
     "MessageStream": "transport",
     "RegisterTransport": "transport",
     "RequestFailed": "transport",
+    "ReusableHeaders": "transport",
     "Transport": "transport",
     "TransportContext": "transport",
 }
@@ -192,6 +194,7 @@ __all__ = [
     "RequestFailed",
     "RequestTimeout",
     "ResourceContent",
+    "ReusableHeaders",
     "Runtime",
     "SamplingRequest",
     "ServerConfig",

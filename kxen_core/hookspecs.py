@@ -216,7 +216,10 @@ def kxen_credential_lookup(server: ServerConfig, request: CredentialRequest) -> 
     ``context``, and ``challenge`` when the transport asks again after a 401 or 403 answer (then
     answering headers different from those sent makes the transport resend the request once).
     ``None`` for a request without a challenge holds for that transport: it sends the later requests
-    without asking until the server answers 401 or 403 (a reconnection or a restart asks again). Raise
+    without asking until the server answers 401 or 403 (a reconnection or a restart asks again). An
+    answer that is a :class:`kxen_core.transport.ReusableHeaders` (the headers and a cheap
+    ``still_valid()`` check) holds the same way for the later requests to the same URL, while the
+    check passes (called before each instead of the hook) and the plugins do not change. Raise
     :class:`kxen_core.errors.AuthRequired` when no usable credential can be had without a
     person: the transports let it through unwrapped and the server goes to ``needs_login``.
 

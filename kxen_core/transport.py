@@ -17,7 +17,7 @@ connection ends it raises :class:`kxen_core.errors.ClosedError` from ``receive``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -159,6 +159,23 @@ class CredentialRequest:
     context: TransportContext[Any] | None = attrs.field(default=None, eq=False, repr=False)
 
 
+class ReusableHeaders(dict[str, str]):
+    """An answer of ``kxen_credential_lookup`` that the asking transport may send again without
+    asking: the headers, and ``still_valid``, a cheap synchronous check of everything the answer
+    depends on (for the oauth plugin: the token store file's stamp, the environment that picks the
+    store, the clock against the token's expiry). The transport keeps the answer for the later
+    requests of its connection to the same URL and, before each, calls ``still_valid()`` instead of
+    the hook: True sends the same headers, False (or an exception) asks the hook again. It is
+    dropped at a ``401``/``403`` (the hook is then asked with the challenge) and when the plugins
+    change. A plain ``dict`` is asked for before every request."""
+
+    __slots__ = ("still_valid",)
+
+    def __init__(self, headers: Mapping[str, str], still_valid: Callable[[], bool]) -> None:
+        super().__init__(headers)
+        self.still_valid = still_valid
+
+
 __all__ = [
     "AuthChallenge",
     "CHALLENGE_MAX_CHARS",
@@ -168,6 +185,7 @@ __all__ = [
     "Opener",
     "RegisterTransport",
     "RequestFailed",
+    "ReusableHeaders",
     "Transport",
     "TransportContext",
 ]

@@ -33,6 +33,10 @@ class HeldSecrets:
             self._secrets = dict.fromkeys(list(self._secrets)[-(MAX_HELD // 2) :])
             self._changes += 1
 
+    def holds(self, value: str) -> bool:
+        """Whether ``value`` is among the secrets this process scrubs."""
+        return value in self._secrets
+
     def held_secrets(self) -> frozenset[str]:
         """Every token and client secret this process holds (``kxen_register_secrets``): the same
         object while nothing changed, so the core's check stays O(1)."""

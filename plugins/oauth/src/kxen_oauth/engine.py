@@ -9,7 +9,6 @@ exactly (config scope, server name, canonical URL, home) is used; an older-shape
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ from ._held import HeldSecrets
 from ._issuers import explain_switch, forget_issuer
 from ._ports import Key
 from ._records import TokenRecord
+from ._reuse import Where, reusable, where
 from ._tokens import ClientCredentials, TokenAnswer
 from ._urls import UrlRefused, origin, same_issuer, same_origin, shown
 from .discovery import Discovery, DiscoveryError, discover
@@ -77,15 +77,15 @@ class OAuthEngine(HeldSecrets):
         loops one after another, and a client belongs to the loop it first ran in."""
         return make_client(self.http_transport)
 
-    def store(self) -> TokenStore:
-        """The store of the data directory in force (``KXEN_DATA_DIR`` may change between runs)."""
-        env = os.environ
-        where = (env.get("KXEN_DATA_DIR"), env.get("XDG_DATA_HOME"), env.get("HOME"))
-        store = self._stores.get(where)
+    def store(self, at: Where | None = None) -> TokenStore:
+        """The store of the data directory in force (``KXEN_DATA_DIR`` may change between runs);
+        ``at``: the environment that picks it, when the caller just read it (:func:`._reuse.where`)."""
+        at = where() if at is None else at
+        store = self._stores.get(at)
         if store is None:
             if len(self._stores) > 64:
                 self._stores.clear()
-            store = self._stores[where] = TokenStore(data_dir())
+            store = self._stores[at] = TokenStore(data_dir())
         return store
 
     def key_of(self, server: ServerConfig, home: Any = None) -> Key | None:
@@ -179,9 +179,11 @@ class OAuthEngine(HeldSecrets):
             return None  # never a token to another origin than the server's own
         challenge = getattr(request, "challenge", None)
         ours = server.oauth is not None or challenge is not None or key in self._challenged
+        at = where()
+        store = self.store(at)
         try:
             try:
-                record = self.store().token(key)  # one stat; the file is read only when it changed
+                record = store.token(key)  # one stat; the file is read only when it changed
             except StoreError:
                 if not ours:
                     return None
@@ -189,7 +191,7 @@ class OAuthEngine(HeldSecrets):
             if challenge is None:
                 if record is None and not ours:
                     return None
-                return await self._plain(server, key, record, request)
+                return await self._plain(server, key, record, request, (store, at))
             self._challenged.add(key)
             return await self._challenge(server, key, record, request, challenge)
         except StoreError as exc:
@@ -197,7 +199,7 @@ class OAuthEngine(HeldSecrets):
                 server, f"the OAuth token store cannot be used: {exc}", next_step=STORE_NEXT_STEP
             ) from None
         finally:
-            self.tell(getattr(context, "notice", None) or getattr(context, "diagnostic", None))
+            store.tell(getattr(context, "notice", None) or getattr(context, "diagnostic", None))
 
     def tell(self, notice: Any, *, every: bool = False) -> None:
         """See :meth:`.store.TokenStore.tell` (the store of the data directory in force)."""
@@ -209,7 +211,7 @@ class OAuthEngine(HeldSecrets):
         return bool(settings is not None and settings.mcp.allow_loopback_http)
 
     async def _plain(
-        self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any
+        self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any, found: tuple[TokenStore, Where]
     ) -> dict[str, str] | None:
         due = record is not None and record.due(time.time(), REFRESH_AHEAD)
         if record is not None and due:
@@ -223,7 +225,9 @@ class OAuthEngine(HeldSecrets):
             return self._header(server, key, got, request)
         if record is None:
             return None  # unauthenticated: the server's 401 starts discovery (an older-shape entry never is used)
-        return self._header(server, key, record, request)
+        header = self._header(server, key, record, request)
+        # the stored token as it is: the transport may send it again while nothing it depends on changed
+        return header if due or record.token_type == "DPoP" else reusable(self, key, record, *found, header)
 
     async def _challenge(
         self, server: ServerConfig, key: Key, record: TokenRecord | None, request: Any, challenge: Any

@@ -4,6 +4,8 @@ from whatever a server sends back).
 
 Kept light: the engine (Authlib, httpx, the store) is imported on first use, and a server that has
 no ``oauth`` block, never answered a 401 challenge and has no stored sign-in costs one ``stat``.
+A stored Bearer token that is not due is answered as a :class:`kxen_core.ReusableHeaders`: the
+transport sends it again without asking while its check passes (see :mod:`._reuse`).
 """
 
 from __future__ import annotations

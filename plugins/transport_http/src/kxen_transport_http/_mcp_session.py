@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 
-from kxen_core import Message, ServerConfig, TransportContext
+from kxen_core import Message, ReusableHeaders, ServerConfig, TransportContext
 from kxen_core.errors import SessionExpired as SessionGone
 
-from .plumbing import CredentialMemo, Redactor, config_headers, request_headers
+from .plumbing import CredentialMemo, Redactor, add_credentials, config_headers, request_headers
 
 ACCEPT_POST = "application/json, text/event-stream"
 SESSION_HEADER = "Mcp-Session-Id"
@@ -67,24 +67,32 @@ class McpSession:
         self.expired = False
         #: the POST headers while kxen_credential_lookup need not be asked; None: build them again
         self._fixed_post: httpx.Headers | None = None
+        #: the held credential answer they carry (None: none, the hook had nothing)
+        self._fixed_with: ReusableHeaders | None = None
 
     def post_headers_now(self) -> httpx.Headers | None:
         """The POST headers without asking anyone, or None when a credential plugin must be asked.
 
-        Without such a plugin, or once it answered that it has nothing for this connection (see
-        :class:`~.plumbing.CredentialMemo`), they are the config's headers, the session's and the fixed ones: the
-        same for every POST until the session id or the protocol version changes. httpx copies the
+        Without such a plugin, once it answered that it has nothing for this connection, or while
+        the answer it vouched for holds (see :class:`~.plumbing.CredentialMemo`), they are the
+        config's headers, that answer's, the session's and the fixed ones: the same for every POST
+        until the session id, the protocol version or the held answer changes. httpx copies the
         headers it is given, so one object serves every request.
         """
+        held = None
         if self._credentials.asks(self._context):
-            return None
+            held = self._credentials.reusable(self._context, self._server.url or "", self._redact)
+            if held is None:
+                return None
         headers = self._fixed_post
-        if headers is None:
+        if headers is None or self._fixed_with is not held:
             headers = config_headers(self._server, self._redact)
+            if held is not None:
+                add_credentials(headers, held, self._server, self._context, self._redact)
             self._add_to(headers)
             headers["Accept"] = ACCEPT_POST
             headers["Content-Type"] = "application/json"
-            self._fixed_post = headers
+            self._fixed_post, self._fixed_with = headers, held
         return headers
 
     async def post_headers(self) -> httpx.Headers:

@@ -18,8 +18,9 @@ here. It has one owner: nothing below is written twice in either transport.
   :class:`Redactor` remembers them and scrubs them from any text that leaves a transport;
   :func:`safe_url` drops userinfo, query and fragment; :func:`url_secrets` lists a URL's query values.
 * **Headers** -- :func:`request_headers` is ``server.headers`` plus what ``kxen_credential_lookup``
-  answers; :func:`config_headers` and :func:`has_credential_hook` serve a transport that builds
-  its headers once when no plugin implements that hook.
+  answers; :func:`config_headers`, :func:`add_credentials` and :func:`has_credential_hook` serve a
+  transport that builds its headers once while no plugin needs asking (:class:`CredentialMemo`:
+  the hook answered ``None``, or headers it vouches for with a ``still_valid`` check).
 * **Auth** -- a 401 (or a 403 with a challenge) is :func:`refused_for_auth`; :func:`challenge_of`
   reads its bounded :class:`~kxen_core.AuthChallenge`; :func:`answer_challenge` asks
   ``kxen_credential_lookup`` again and gives the headers to send it once more with, or raises
@@ -78,7 +79,7 @@ from ._guard import (
     guarded_transport,
     resolve_host,
 )
-from ._headers import CredentialMemo, config_headers, has_credential_hook, request_headers
+from ._headers import CredentialMemo, add_credentials, config_headers, has_credential_hook, request_headers
 from ._secrets import Redactor, safe_url, url_secrets
 from ._sse import (
     MAX_RETRY_MS,
@@ -115,6 +116,7 @@ __all__ = [
     "StreamRefused",
     "TransportFactory",
     "CredentialMemo",
+    "add_credentials",
     "answer_challenge",
     "auth_required",
     "challenge_of",

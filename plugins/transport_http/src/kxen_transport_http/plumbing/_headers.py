@@ -12,6 +12,7 @@ import httpx
 from kxen_core import (
     AuthChallenge,
     CredentialRequest,
+    ReusableHeaders,
     ServerConfig,
     TransportContext,
     egress_for,
@@ -40,18 +41,63 @@ class CredentialMemo:
     An answer of ``None`` to a request without a challenge holds for the connection: later
     requests are sent with the configured headers alone, without asking, until the server answers
     401 or 403 (the transport then asks again with the challenge, and per request once an answer
-    has headers). Each transport has its own memo, so a reconnection or a restart asks again.
+    has headers). An answer that is a :class:`~kxen_core.ReusableHeaders` is held too, for the
+    requests to the same URL while the same plugins are registered, the transport's
+    :class:`Redactor` still holds its values and its own ``still_valid()`` check passes (asked
+    before each request instead of the hook); it is dropped whenever the hook is asked again (a
+    401/403 included). Each transport has its own memo, so a reconnection or a restart asks again.
     """
 
-    __slots__ = ("nothing",)
+    __slots__ = ("_clears", "_generation", "_url", "held", "nothing")
 
     def __init__(self) -> None:
         #: the last lookup without a challenge answered None
         self.nothing = False
+        #: the last lookup without a challenge answered headers it vouches for (see reusable())
+        self.held: ReusableHeaders | None = None
+        self._url = ""
+        self._generation: object = None
+        self._clears = 0
 
     def asks(self, context: TransportContext) -> bool:
-        """Whether the next request without a challenge must ask the hook."""
+        """Whether the next request without a challenge must ask the hook (or :meth:`reusable`)."""
         return not self.nothing and has_credential_hook(context)
+
+    def reusable(self, context: TransportContext, url: str, redact: Redactor) -> ReusableHeaders | None:
+        """The held answer when a request to ``url`` without a challenge may send it without
+        asking, else None (a held answer whose check failed is dropped)."""
+        held = self.held
+        if held is None:
+            return None
+        if url != self._url or _generation(context) != self._generation or redact.clears != self._clears:
+            return None
+        try:
+            valid = held.still_valid() is True
+        except Exception:  # a broken check: ask the hook, which reports what is wrong
+            valid = False
+        if not valid:
+            self.held = None
+            return None
+        return held
+
+    def learn(
+        self, answer: Any, challenge: AuthChallenge | None, context: TransportContext, url: str, redact: Redactor
+    ) -> None:
+        """Take the hook's ``answer`` to a request to ``url`` (sent with it: its values remembered)."""
+        self.nothing = answer is None and challenge is None
+        if challenge is None and isinstance(answer, ReusableHeaders) and _string_pairs(answer):
+            self.held, self._url, self._generation, self._clears = answer, url, _generation(context), redact.clears
+        else:
+            self.held = None
+
+
+def _generation(context: TransportContext) -> object:
+    """The plugin manager's count of plugin changes (None for a manager that keeps none)."""
+    return getattr(context.pm, "generation", None)
+
+
+def _string_pairs(answer: dict[Any, Any]) -> bool:
+    return all(isinstance(name, str) and isinstance(value, str) for name, value in answer.items())
 
 
 def config_headers(server: ServerConfig, redact: Redactor) -> httpx.Headers:
@@ -82,23 +128,45 @@ async def request_headers(
     when asking again. A plugin that raises fails this request (``PluginHookError``), except an
     ``AuthRequired``, which passes unwrapped; an answer that is not a dict of strings is a diagnostic.
     With a ``memo`` (see :class:`CredentialMemo`), a request without a challenge does not ask when an
-    earlier one learned there is nothing to ask for, and every answer updates it.
+    earlier one learned there is nothing to ask for, or sends the answer it holds while that
+    answer's check passes, and every answer updates it.
     """
     extra: Any = None
-    asks = memo.asks(context) if memo is not None and challenge is None else has_credential_hook(context)
-    if context.pm is not None and asks:
+    held: ReusableHeaders | None = None
+    if memo is not None and challenge is None:
+        asks = memo.asks(context)
+        if asks:
+            held = memo.reusable(context, url, redact)
+    else:
+        asks = has_credential_hook(context)
+    pm = context.pm
+    asked = held is None and pm is not None and asks
+    if held is not None:
+        extra = held
+    elif asked and pm is not None:
+        if memo is not None:
+            memo.held = None  # asked again: nothing is held until this answer says so
         request = CredentialRequest(method=method, url=url, challenge=challenge, context=context)
         try:
             # a sign-in plugin's own requests (discovery, refresh) are checked by this server's egress rules
             with using_egress(egress_for(server, context.settings)):
-                extra = await hookcall.acall_first(context.pm, "kxen_credential_lookup", server=server, request=request)
+                extra = await hookcall.acall_first(pm, "kxen_credential_lookup", server=server, request=request)
         except PluginHookError as exc:
             if isinstance(exc.__cause__, AuthRequired):
                 raise exc.__cause__ from None
             raise
-        if memo is not None:
-            memo.nothing = extra is None and challenge is None
     headers = config_headers(server, redact)
+    add_credentials(headers, extra, server, context, redact)
+    if asked and memo is not None:
+        memo.learn(extra, challenge, context, url, redact)
+    return headers
+
+
+def add_credentials(
+    headers: httpx.Headers, extra: Any, server: ServerConfig, context: TransportContext, redact: Redactor
+) -> None:
+    """Set the headers of a ``kxen_credential_lookup`` answer ``extra`` (remembered as secrets, but a
+    DPoP proof); a pair that is not two strings, or an answer that is not a dict, is a diagnostic."""
     try:
         if isinstance(extra, dict):
             for name, value in extra.items():
@@ -112,4 +180,3 @@ async def request_headers(
             context.diagnostic(f"{server.name}: kxen_credential_lookup answered a {type(extra).__name__}, not a dict")
     except UnicodeEncodeError:
         raise ProtocolError(_NOT_ASCII, server=server.name) from None
-    return headers

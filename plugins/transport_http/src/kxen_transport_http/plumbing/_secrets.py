@@ -41,6 +41,8 @@ class Redactor:
 
     def __init__(self, urls: Iterable[str | None] = ()) -> None:
         self._values: set[str] = set()
+        #: how often the remembered values were forgotten (a held credential is remembered again)
+        self.clears = 0
         self._fixed: set[str] = {v for url in urls for v in url_secrets(url) if len(v) >= 4}
 
     def remember(self, values: Iterable[str]) -> None:
@@ -51,6 +53,7 @@ class Redactor:
                 if len(secret) >= 4:
                     if len(self._values) >= self.MAX_VALUES:
                         self._values.clear()
+                        self.clears += 1
                     self._values.add(secret)
 
     def __call__(self, text: str, limit: int = 300) -> str:
