@@ -18,6 +18,7 @@ from kxen_core import Runtime
 from kxen_core.config.trust import acknowledge_remote, trust
 from kxen_core.errors import ApprovalDenied, PolicyDenied
 from kxen_core.plugins import make_plugin_manager
+from kxen_core.policy import argument_guard
 from kxen_core.policy.approvals import canonical_url
 from kxen_core.policy.argument_guard import MIN_SECRET_CHARS, SECRET, found, masked
 from kxen_core.safe_text import Secrets
@@ -89,6 +90,28 @@ def test_each_credential_shape_is_found_and_masked(kind):
     assert found(args) == kind
     shown = json.dumps(masked(args))
     assert SHAPES[kind][6:] not in shown
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=text, after=text, kind=st.sampled_from(sorted(SHAPES) + [None]), cut=st.integers(0, 8))
+def test_the_one_search_for_any_shape_agrees_with_the_shapes_one_by_one(before, after, kind, cut):
+    # found() searches each string once for any shape, then names which: never fewer hits
+    sample = "" if kind is None else SHAPES[kind]
+    string = before + sample[: len(sample) - cut] + after
+    assert bool(argument_guard.ANY_SHAPE.search(string)) == any(p.search(string) for _k, p in argument_guard.SHAPES)
+
+
+@pytest.mark.parametrize("kind", sorted(SHAPES))
+def test_a_shape_is_looked_for_in_each_string_alone(kind):
+    # the strings are searched at once, joined by newlines: that must not make a shape of two halves
+    def alone(strings: list[str]) -> str | None:  # each string searched by itself, in order
+        return next((k for t in strings for k, p in argument_guard.SHAPES if p.search(t)), None)
+
+    sample = SHAPES[kind].rstrip("\n")
+    for cut in range(1, len(sample)):
+        halves = [sample[:cut], sample[cut:]]
+        assert found(dict(zip("ab", halves, strict=True))) == alone(halves), cut
+    assert found({"a": "x", "b": sample, "c": "y"}) == kind
 
 
 def test_a_short_secret_is_not_looked_for():

@@ -43,6 +43,8 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an API secret key (sk-)", re.compile(r"(?<![A-Za-z0-9_-])sk-(?:proj-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{32,}")),
     ("a package registry token", re.compile(r"(?<![A-Za-z0-9_])(?:npm_[A-Za-z0-9]{36}|pypi-[A-Za-z0-9_-]{50,})")),
 )
+#: any of the shapes (none matches a newline): one search finds whether one is there, then each names which
+ANY_SHAPE = re.compile("|".join(f"(?:{pattern.pattern})" for _kind, pattern in SHAPES))
 SECRET = "a value kxen holds as secret (a configured credential, a ${VAR} value or a sign-in token)"
 
 
@@ -71,14 +73,18 @@ def found(arguments: Any, secrets: Any = None) -> str | None:
     _strings(arguments, strings, values)
     if not strings:
         return None
-    for text in strings:
-        for kind, pattern in SHAPES:
-            if pattern.search(text):
-                return kind
+    lines = "\n".join(strings)
+    # one search of every string at once: no shape matches a newline, and a newline stands where
+    # a string starts or ends for the shapes' look-arounds; on a hit, the first string's kind
+    if ANY_SHAPE.search(lines):
+        for text in strings:
+            for kind, pattern in SHAPES:
+                if pattern.search(text):
+                    return kind
     if secrets:
         # each string (a key included) alone, and the values one after the other: a secret split
         # across neighbouring fields is whole there
-        joined = "\n".join(strings) + "\n" + "".join(values)
+        joined = lines + "\n" + "".join(values)
         for value in secrets.values:
             if len(value) >= MIN_SECRET_CHARS and value in joined:
                 return SECRET
