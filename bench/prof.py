@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--transport", choices=sorted(ADAPTERS), help="default: the workload's own (W6: http), else stdio")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
-    ap.add_argument("--sort", default="tottime", help="a pstats sort key (cumtime: what each function and its callees cost)")
+    ap.add_argument("--sort", default="tottime", help="a pstats sort key (cumtime: with what each calls)")
     ap.add_argument("--pyinstrument", action="store_true")
     ap.add_argument("--html", help="with --pyinstrument: write an HTML report here")
     opts = ap.parse_args()

@@ -81,11 +81,12 @@ def found(arguments: Any, secrets: Any = None) -> str | None:
             for kind, pattern in SHAPES:
                 if pattern.search(text):
                     return kind
-    if secrets:
+    held = secrets.values if secrets is not None else ()  # the sources asked once (each ``values`` asks)
+    if held:
         # each string (a key included) alone, and the values one after the other: a secret split
         # across neighbouring fields is whole there
         joined = lines + "\n" + "".join(values)
-        for value in secrets.values:
+        for value in held:
             if len(value) >= MIN_SECRET_CHARS and value in joined:
                 return SECRET
     return None
