@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import re
 import unicodedata
 from typing import Any
@@ -191,6 +192,8 @@ class Secrets:
             except Exception:  # a broken source must not stop the scrub of everything else
                 answers.append(())
         old = self._answers
+        if len(old) == len(answers) and all(map(operator.is_, answers, old)):
+            return  # the same objects as last time (the common case: a loop in C)
         if len(old) == len(answers) and all(
             a is b or (not isinstance(a, (frozenset, tuple)) and frozenset(a) == b)
             for a, b in zip(answers, old, strict=True)

@@ -114,6 +114,16 @@ def test_a_shape_is_looked_for_in_each_string_alone(kind):
     assert found({"a": "x", "b": sample, "c": "y"}) == kind
 
 
+@settings(max_examples=150, deadline=None)
+@given(value=st.dictionaries(text, st.none() | st.booleans() | st.integers() | st.floats() | text, max_size=6))
+def test_a_flat_call_gives_the_strings_of_the_walk(value):
+    # the common call (string keys, plain scalars) skips the walk: the same strings in the same order
+    walked: tuple[list[str], list[str]] = ([], [])
+    argument_guard._strings(value, *walked)
+    flat: tuple[list[str], list[str]] = ([], [])
+    assert argument_guard._flat(value, *flat) and flat == walked
+
+
 def test_a_short_secret_is_not_looked_for():
     short = "abcd1234"[: MIN_SECRET_CHARS - 1]
     assert found({"q": f"find {short}"}, Secrets([short])) is None

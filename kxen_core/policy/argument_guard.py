@@ -66,11 +66,34 @@ def _strings(value: Any, out: list[str], values: list[str]) -> None:
             stack.extend((item, False) for item in reversed(node))
 
 
+_SCALARS = (int, float, bool, type(None))
+
+
+def _flat(arguments: Any, out: list[str], values: list[str]) -> bool:
+    """:func:`_strings` of the common call, a dict of string keys and plain scalar values, without
+    its walk (the same strings in the same order); False for anything else (then nothing is sure)."""
+    if type(arguments) is not dict or len(arguments) > MAX_STRINGS // 2:
+        return False
+    for key, value in arguments.items():
+        if type(key) is not str:
+            return False
+        out.append(key)
+        if type(value) is str:
+            out.append(value)
+            values.append(value)
+        elif type(value) not in _SCALARS:
+            return False
+    return True
+
+
 def found(arguments: Any, secrets: Any = None) -> str | None:
     """What the arguments carry that must not leave: the kind (a shape's name or :data:`SECRET`), or None."""
     strings: list[str] = []
     values: list[str] = []
-    _strings(arguments, strings, values)
+    if not _flat(arguments, strings, values):
+        strings.clear()
+        values.clear()
+        _strings(arguments, strings, values)
     if not strings:
         return None
     lines = "\n".join(strings)
