@@ -14,21 +14,12 @@ from kxen_oauth._records import TokenRecord
 from kxen_oauth.engine import OAuthEngine
 from kxen_oauth.refresh import REFRESH_AHEAD
 from kxen_oauth.store import TokenStore
+from test_oauth_engine import URL, ask, server
 
-from kxen_core import ReusableHeaders, ServerConfig
-from kxen_core.transport import AuthChallenge, CredentialRequest
+from kxen_core import ReusableHeaders
+from kxen_core.transport import CredentialRequest
 
 pytestmark = pytest.mark.anyio
-
-URL = "https://mcp.example.com/mcp"
-
-
-def server(**kw) -> ServerConfig:
-    return ServerConfig(**{"name": "r", "url": URL, "transport": "http", **kw})
-
-
-def ask(url: str = URL, challenge: AuthChallenge | None = None) -> CredentialRequest:
-    return CredentialRequest(method="POST", url=url, challenge=challenge)
 
 
 def record(token: str = "AT-reuse-1", *, expires_in: float = 3600, **kw) -> TokenRecord:
