@@ -148,6 +148,11 @@ def query_values(url: str | None) -> list[str]:
     return [v for v in dict.fromkeys(out) if v]
 
 
+def _same_answer(new: Any, old: Any) -> bool:
+    """Whether a source's answer equals the one kept (a frozenset or a tuple, as ``_refresh`` keeps it)."""
+    return new is old or (new == old if isinstance(new, (frozenset, tuple)) else frozenset(new) == old)
+
+
 class Secrets:
     """Values that must never be printed (query values of configured URLs, credential header and env
     values, the tokens a sign-in plugin holds), scrubbed as ``***`` from text and from every string
@@ -157,8 +162,9 @@ class Secrets:
     ``sources`` are callables that return the values some plugin holds *now* (see the
     ``kxen_register_secrets`` hook): they are asked at each scrub, and the scrubber is rebuilt only
     when one of them answers differently (an immutable answer -- a ``frozenset`` or ``tuple`` -- is
-    compared by identity, so a source that hands back the same object while nothing changed costs
-    one call). A source that raises counts as no values and is asked again next time."""
+    compared by identity first, so a source that hands back the same object while nothing changed
+    costs one call; equal answers in new objects cost a comparison, not a rebuild). A source that
+    raises counts as no values and is asked again next time."""
 
     MIN_CHARS = 4  # shorter values are too common to scrub
 
@@ -185,20 +191,17 @@ class Secrets:
         return self._values
 
     def _refresh(self) -> None:
+        old = self._answers
         answers = []
         for source in self._sources:
             try:
                 answers.append(source())
             except Exception:  # a broken source must not stop the scrub of everything else
                 answers.append(())
-        old = self._answers
         if len(old) == len(answers) and all(map(operator.is_, answers, old)):
             return  # the same objects as last time (the common case: a loop in C)
-        if len(old) == len(answers) and all(
-            a is b or (not isinstance(a, (frozenset, tuple)) and frozenset(a) == b)
-            for a, b in zip(answers, old, strict=True)
-        ):
-            return
+        if len(old) == len(answers) and all(map(_same_answer, answers, old)):
+            return  # equal answers in new objects (an immutable one compared by value: no rebuild)
         self._answers = tuple(a if isinstance(a, (frozenset, tuple)) else frozenset(a) for a in answers)
         live = self._forms(v for answer in self._answers for v in answer)
         if live != self._live:

@@ -326,3 +326,28 @@ def test_secret_sources_broken_and_mutable(caplog):
     assert scrub.text("added-in-place-2") == "***"
     live.clear()
     assert scrub.text("first-held-value") == "first-held-value"  # no longer held, no longer a secret
+
+
+def test_an_equal_answer_in_a_new_object_is_not_a_rebuild(monkeypatch):
+    from kxen_core.safe_text import Secrets
+
+    answers = iter([frozenset({"held-value-1"}), frozenset({"held-value-1"}), ("held-value-1",)])
+    current = [frozenset()]
+
+    def source() -> object:
+        return current[0]
+
+    scrub = Secrets(sources=[source])
+    current[0] = next(answers)
+    assert scrub.text("a held-value-1") == "a ***"
+    built = []
+    monkeypatch.setattr(Secrets, "_forms", classmethod(lambda cls, values: built.append(1) or set()))
+    current[0] = next(answers)  # equal, another object: compared by value, nothing rebuilt
+    assert scrub.text("b held-value-1") == "b ***"
+    assert built == []
+    current[0] = next(answers)  # a tuple now: another answer, rebuilt (to the same values)
+    assert scrub.values == []  # (the patched _forms builds no values)
+    assert built == [1]
+    current[0] = frozenset({"another-value-2"})
+    assert scrub.values == []
+    assert built == [1, 1]  # a changed answer is always rebuilt

@@ -36,6 +36,7 @@ def test_the_plugin_registers_what_its_engine_handled(engine):
 def test_no_engine_no_values(monkeypatch):
     monkeypatch.setattr(hooks, "_engine", None)
     assert hooks._held() == frozenset()
+    assert hooks._held() is hooks._held()  # one object: the core's check of an unchanged answer is `is`
     assert hooks._engine is None  # asking did not load the engine
 
 

@@ -68,9 +68,14 @@ async def kxen_auth_logout(server: ServerConfig, request: LoginRequest) -> bool 
     return await engine().logout(server, forget_client=request.forget_client, home=request.home)
 
 
+#: the answer while there is no engine: one object, so the core's check of an unchanged answer is
+#: one identity test (``frozenset()`` makes a new object at each call)
+_NONE_HELD: frozenset[str] = frozenset()
+
+
 def _held() -> frozenset[str]:
     # no engine yet: this process has handled no token (and the engine is not loaded for asking)
-    return _engine.held_secrets() if _engine is not None else frozenset()
+    return _engine.held_secrets() if _engine is not None else _NONE_HELD
 
 
 @hookimpl
