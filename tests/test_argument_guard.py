@@ -122,6 +122,28 @@ def test_a_flat_call_gives_the_strings_of_the_walk(value):
     argument_guard._strings(value, *walked)
     flat: tuple[list[str], list[str]] = ([], [])
     assert argument_guard._flat(value, *flat) and flat == walked
+    # the votes' shortcut walks it once for the safety check and the guard: the same strings again
+    from kxen_core.policy.defaults import _flat_and_small, flat_strings
+
+    shortcut: tuple[list[str], list[str]] = ([], [])
+    sure = flat_strings(value, *shortcut)
+    assert sure is _flat_and_small(value)  # False only for what the safety check walks in full (a huge int)
+    assert not sure or shortcut == walked
+
+
+def test_the_votes_shortcut_finds_what_the_guard_finds():
+    from kxen_core.policy.defaults import flat_strings
+
+    secrets = Secrets([TOKEN])
+    server = type("S", (), {"egressGuard": "on"})()
+    cases = ({"q": "plain"}, {"q": f"a {TOKEN} b"}, {TOKEN[:9]: 1, "b": TOKEN[9:]}, {"k": SHAPES["a GitHub token"]})
+    for args in cases:
+        strings: list[str] = []
+        values: list[str] = []
+        assert flat_strings(args, strings, values)
+        assert argument_guard.clear_strings(server, strings, values, secrets) is (found(args, secrets) is None), args
+    many = [f"s{i}" for i in range(argument_guard.MAX_STRINGS + 1)]
+    assert not argument_guard.clear_strings(server, many, [], secrets)  # past the walk's bound: not sure
 
 
 def test_a_short_secret_is_not_looked_for():

@@ -136,6 +136,25 @@ async def test_server_goes_ready_with_counts(kxen_home, ws, fakes):
         }
 
 
+def test_kxen_tool_names_hold_no_server_separator():
+    # call_tool takes a name with the separator (server__tool) as a server's without asking
+    # whether it is one of kxen's own: that holds only while none of theirs has one
+    from kxen_core.agent.tool_names import SEPARATOR
+    from kxen_core.runtime import kxen_tools, search_tools
+
+    names = [*kxen_tools.TOOLS, search_tools.SEARCH_TOOL]
+    assert names and not [n for n in names if SEPARATOR in n]
+
+
+async def test_a_kxen_tool_is_called_by_its_name_beside_a_server_named_like_it(kxen_home, ws, fakes):
+    fakes.add("f", tools={"echo": echo}, resources=[{"uri": "file:///a", "name": "a"}])
+    kxen_home.write_servers({"kxen": mem("f", defaultToolPolicy="allow")})
+    async with running(kxen_home, ws) as rt:
+        listed = await rt.call_tool("kxen_list_resources", {})
+        assert "file:///a" in listed["content"][0]["text"]
+        assert await rt.call_tool("kxen__echo", {"text": "hi"}) == text_result("echo: hi")
+
+
 async def test_status_keys(kxen_home, ws, fakes):
     fakes.add("f", tools={"echo": echo})
     kxen_home.write_servers({"demo": mem("f"), "off": mem("f", enabled=False), "broken": mem("not-registered")})

@@ -94,6 +94,12 @@ def found(arguments: Any, secrets: Any = None) -> str | None:
         strings.clear()
         values.clear()
         _strings(arguments, strings, values)
+    return found_in(strings, values, secrets)
+
+
+def found_in(strings: list[str], values: list[str], secrets: Any = None) -> str | None:
+    """:func:`found` of arguments whose strings are ``strings`` (keys and values in order, as
+    :func:`_strings` lists them) and whose string values are ``values``."""
     if not strings:
         return None
     lines = "\n".join(strings)
@@ -108,7 +114,7 @@ def found(arguments: Any, secrets: Any = None) -> str | None:
     if held:
         # each string (a key included) alone, and the values one after the other: a secret split
         # across neighbouring fields is whole there
-        joined = lines + "\n" + "".join(values)
+        joined = lines + "\n" + "".join(values) if len(values) > 1 else lines  # one value: in lines
         for value in held:
             if len(value) >= MIN_SECRET_CHARS and value in joined:
                 return SECRET
@@ -126,6 +132,14 @@ def vote(server: Any, kind: str) -> Vote:
 def clear(server: Any, arguments: Any, secrets: Any) -> bool:
     """True when the guard has nothing to say about these arguments for ``server`` (the fast path)."""
     return getattr(server, "egressGuard", "on") == "off" or found(arguments, secrets) is None
+
+
+def clear_strings(server: Any, strings: list[str], values: list[str], secrets: Any) -> bool:
+    """:func:`clear` of arguments already walked (the common call's: :func:`kxen_core.policy.defaults.flat_strings`);
+    at most :data:`MAX_STRINGS` strings (more: not sure, False)."""
+    if len(strings) > MAX_STRINGS:
+        return False
+    return getattr(server, "egressGuard", "on") == "off" or found_in(strings, values, secrets) is None
 
 
 def masked(arguments: Any, secrets: Any = None) -> Any:

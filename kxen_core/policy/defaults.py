@@ -128,17 +128,22 @@ _NUMBER_BYTES = 24
 _INT_RANGE = 2**63
 
 
-def _flat_and_small(arguments: dict[Any, Any]) -> bool:
+def flat_strings(arguments: dict[Any, Any], out: list[str], values: list[str]) -> bool:
     """True when ``arguments`` maps strings to plain scalars and its compact JSON surely fits in
     ``MAX_ARGUMENT_BYTES``: depth 1, always JSON, size bounded from above without encoding it.
-    False means "not sure": the full check decides."""
+    False means "not sure": the full check decides. On the way, every key and string value in
+    order goes into ``out`` and the string values into ``values``: the strings the argument guard
+    searches (:func:`kxen_core.policy.argument_guard.clear_strings`), so the common call is walked once."""
     size = 2  # {}
     for key, value in arguments.items():
         if type(key) is not str:
             return False
+        out.append(key)
         kind = type(value)
         if kind is str:
             size += _CHAR_BYTES * len(value) + 2
+            out.append(value)
+            values.append(value)
         elif kind is int:
             if not -_INT_RANGE < value < _INT_RANGE:
                 return False  # a huge int may not even convert to text
@@ -151,6 +156,11 @@ def _flat_and_small(arguments: dict[Any, Any]) -> bool:
         if size > MAX_ARGUMENT_BYTES:
             return False
     return True
+
+
+def _flat_and_small(arguments: dict[Any, Any]) -> bool:
+    """:func:`flat_strings` without the strings: the safety check's shortcut."""
+    return flat_strings(arguments, [], [])
 
 
 def _depth(value: Any, level: int) -> int:

@@ -29,7 +29,7 @@ from kxen_core import hookcall
 from kxen_core.errors import PluginHookError
 from kxen_core.policy import Decision, ToolCall, Vote, argument_guard, combine
 from kxen_core.policy.argument_guard import ArgumentGuard
-from kxen_core.policy.defaults import ConfigPolicy, RolePolicy, SafetyCheck, _flat_and_small
+from kxen_core.policy.defaults import ConfigPolicy, RolePolicy, SafetyCheck, flat_strings
 
 if TYPE_CHECKING:
     import pluggy
@@ -153,17 +153,22 @@ class PreparedVotes:
         check, the argument guard), their shortcuts pass the arguments (so they abstain) and the
         fixed votes allow. False means "count the votes"."""
         plan = self._plans.get((server.name, tool))
-        return (
+        if not (
             plan is not None
             and plan.allows_flat
-            and not hookcall.tracing()
             and plan.server is server
             and plan.role == role
             and plan.settings is settings
             and plan.launch is launch
             and plan.impls == self._impls()
-            and _flat_and_small(arguments)
-            and argument_guard.clear(server, arguments, secrets)
+            and not hookcall.tracing()
+        ):
+            return False
+        strings: list[str] = []
+        values: list[str] = []
+        # the safety check's shortcut and the argument guard's strings in one walk
+        return flat_strings(arguments, strings, values) and argument_guard.clear_strings(
+            server, strings, values, secrets
         )
 
     def outright_why(self, server: Any, tool: str) -> list[Vote]:

@@ -19,13 +19,12 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from itertools import count
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import attrs
 
-if TYPE_CHECKING:
-    from kxen_core.protocol.clock import RequestClock
+from kxen_core.protocol.clock import RequestClock
 
 #: the longest progress message kept (characters)
 MAX_MESSAGE_CHARS = 1000
@@ -76,7 +75,8 @@ class ProgressRoutes:
     def __init__(self, prefix: str, diag: Callable[[str], None]) -> None:
         self._prefix = prefix
         self._diag = diag
-        self._routes: dict[str, _Route] = {}
+        #: the open routes by token: a call's route, or the bare clock of a call that only ticks
+        self._routes: dict[str, _Route | RequestClock] = {}
         self._ids = count(1)
         #: notifications for no active call (late, or tokens the server made up)
         self.unmatched = 0
@@ -93,9 +93,12 @@ class ProgressRoutes:
             if n & (n - 1) == 0:  # 1, 2, 4...: visible, and few
                 self._diag(f"{n} progress notification(s) for no active call (or malformed) dropped")
             return
+        if isinstance(route, RequestClock):  # a clock only (ticking): nobody to deliver to
+            route.touch()
+            return
         if route.clock is not None:
             route.clock.touch()
-        if route.wake is None:  # a clock only: nobody to deliver to
+        if route.wake is None:
             return
         if route.latest is not None:
             self.coalesced += 1
@@ -107,7 +110,7 @@ class ProgressRoutes:
         for :meth:`close` when the call is over (every call of a server that restarts its timeouts
         on progress takes this path: no context manager, no task)."""
         token = f"{self._prefix}-{next(self._ids)}"
-        self._routes[token] = _Route(None, clock)
+        self._routes[token] = clock
         return token
 
     def close(self, token: str) -> None:

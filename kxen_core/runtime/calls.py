@@ -75,11 +75,12 @@ async def call_tool(
     # Every call of every host passes here: the lookups are inlined (one function call less each),
     # and each falls back on the helper that raises the right error when anything is off.
     if server is None:
-        if kxen_tools.is_kxen_tool(name):
-            return (await kxen_tools.call(rt, name, arguments, rt.output_limit)).as_result()
-        # a model-facing name: its server part, then that server's name map
+        # a model-facing name: its server part, then that server's name map (kxen's own tools have
+        # no separator in their names: kxen_core.runtime.kxen_tools)
         server, sep, rest = name.partition(tool_names.SEPARATOR)
         if not (sep and server and rest):
+            if kxen_tools.is_kxen_tool(name):
+                return (await kxen_tools.call(rt, name, arguments, rt.output_limit)).as_result()
             try:
                 tool_names.server_of(name)
             except ValueError as exc:
@@ -156,7 +157,10 @@ async def call_tool(
         if not wait or "outputSchema" not in info:
             return result
         return check_result(info, result, target.diag)
-    seconds = timeout if timeout is not None else budget.for_tool(tool)
+    if timeout is not None:
+        seconds = timeout
+    else:  # budget.for_tool(tool), inline
+        seconds = budget.toolSeconds.get(tool, budget.requestSeconds) if budget.toolSeconds else budget.requestSeconds
     try:
         if on_progress is not None:
             result = await _send(target, session, params, seconds, on_progress)

@@ -182,15 +182,25 @@ class ToolsHost:
         ``wait=False`` (a task tool only) the call returns the task's *handle* at once, a plain dict
         for :meth:`task_result`, :meth:`task_status` and :meth:`cancel_task` (docs/embedding.md, "Tasks").
         """
-        task = {} if wait and not as_task else {"wait": wait, "as_task": as_task}  # the common call passes nothing more
         # kxen -v: the call logged with its time (kxen_core.runtime.calls), else nothing added
         call = self._timed_call_tool if self._calls_log.isEnabledFor(20) else self._call_tool
         trail = self._audit
         if trail is not None:  # the audit trail records the call (kxen_core.runtime.audit_wiring)
             return await self._audited_call(
-                self, call, trail, name, arguments, server=server, timeout=timeout, on_progress=on_progress, **task
+                self,
+                call,
+                trail,
+                name,
+                arguments,
+                server=server,
+                timeout=timeout,
+                on_progress=on_progress,
+                wait=wait,
+                as_task=as_task,
             )
-        return await call(self, name, arguments, server=server, timeout=timeout, on_progress=on_progress, **task)
+        return await call(
+            self, name, arguments, server=server, timeout=timeout, on_progress=on_progress, wait=wait, as_task=as_task
+        )
 
     @property
     def audit_path(self) -> Path | None:

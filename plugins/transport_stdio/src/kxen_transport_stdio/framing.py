@@ -9,13 +9,12 @@ new chunk is searched for newlines, and a line that spans chunks is joined once.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from kxen_core import ProtocolError, RequestFailed
+from kxen_core import ProtocolError, RequestFailed, jsonwire
 
 #: where a reply's id is looked for when the line is too deeply nested to decode: a reply puts its
 #: id before or after its (deep) result, so only the first and last bytes are searched (O(1) per line)
@@ -44,7 +43,7 @@ class LineReader:
         self._parts: list[bytes] = []  # the pieces of the line being received (no newline yet)
         self._held = 0  # their total size, never above the line bound
         self._skipping = False  # inside an oversized line, discarding until its newline
-        self._loads = json.loads
+        self._loads = jsonwire.loads  # json.loads's answers, faster
 
     def feed(self, chunk: bytes) -> None:
         nl = chunk.find(b"\n")

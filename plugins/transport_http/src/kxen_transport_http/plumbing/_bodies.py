@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import httpx
 
-from kxen_core import Message
+from kxen_core import Message, jsonwire
 from kxen_core.errors import ProtocolError
 
 #: what kxen's HTTP clients ask for: the encodings :func:`decoded` inflates, bounded
@@ -140,7 +140,7 @@ def parse_messages(data: str | bytes) -> list[Message]:
     """One JSON-RPC message (or a 2025-03-26 batch) -> list of dicts. Raises ``ValueError``, also
     for JSON nested too deeply to decode (never ``RecursionError``)."""
     try:
-        value = json.loads(data)
+        value = jsonwire.loads(data)  # json.loads's answers, faster
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     if isinstance(value, dict):
