@@ -17,14 +17,26 @@ real tool definitions (12 KB) in 30 instead of 66 us.
   a string too: a false alarm costs the standard library's speed, nothing else) send the text to
   ``json.loads``.
 
-Duplicate keys keep the last value in both. orjson is imported with the first message, not with
-kxen. A property test compares the two over random JSON texts and hostile ones
-(tests/test_jsonwire.py).
+Duplicate keys keep the last value in both.
+
+:func:`dumps` writes what kxen sends: the transport's own standard-library encoding (compact,
+UTF-8) unless orjson writes JSON of the same value: where orjson refuses (a key that is not a
+string, an integer past 64 bits, a lone surrogate, a subclass of ``str``/``int``/``dict``/``list``,
+anything ``json`` would refuse as well) and where its output holds a ``null`` (orjson writes
+``NaN`` and ``Infinity`` as ``null``; ``json`` writes them as they are), the standard library
+writes it. Floats are written in their shortest form either way (``1.5e-7`` or ``1.5e-07``: the
+same number). Two kinds of object ``json`` refuses, orjson writes: a ``uuid.UUID`` (as its
+string) and an ``enum.Enum`` member (as its value); kxen's own messages hold neither, and the
+arguments of a tool call are checked as JSON by the safety vote before they are sent.
+
+orjson is imported with the first message, not with kxen. A property test compares the two over
+random JSON values and texts and hostile ones (tests/test_jsonwire.py).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 #: every digit as ``0``: a run of 19 of them is then one ``bytes.find`` (C), not a regex scan
@@ -44,23 +56,40 @@ def loads(data: bytes | bytearray | str) -> Any:
     else:
         raw = data
     if raw.translate(_DIGITS_AS_ZERO).find(_LONG_RUN) < 0:
+        orjson = _orjson or _import()
         try:
-            return _fast_loads(raw)
-        except _FastError:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
             pass
     return json.loads(data)
 
 
-def _first_loads(data: bytes | bytearray | str) -> Any:
-    """orjson is imported at the first message (importing kxen does not load it)."""
-    global _fast_loads, _FastError
+def dumps(message: Any, fallback: Callable[[Any], bytes], *, newline: bool = False) -> bytes:
+    """``fallback(message)`` (the standard library's compact UTF-8 JSON of ``message``, with a
+    newline after it when ``newline``), written by orjson where that gives the same JSON (see the
+    module docstring)."""
+    orjson = _orjson or _import()
+    try:
+        out: bytes = orjson.dumps(message, None, _NEWLINE if newline else _PLAIN)
+    except TypeError:  # a key that is no string, an integer past 64 bits, a lone surrogate ...
+        return fallback(message)
+    if b"null" in out:  # a None, or a non-finite float orjson wrote as null: json writes it
+        return fallback(message)
+    return out
+
+
+_orjson: Any = None  # imported with the first message: importing kxen does not load it
+_PLAIN = _NEWLINE = 0  # orjson's options, once it is imported
+
+
+def _import() -> Any:
+    global _orjson, _PLAIN, _NEWLINE
     import orjson
 
-    _fast_loads, _FastError = orjson.loads, orjson.JSONDecodeError
-    return orjson.loads(data)
+    _PLAIN = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+    _NEWLINE = _PLAIN | orjson.OPT_APPEND_NEWLINE
+    _orjson = orjson
+    return orjson
 
 
-_fast_loads: Any = _first_loads
-_FastError: Any = ValueError  # orjson.JSONDecodeError is one; rebound to it with the import
-
-__all__ = ["loads"]
+__all__ = ["dumps", "loads"]

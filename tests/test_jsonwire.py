@@ -134,3 +134,89 @@ def test_a_plain_reply_is_read_by_orjson(monkeypatch):
     assert jsonwire.loads(reply.decode()) == jsonwire.loads(reply)
     with pytest.raises(AssertionError, match="json.loads was asked"):
         jsonwire.loads(b"NaN")  # what orjson refuses goes to json.loads
+
+
+# --- dumps: what kxen sends ------------------------------------------------------------------------
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _stdlib(message: Any) -> bytes:
+    """The stdio transport's own encoding (its fallback), newline included."""
+    try:
+        return (_ENCODE(message) + "\n").encode()
+    except UnicodeEncodeError:
+        return (json.dumps(message, separators=(",", ":")) + "\n").encode()
+
+
+def _has_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    return False
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=json_values)
+def test_random_values_are_written_as_json_writes_them(value):
+    got, want = jsonwire.dumps(value, _stdlib, newline=True), _stdlib(value)
+    assert got.endswith(b"\n")
+    assert _same(json.loads(got), json.loads(want))
+    if not _has_float(value):  # a float may take another of its shortest forms (1.5e-7, 1.5e-07)
+        assert got == want
+
+
+class Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"big": 2**64},
+        {"small": -(2**63) - 1},
+        {1: "an int key"},
+        {None: "a None key"},
+        {"nan": float("nan"), "inf": float("inf")},
+        {"lone": "\ud800"},
+        {"sub": Text("a str subclass")},
+        {"none": None},
+        {"text": "nullable, but no null"},
+        {"ctl": "\x00\x1f\x7f\u2028\"\\\n"},
+    ],
+    ids=lambda v: next(iter(v)) if isinstance(next(iter(v)), str) else repr(next(iter(v))),
+)
+def test_where_orjson_would_write_otherwise_json_writes(value):
+    assert jsonwire.dumps(value, _stdlib, newline=True) == _stdlib(value)
+
+
+def test_what_json_refuses_is_refused_with_its_error():
+    for value in ({"b": b"bytes"}, {"s": {1, 2}}, {"o": object()}):
+        with pytest.raises(TypeError) as want:
+            _stdlib(value)
+        with pytest.raises(TypeError) as got:
+            jsonwire.dumps(value, _stdlib)
+        assert str(got.value) == str(want.value)
+
+
+def test_the_two_objects_orjson_writes_and_json_refuses_are_as_documented():
+    import enum
+    import uuid
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    assert jsonwire.dumps({"id": uuid.UUID(int=5)}, _stdlib) == b'{"id":"00000000-0000-0000-0000-000000000005"}'
+    assert jsonwire.dumps({"c": Colour.RED}, _stdlib) == b'{"c":"red"}'
+
+
+def test_a_plain_request_is_written_by_orjson():
+    def refuse(_message: Any) -> bytes:
+        raise AssertionError("the fallback was asked")
+
+    request = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"a": 1}}}
+    assert jsonwire.dumps(request, refuse, newline=True) == _stdlib(request)
+    assert jsonwire.dumps(request, refuse) == _stdlib(request)[:-1]

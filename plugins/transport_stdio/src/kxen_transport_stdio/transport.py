@@ -42,6 +42,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from kxen_core import jsonwire
 from kxen_core.errors import ClosedError, ConnectError
 
 from .child import Child, spawn
@@ -101,6 +102,9 @@ class _Stream:
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
     def _encode(self, message: dict[str, Any]) -> bytes:
+        return jsonwire.dumps(message, self._encode_json, newline=True)  # orjson where it writes the same
+
+    def _encode_json(self, message: dict[str, Any]) -> bytes:
         try:
             return (self._dumps(message) + "\n").encode()
         except UnicodeEncodeError:  # a lone surrogate: JSON carries it as an escape

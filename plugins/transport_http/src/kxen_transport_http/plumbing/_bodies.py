@@ -151,5 +151,9 @@ def parse_messages(data: str | bytes) -> list[Message]:
 
 
 def encode(message: Message) -> bytes:
-    """``message`` as the compact UTF-8 JSON body of a POST."""
+    """``message`` as the compact UTF-8 JSON body of a POST (orjson where it writes the same JSON)."""
+    return jsonwire.dumps(message, _encode_json)
+
+
+def _encode_json(message: Message) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
