@@ -186,21 +186,23 @@ class Secrets:
     @property
     def values(self) -> list[str]:
         """Every value scrubbed now, longest first (the sources asked)."""
-        if self._sources:
-            self._refresh()
+        sources = self._sources
+        if sources:
+            old = self._answers
+            if len(old) == 1:  # one source (kxen's OAuth plugin): one call and one identity test
+                try:
+                    answer = sources[0]()
+                except Exception:  # a broken source must not stop the scrub of everything else
+                    answer = ()
+                if answer is not old[0]:
+                    self._refresh([answer])
+            else:
+                self._refresh(None)
         return self._values
 
-    def _refresh(self) -> None:
+    def _refresh(self, answers: list[Any] | None) -> None:
         old = self._answers
-        if len(old) == 1:  # one source (kxen's OAuth plugin): one call and one identity test
-            try:
-                answer = self._sources[0]()
-            except Exception:  # a broken source must not stop the scrub of everything else
-                answer = ()
-            if answer is old[0]:
-                return
-            answers = [answer]
-        else:
+        if answers is None:
             answers = []
             for source in self._sources:
                 try:

@@ -185,7 +185,7 @@ class Text(str):
         {"sub": Text("a str subclass")},
         {"none": None},
         {"text": "nullable, but no null"},
-        {"ctl": "\x00\x1f\x7f\u2028\"\\\n"},
+        {"ctl": '\x00\x1f\x7f\u2028"\\\n'},
     ],
     ids=lambda v: next(iter(v)) if isinstance(next(iter(v)), str) else repr(next(iter(v))),
 )

@@ -173,6 +173,20 @@ def test_prepared_votes_equal_the_full_vote(configs, settings_, extra, sequence,
     run(check)
 
 
+def test_the_shortcut_is_not_sure_past_the_guards_bound_of_strings():
+    from kxen_core.policy.argument_guard import MAX_STRINGS
+
+    server = ServerConfig(name="srv", command="x", defaultToolPolicy="allow")
+    pm = make_plugin_manager(load_entrypoints=False)
+    prepared = PreparedVotes(pm)
+    call = ToolCall(server=server, tool="echo", arguments={})
+    assert run(prepared.decide, call)[0] == "allow"  # the tool is prepared
+    assert prepared.allowed_outright(server, "echo", None, None, {"q": "x"})
+    many = {chr(0x4E00 + i): "" for i in range(MAX_STRINGS // 2 + 1)}  # small, flat, too many strings
+    assert _flat_and_small(many)
+    assert not prepared.allowed_outright(server, "echo", None, None, many)  # counted in full instead
+
+
 # --- the safety check's shortcut ---------------------------------------------------------------
 
 big_text = st.builds(

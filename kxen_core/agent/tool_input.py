@@ -66,37 +66,47 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-#: JSON Schema's types as the library checks them (a bool is no integer or number)
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
+#: JSON Schema's types as the library checks them (a bool is no integer or number): the Python
+#: classes whose instances are of the type, or a function where a class does not say it
+_TYPES: dict[str, tuple[type, ...] | Callable[[Any], bool]] = {
+    "string": (str,),
     "integer": _integer,
     "number": _number,
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "array": (list,),
+    "object": (dict,),
 }
+#: every value is of it (a property with no ``type``, ``true``, ``{}``)
+_ANY = (object,)
+
+#: a property's test: ``isinstance(value, test)`` for a tuple of classes, else ``test(value)``
+TypeTest = tuple[type, ...] | Callable[[Any], bool]
 
 
-def _any(_v: Any) -> bool:
-    return True
-
-
-def _type_test(schema: Any) -> Callable[[Any], bool] | None:
+def _type_test(schema: Any) -> TypeTest | None:
     """The test of a property schema of the fast shape, or None when it is not of that shape."""
     if schema is True or schema == {}:
-        return _any
+        return _ANY
     if not isinstance(schema, dict) or not _FAST_PROPERTY.issuperset(schema):
         return None
     kind = schema.get("type")
     if kind is None:
-        return _any
+        return _ANY
     if isinstance(kind, str):
         return _TYPES.get(kind)
     if isinstance(kind, list) and kind and all(isinstance(k, str) and k in _TYPES for k in kind):
-        tests = [_TYPES[k] for k in kind]
-        return lambda v: any(t(v) for t in tests)
+        return _union([_TYPES[k] for k in kind])
     return None
+
+
+def _union(tests: list[TypeTest]) -> TypeTest:
+    """The test of a ``type`` list: any of ``tests``."""
+    classes = tuple(c for t in tests if isinstance(t, tuple) for c in t)
+    functions = [t for t in tests if not isinstance(t, tuple)]
+    if not functions:
+        return classes
+    return lambda v: isinstance(v, classes) or any(f(v) for f in functions)
 
 
 def _fast(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
@@ -115,7 +125,7 @@ def _fast(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
         return None
     if not all(isinstance(r, str) for r in required):
         return None
-    tests = {}
+    tests: dict[str, TypeTest] = {}
     for name, sub in props.items():
         test = _type_test(sub)
         if test is None:
@@ -131,6 +141,9 @@ def _fast(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
             test = tests.get(key)
             if test is None:
                 if not extra:
+                    return False
+            elif isinstance(test, tuple):
+                if not isinstance(value, test):
                     return False
             elif not test(value):
                 return False
@@ -243,7 +256,9 @@ def _without_optional_nulls(required: frozenset[str], args: dict[str, Any]) -> d
 def check_arguments(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
     """None when ``args`` may be sent to ``tool`` (they conform, or the schema is not checked), else
     the ``isError`` result the model gets: which argument broke which rule, and where in the schema."""
-    check = input_check(tool.get("inputSchema"))
+    schema = tool.get("inputSchema")
+    cached = _by_id.get(id(schema))  # input_check(schema), inline while it is known
+    check = cached[1] if cached is not None and cached[0] is schema else input_check(schema)
     if check is None:
         return None
     fast = check.fast

@@ -99,7 +99,8 @@ def found(arguments: Any, secrets: Any = None) -> str | None:
 
 def found_in(strings: list[str], values: list[str], secrets: Any = None) -> str | None:
     """:func:`found` of arguments whose strings are ``strings`` (keys and values in order, as
-    :func:`_strings` lists them) and whose string values are ``values``."""
+    :func:`_strings` lists them: at most :data:`MAX_STRINGS`) and whose string values are ``values``
+    (the votes' shortcut: :meth:`kxen_core.policy.votes.PreparedVotes.allowed_outright`)."""
     if not strings:
         return None
     lines = "\n".join(strings)
@@ -132,14 +133,6 @@ def vote(server: Any, kind: str) -> Vote:
 def clear(server: Any, arguments: Any, secrets: Any) -> bool:
     """True when the guard has nothing to say about these arguments for ``server`` (the fast path)."""
     return getattr(server, "egressGuard", "on") == "off" or found(arguments, secrets) is None
-
-
-def clear_strings(server: Any, strings: list[str], values: list[str], secrets: Any) -> bool:
-    """:func:`clear` of arguments already walked (the common call's: :func:`kxen_core.policy.defaults.flat_strings`);
-    at most :data:`MAX_STRINGS` strings (more: not sure, False)."""
-    if len(strings) > MAX_STRINGS:
-        return False
-    return getattr(server, "egressGuard", "on") == "off" or found_in(strings, values, secrets) is None
 
 
 def masked(arguments: Any, secrets: Any = None) -> Any:
