@@ -61,7 +61,9 @@ ENTRY_POINTS = {
 }
 PLUGINS = {"stdio", "http", "sse", "tty", "oauth", "settings"}  # what kxen[all] brings (kxen-testing is not in it)
 #: what the root dist may require: exactly what kxen_core imports
-CORE_DEPENDENCIES = {"pluggy", "attrs", "cattrs", "anyio", "tomli", "rich", "tomlkit", "filelock", "jsonschema"}
+CORE_DEPENDENCIES = {
+    *("pluggy", "attrs", "cattrs", "anyio", "tomli", "rich", "tomlkit", "filelock", "jsonschema", "orjson"),
+}
 COMPATIBLE = SpecifierSet(">=0.1,<0.2")
 BUILD_TIMEOUT = 300
 PIP_TIMEOUT = 600

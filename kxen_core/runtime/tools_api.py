@@ -5,7 +5,7 @@ refreshes and resource subscriptions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from kxen_core.errors import UnknownTool
@@ -149,7 +149,7 @@ class ToolsHost:
         target = self._ready(server)
         return await target.refresh(kind)
 
-    async def call_tool(
+    def call_tool(
         self,
         name: str,
         arguments: Mapping[str, Any] | None = None,
@@ -159,7 +159,7 @@ class ToolsHost:
         on_progress: ProgressCallback | None = None,
         wait: bool = True,
         as_task: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
         """Call a tool by its model-facing name (``qualifiedName`` of :meth:`tools`), or by
         ``server=`` and the tool's own name; return the server's result as it is (for the host;
         :meth:`agent_call` is the agent's view).
@@ -182,11 +182,14 @@ class ToolsHost:
         ``wait=False`` (a task tool only) the call returns the task's *handle* at once, a plain dict
         for :meth:`task_result`, :meth:`task_status` and :meth:`cancel_task` (docs/embedding.md, "Tasks").
         """
+        # a plain method handing back the call's own coroutine (``await rt.call_tool(...)``, or a
+        # task of it): every call of every host passes here, and a coroutine of its own would be one
+        # more frame to create, enter and resume at each step of every call
         # kxen -v: the call logged with its time (kxen_core.runtime.calls), else nothing added
         call = self._timed_call_tool if self._calls_log.isEnabledFor(20) else self._call_tool
         trail = self._audit
         if trail is not None:  # the audit trail records the call (kxen_core.runtime.audit_wiring)
-            return await self._audited_call(
+            return self._audited_call(
                 self,
                 call,
                 trail,
@@ -198,7 +201,7 @@ class ToolsHost:
                 wait=wait,
                 as_task=as_task,
             )
-        return await call(
+        return call(
             self, name, arguments, server=server, timeout=timeout, on_progress=on_progress, wait=wait, as_task=as_task
         )
 
