@@ -256,9 +256,7 @@ def _without_optional_nulls(required: frozenset[str], args: dict[str, Any]) -> d
 def check_arguments(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
     """None when ``args`` may be sent to ``tool`` (they conform, or the schema is not checked), else
     the ``isError`` result the model gets: which argument broke which rule, and where in the schema."""
-    schema = tool.get("inputSchema")
-    cached = _by_id.get(id(schema))  # input_check(schema), inline while it is known
-    check = cached[1] if cached is not None and cached[0] is schema else input_check(schema)
+    check = input_check(tool.get("inputSchema"))
     if check is None:
         return None
     fast = check.fast

@@ -130,9 +130,19 @@ def vote(server: Any, kind: str) -> Vote:
     return Vote.ask(f"the arguments carry {kind}")
 
 
+def _off(server: Any) -> bool:
+    return getattr(server, "egressGuard", "on") == "off"
+
+
 def clear(server: Any, arguments: Any, secrets: Any) -> bool:
     """True when the guard has nothing to say about these arguments for ``server`` (the fast path)."""
-    return getattr(server, "egressGuard", "on") == "off" or found(arguments, secrets) is None
+    return _off(server) or found(arguments, secrets) is None
+
+
+def clear_strings(server: Any, strings: list[str], values: list[str], secrets: Any) -> bool:
+    """:func:`clear` of arguments already walked (:func:`kxen_core.policy.defaults.flat_strings`);
+    past :data:`MAX_STRINGS` strings it is not sure (False)."""
+    return len(strings) <= MAX_STRINGS and (_off(server) or found_in(strings, values, secrets) is None)
 
 
 def masked(arguments: Any, secrets: Any = None) -> Any:

@@ -133,7 +133,7 @@ def flat_strings(arguments: dict[Any, Any], out: list[str], values: list[str]) -
     ``MAX_ARGUMENT_BYTES``: depth 1, always JSON, size bounded from above without encoding it.
     False means "not sure": the full check decides. On the way, every key and string value in
     order goes into ``out`` and the string values into ``values``: the strings the argument guard
-    searches (:func:`kxen_core.policy.argument_guard.found_in`), so the common call is walked once."""
+    searches (:func:`kxen_core.policy.argument_guard.clear_strings`), so the common call is walked once."""
     size = 2  # {}
     for key, value in arguments.items():
         if type(key) is not str:

@@ -153,31 +153,22 @@ class PreparedVotes:
         check, the argument guard), their shortcuts pass the arguments (so they abstain) and the
         fixed votes allow. False means "count the votes"."""
         plan = self._plans.get((server.name, tool))
-        if plan is None or not plan.allows_flat:
-            return False
-        seen = self._impls_seen  # self._impls(), inline while the plugins are as last listed
-        generation = getattr(self.pm, "generation", None)
-        impls = seen[1] if seen is not None and generation is not None and seen[0] == generation else self._impls()
         if not (
-            plan.server is server
+            plan is not None
+            and plan.allows_flat
+            and plan.server is server
             and plan.role == role
             and plan.settings is settings
             and plan.launch is launch
-            and plan.impls == impls
+            and plan.impls == self._impls()
             and not hookcall.tracing()
         ):
             return False
         strings: list[str] = []
         values: list[str] = []
-        # the safety check's shortcut and the argument guard's strings in one walk; then the guard
-        # (argument_guard.clear on these strings; past MAX_STRINGS of them it is not sure)
-        return (
-            flat_strings(arguments, strings, values)
-            and len(strings) <= argument_guard.MAX_STRINGS
-            and (
-                getattr(server, "egressGuard", "on") == "off"
-                or argument_guard.found_in(strings, values, secrets) is None
-            )
+        # the safety check's shortcut and the argument guard's strings in one walk
+        return flat_strings(arguments, strings, values) and argument_guard.clear_strings(
+            server, strings, values, secrets
         )
 
     def outright_why(self, server: Any, tool: str) -> list[Vote]:

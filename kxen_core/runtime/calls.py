@@ -48,14 +48,12 @@ if TYPE_CHECKING:
     from kxen_core.protocol.progress import ProgressCallback
     from kxen_core.protocol.session import Session
     from kxen_core.runtime.server import Server
-    from kxen_core.safe_text import Secrets
 
 
 class CallHost(kxen_tools.AgentHost, Protocol):
     """What a call needs of the runtime (``kxen_core.Runtime`` is one)."""
 
     _votes: PreparedVotes
-    _secrets: tuple[Any, Secrets] | None  # (the config, its Secrets): ``secrets`` as last made
 
     def _ready(self, name: str) -> Server: ...
 
@@ -120,8 +118,7 @@ async def call_tool(
         return refused
     config = rt.config
     settings = config.settings if config else None
-    made = rt._secrets  # rt.secrets, without the property while its config is the runtime's
-    secrets = made[1] if made is not None and made[0] is config else rt.secrets
+    secrets = rt.secrets
     if note is not None:  # the audit trail (kxen_core.policy.audit): the arguments' shape, never a value
         note.begin(target.config, target.launch, tool, info, args, rt.role, secrets)
     # a definition nobody accepted (pinning warn) is never allowed outright: its allow asks again
