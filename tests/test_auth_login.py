@@ -194,3 +194,19 @@ async def test_what_a_sign_in_plugin_notices_reaches_the_login_status_and_a_serv
         status = await settled(rt, started.flow_id)
         assert status.state == "complete"
         assert status.notes == ("repaired \\x1b[2Jsomething", "a second repair"), status.notes
+
+
+async def test_closing_the_runtime_while_a_sign_in_waits_ends_the_sign_in(kxen_home, ws, start_peer):
+    # the close cancels the runtime's tasks only while one still runs: a sign-in waiting for its
+    # browser is one, so the close ends it (and does not wait for it) instead of hanging
+    url = gated(start_peer)
+    creds = Credentials(first=None)
+    sign_in = SignIn(creds)
+    kxen_home.write_settings(remote_on(url))
+    with anyio.fail_after(WAIT):
+        async with running(kxen_home, ws, creds, sign_in, servers={"r": remote(url)}, allow=REMOTE_PLUGINS) as rt:
+            started = await rt.login_start("r")
+            assert rt.login_poll(started.flow_id) == LoginStatus("pending")
+    assert rt.login_poll(started.flow_id) == LoginStatus("cancelled", "the runtime closed")
+    (flow,) = sign_in.flows
+    assert flow.closed == 1 and not flow.finished

@@ -20,7 +20,9 @@ from kxen_testing import running
 from remote_support import REMOTE_PLUGINS, WAIT, remote, remote_on, status_of, text_of, until
 from support import demo_entry
 
+from kxen_core import Runtime
 from kxen_core.errors import ClosedError, ConnectError, HTTPStatusError, RemoteError, ServerNotReady, SessionExpired
+from kxen_core.plugins.manager import make_plugin_manager
 from kxen_core.runtime.reconnect import Backoff, passing
 
 pytestmark = pytest.mark.anyio
@@ -67,6 +69,26 @@ async def test_a_killed_stdio_server_stays_failed_until_restart(kxen_home, ws):
             result = await rt.call_tool("d__echo", {"text": "back"})
         assert second != first and not alive(first)
         assert text_of(result) == "back"
+
+
+async def test_stopping_a_ready_server_ends_its_connection_as_a_close_without_a_cancel(kxen_home, ws):
+    # a ready server's run waits for its session to close: stop closes it and the run ends the
+    # connection by itself (the process ended, the state stopped); one still starting is cancelled
+    servers = {"d": {**demo_entry(), "defaultToolPolicy": "allow"}, "late": {"command": sys.executable}}
+    servers["late"]["args"] = ["-c", "import time; time.sleep(60)"]
+    kxen_home.write_servers(servers)
+    async with Runtime(home=kxen_home.path, workspace=ws, pm=make_plugin_manager(allow=["stdio"])) as rt:
+        await until(lambda: status_of(rt, "d")["state"] == "ready", WAIT)
+        await until(lambda: status_of(rt, "late")["state"] == "initializing", WAIT)
+        pids = pid_of(rt, "d"), pid_of(rt, "late")
+        ready, late = rt.servers["d"], rt.servers["late"]
+        with anyio.fail_after(WAIT):
+            await rt.stop_server("d")
+            await rt.stop_server("late")
+        assert ready.done.is_set() and not ready._scope.cancel_called
+        assert late.done.is_set() and late._scope.cancel_called  # no answer yet: cancelled
+        assert [status_of(rt, n)["state"] for n in ("d", "late")] == ["stopped", "stopped"]
+        assert not any(map(alive, pids))
 
 
 async def test_a_call_in_flight_fails_at_once_with_the_reason_when_its_server_restarts(kxen_home, ws):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ class LoginHost:
         _tg: anyio.abc.TaskGroup | None
 
         def _server(self, name: str) -> Server: ...
+
+        def _spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None: ...
 
         async def restart(self, name: str) -> None: ...
 

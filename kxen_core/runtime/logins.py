@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
@@ -98,6 +98,8 @@ class Host(Protocol):
 
     def _server(self, name: str) -> Server: ...
 
+    def _spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None: ...
+
     async def restart(self, name: str) -> None: ...
 
 
@@ -150,12 +152,10 @@ async def start(host: Host, name: str, scopes: Sequence[str], open_browser: bool
     # the sign-in's requests (discovery, registration, the token) follow this server's egress rules;
     # the flow's finishing task is started inside, so it keeps them
     with using_egress(egress_for(server.config, request.settings)):
-        return await _start(host, host._tg, name, server, request, notes)
+        return await _start(host, name, server, request, notes)
 
 
-async def _start(
-    host: Host, tg: anyio.abc.TaskGroup, name: str, server: Server, request: LoginRequest, notes: list[str]
-) -> LoginStarted:
+async def _start(host: Host, name: str, server: Server, request: LoginRequest, notes: list[str]) -> LoginStarted:
     try:
         flow = host.pm.hook.kxen_auth_login(server=server.config, request=request)
     except (AuthRequired, PluginHookError):
@@ -174,7 +174,7 @@ async def _start(
 
     entry = _Flow(id=f"login-{next(_flow_ids)}-{secrets.token_hex(6)}", server=name, flow=flow, notes=notes)
     _keep(host, entry)
-    tg.start_soon(_finish, host, entry, name=f"kxen-login-{name}")
+    host._spawn(_finish, host, entry, name=f"kxen-login-{name}")
     _changed(host, entry)
     return LoginStarted(flow_id=entry.id, url=url, server=name)
 

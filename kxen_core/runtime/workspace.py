@@ -20,7 +20,7 @@ from one module per job: tools and calls (:mod:`.tools_api`), resources and prom
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -103,6 +103,7 @@ class Runtime(ToolsHost, TasksHost, ContentsHost, ModelHost, SettingsHost, Login
         self._call_tool, self._tool_policy = calls.call_tool, calls.tool_policy
         self._timed_call_tool, self._calls_log = calls.timed_call_tool, calls.log
         self._tg: anyio.abc.TaskGroup | None = None
+        self._running = 0  # tasks started in _tg (by _spawn) that have not ended
         self._secrets: tuple[Config | None, Secrets] | None = None
         self._secret_sources: tuple[Any, ...] | None = None
         from kxen_core.runtime.settings_events import EventHub
@@ -156,7 +157,8 @@ class Runtime(ToolsHost, TasksHost, ContentsHost, ModelHost, SettingsHost, Login
             for server in list(self.servers.values()):
                 await server.stop("the runtime is closing")
         assert self._tg is not None
-        self._tg.cancel_scope.cancel()
+        if self._running:  # a server that did not end in time, a sign-in waiting for its browser
+            self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
         if self._audit is not None:  # what the calls recorded is written before the host goes on (bounded)
             from kxen_core.runtime.audit_wiring import flush
@@ -277,9 +279,23 @@ class Runtime(ToolsHost, TasksHost, ContentsHost, ModelHost, SettingsHost, Login
                 continue
             server = self.servers[name] = Server(entry=entry, admission=admit(config, entry), env=env)
             if server.admission.run is not None:
-                assert self._tg is not None
-                self._tg.start_soon(server.run, name=f"kxen-server-{name}")
+                self._spawn(server.run, name=f"kxen-server-{name}")
         self._events.publish("servers", names=list(self.servers))
+
+    def _spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
+        """Start ``fn(*args)`` in the runtime's task group, counted while it runs: the close cancels
+        the group only when something still runs in it (a cancel costs each start's close its
+        delivery rounds; the servers were stopped just before)."""
+        assert self._tg is not None
+
+        async def counted() -> None:
+            try:
+                await fn(*args)
+            finally:
+                self._running -= 1
+
+        self._running += 1
+        self._tg.start_soon(counted, name=name)
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until every server has settled (ready, failed, disabled, ...); False on timeout."""
@@ -305,7 +321,7 @@ class Runtime(ToolsHost, TasksHost, ContentsHost, ModelHost, SettingsHost, Login
         entry = self.config.servers[name]
         server = self.servers[name] = Server(entry=entry, admission=admit(self.config, entry), env=old.env)
         if server.admission.run is not None:
-            self._tg.start_soon(server.run, name=f"kxen-server-{name}")
+            self._spawn(server.run, name=f"kxen-server-{name}")
         self._events.publish("servers", names=list(self.servers))
 
 
