@@ -95,7 +95,6 @@ class Connection:
         stopping: bool
         subscriptions: Subscriptions
         _tg: anyio.abc.TaskGroup | None
-        _serving_session: bool
         _changed_early: set[str]
         _connected: anyio.Event
 
@@ -250,11 +249,9 @@ class Connection:
                             self._list_changed(kind_name)
                         self._changed_early.clear()
                         self.start_expiry()  # catalogs with a caching hint: fetched again when it runs out
-                        self._serving_session = True  # stop() closes the session: this wakes, no cancel needed
-                        try:
-                            await session.closed_event.wait()
-                        finally:
-                            self._serving_session = False
+                        # _tg is set from here (no await since it was set) until the session closes:
+                        # stop() closes the session, which wakes this, so it need not cancel
+                        await session.closed_event.wait()
                         self._tg = None
                         tg.cancel_scope.cancel()
                     phase = Phase.TRANSPORT

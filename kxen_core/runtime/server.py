@@ -99,8 +99,6 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
     stopping: bool = False
     close_reason: str | None = None  # why kxen stopped it ("stop requested", "reload"...)
     _scope: anyio.CancelScope | None = None
-    #: the run waits for its ready session to close (a closed session wakes it: stop need not cancel)
-    _serving_session: bool = False
     _tg: anyio.abc.TaskGroup | None = None  # while ready: list_changed refreshes run here
     _refreshing: set[str] = attrs.field(factory=set)
     _changed_early: set[str] = attrs.field(factory=set)
@@ -236,9 +234,10 @@ class Server(Connection, CatalogLists, PinnedTools, ToolView, ServerView):
         if self.session is not None:
             await self.tasks.cancel_waiting(self.session)  # a task a call waits for ends with it: tasks/cancel
             await self.session.aclose(f"server {self.name!r} was stopped: {reason}")
-        # a ready server's run wakes when its session closes and ends the connection as when the
-        # server closed it (bounded: the transport's own close); anywhere else it is cancelled
-        ends_alone = self._serving_session and self.session is not None and self.session.closed
+        # a ready server's run (its listing's task group open: it waits for the session to close)
+        # wakes when its session closes and ends the connection as when the server closed it
+        # (bounded: the transport's own close); anywhere else it is cancelled
+        ends_alone = self._tg is not None and self.session is not None and self.session.closed
         if self._scope is not None and not ends_alone:
             self._scope.cancel()
         if self._scope is not None or self.session is not None:
